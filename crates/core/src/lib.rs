@@ -1,0 +1,11 @@
+//! Domain vocabulary of counterlab: operations, outcomes, guarantees, the `Strategy`
+//! contract every counter design implements, and the checker that judges counters
+//! against the ground truth. This crate does no I/O; backends live in `strategies`.
+
+mod check;
+mod model;
+mod strategy;
+
+pub use check::{CheckInput, CheckResult, UserDrift, Verdict, check_counters};
+pub use model::{ErrorClass, Guarantee, NotificationId, OpError, OpKind, Outcome, UserId};
+pub use strategy::{Strategy, StrategyInfo};

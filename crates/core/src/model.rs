@@ -1,0 +1,165 @@
+//! Plain data types shared by every crate: ids, operation kinds, outcomes, error classes.
+
+use std::fmt;
+
+/// A user of the simulated product; users are numbered `1..=n_users`.
+pub type UserId = i64;
+/// Primary key of a notification row.
+pub type NotificationId = i64;
+
+/// The operations a workload issues. `MarkReadDup` is K concurrent `mark_read` calls on
+/// one notification: the race that breaks read-check-write designs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OpKind {
+    Create,
+    MarkRead,
+    MarkReadDup,
+    Delete,
+    MarkAllRead,
+    ReadCount,
+}
+
+impl OpKind {
+    pub const ALL: [OpKind; 6] = [
+        OpKind::Create,
+        OpKind::MarkRead,
+        OpKind::MarkReadDup,
+        OpKind::Delete,
+        OpKind::MarkAllRead,
+        OpKind::ReadCount,
+    ];
+
+    /// Stable snake_case name used in scenarios and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Create => "create",
+            OpKind::MarkRead => "mark_read",
+            OpKind::MarkReadDup => "mark_read_dup",
+            OpKind::Delete => "delete",
+            OpKind::MarkAllRead => "mark_all_read",
+            OpKind::ReadCount => "read_count",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<OpKind> {
+        OpKind::ALL.into_iter().find(|op| op.name() == name)
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for OpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What became of one operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The operation took effect (or was a no-op the strategy decided on, such as
+    /// marking an already-read notification).
+    Ok,
+    /// The operation certainly did not take effect (rolled back, rejected).
+    Fail,
+    /// The reply was lost or timed out: it may or may not have taken effect.
+    Unknown,
+}
+
+impl Outcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Fail => "fail",
+            Outcome::Unknown => "unknown",
+        }
+    }
+}
+
+/// Why an operation failed, as far as the client can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ErrorClass {
+    Serialization,
+    Deadlock,
+    Timeout,
+    Connection,
+    Other,
+}
+
+impl ErrorClass {
+    pub const ALL: [ErrorClass; 5] = [
+        ErrorClass::Serialization,
+        ErrorClass::Deadlock,
+        ErrorClass::Timeout,
+        ErrorClass::Connection,
+        ErrorClass::Other,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorClass::Serialization => "serialization",
+            ErrorClass::Deadlock => "deadlock",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::Connection => "connection",
+            ErrorClass::Other => "other",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A failed operation: its class, whether it may still have taken effect, and the
+/// backend's message (kept for the first few errors of a run).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpError {
+    pub class: ErrorClass,
+    pub outcome: Outcome,
+    pub message: String,
+}
+
+impl OpError {
+    pub fn new(class: ErrorClass, outcome: Outcome, message: impl Into<String>) -> OpError {
+        assert!(outcome != Outcome::Ok, "an error cannot have outcome ok");
+        OpError {
+            class,
+            outcome,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for OpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({}): {}",
+            self.class.name(),
+            self.outcome.name(),
+            self.message
+        )
+    }
+}
+
+impl std::error::Error for OpError {}
+
+/// What a strategy promises about its counters; the checker judges against it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Guarantee {
+    /// Counter equals the truth whenever no operation is in flight.
+    Exact,
+    /// Known racy: drift is expected and is reported, not failed.
+    None,
+}
+
+impl Guarantee {
+    pub fn name(self) -> &'static str {
+        match self {
+            Guarantee::Exact => "exact",
+            Guarantee::None => "none",
+        }
+    }
+}

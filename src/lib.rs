@@ -1,0 +1,9 @@
+//! counterlab's command-line side: scenario loading, the run orchestration (namespace
+//! per strategy, seed, load, check, teardown) and report assembly. The only crate that
+//! reads scenario files and writes reports.
+
+pub mod clock;
+pub mod run;
+pub mod scenario;
+
+pub use counterlab_strategies::{CATALOG, find as find_strategy};

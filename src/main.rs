@@ -1,0 +1,191 @@
+//! The `counterlab` binary: parses flags, resolves the backend URL, runs a scenario,
+//! writes the report files and maps the result to an exit code
+//! (0 guarantees held, 1 a guarantee broken, 2 bad input or unreachable backend).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use counterlab::run::{RunOptions, run_plan};
+use counterlab::scenario::{self, Overrides};
+use counterlab::{CATALOG, clock};
+use counterlab_report::{render_json, render_markdown, render_terminal};
+use counterlab_strategies::postgres::DEFAULT_URL;
+
+#[derive(Parser)]
+#[command(
+    name = "counterlab",
+    version,
+    about = "Load-test and correctness-check unread-counter strategies on real databases"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a scenario file: every strategy in its own namespace, checked against the truth.
+    Run(RunArgs),
+    /// List the strategies and their declared guarantees.
+    List,
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Scenario TOML file (see scenarios/).
+    scenario: PathBuf,
+    /// Run only these strategies (repeatable); replaces the scenario's list.
+    #[arg(long = "strategy", value_name = "NAME")]
+    strategies: Vec<String>,
+    /// PostgreSQL URL; else COUNTERLAB_POSTGRES_URL, else DATABASE_URL, else the local default.
+    #[arg(long, value_name = "URL")]
+    postgres: Option<String>,
+    /// Seed for every random choice; replaces the scenario's.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Number of closed-loop workers; replaces the scenario's.
+    #[arg(long)]
+    workers: Option<u32>,
+    /// Load duration per strategy in seconds; replaces the scenario's duration or op count.
+    #[arg(long = "duration-s", value_name = "S")]
+    duration_s: Option<f64>,
+    /// Total operations per strategy; replaces the scenario's duration or op count.
+    #[arg(long)]
+    ops: Option<u64>,
+    /// Output folder for report.json and report.md [default: reports/runs/<time>-<scenario>/].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Keep each strategy's schema after the run (the report names it).
+    #[arg(long)]
+    keep: bool,
+    /// Print only the final table.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// Where the PostgreSQL URL came from, recorded so a user sees which server was used.
+fn resolve_postgres(flag: Option<String>) -> (String, &'static str) {
+    if let Some(u) = flag {
+        return (u, "--postgres");
+    }
+    for var in ["COUNTERLAB_POSTGRES_URL", "DATABASE_URL"] {
+        if let Ok(u) = std::env::var(var)
+            && !u.is_empty()
+        {
+            return (
+                u,
+                if var == "DATABASE_URL" {
+                    "DATABASE_URL"
+                } else {
+                    "COUNTERLAB_POSTGRES_URL"
+                },
+            );
+        }
+    }
+    (DEFAULT_URL.to_string(), "the local default")
+}
+
+enum Failure {
+    /// Bad input or unreachable backend.
+    Input(anyhow::Error),
+}
+
+fn list() {
+    for s in CATALOG {
+        println!(
+            "{:<20} guarantee: {:<6} {}",
+            s.name,
+            s.guarantee.name(),
+            s.summary
+        );
+    }
+}
+
+async fn run(args: RunArgs) -> Result<bool, Failure> {
+    let overrides = Overrides {
+        strategies: args.strategies.clone(),
+        seed: args.seed,
+        workers: args.workers,
+        duration_s: args.duration_s,
+        ops: args.ops,
+    };
+    let known: Vec<&str> = CATALOG.iter().map(|s| s.name).collect();
+    let (now_s, nanos) = clock::now_unix();
+    let default_seed = now_s ^ (u64::from(nanos) << 20);
+    let plan = scenario::load(&args.scenario, &overrides, &known, default_seed)
+        .map_err(|e| Failure::Input(e.into()))?;
+    let (url, source) = resolve_postgres(args.postgres);
+    let opts = RunOptions {
+        postgres_url: url,
+        keep: args.keep,
+        connect_timeout: Duration::from_secs(5),
+    };
+    let quiet = args.quiet;
+    let mut log = |line: &str| {
+        if !quiet {
+            eprintln!("{line}");
+        }
+    };
+    log(&format!("postgres URL from {source}"));
+    let report = run_plan(&plan, &opts, &mut log).await.map_err(|e| {
+        let hint = "start one with `docker compose up -d postgres` from the repository, or point counterlab at yours with --postgres URL / COUNTERLAB_POSTGRES_URL";
+        Failure::Input(anyhow::anyhow!("{e}\nhint: {hint}"))
+    })?;
+    let out = args.out.unwrap_or_else(|| {
+        PathBuf::from("reports/runs").join(format!("{}-{}", clock::compact(now_s), plan.scenario))
+    });
+    let written = (|| -> anyhow::Result<()> {
+        std::fs::create_dir_all(&out)
+            .with_context(|| format!("cannot create {}", out.display()))?;
+        std::fs::write(out.join("report.json"), render_json(&report))
+            .context("cannot write report.json")?;
+        std::fs::write(out.join("report.md"), render_markdown(&report))
+            .context("cannot write report.md")?;
+        Ok(())
+    })();
+    print!("{}", render_terminal(&report));
+    match written {
+        Ok(()) => println!("\nreport: {}", out.join("report.json").display()),
+        Err(e) => return Err(Failure::Input(e)),
+    }
+    if !report.all_guarantees_held {
+        println!(
+            "a strategy broke its declared guarantee; replay with: {}",
+            report.replay_command
+        );
+    }
+    Ok(report.all_guarantees_held)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::List => {
+            list();
+            ExitCode::SUCCESS
+        }
+        Command::Run(args) => {
+            let rt = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: cannot start the async runtime: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            match rt.block_on(run(args)) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::from(1),
+                Err(Failure::Input(e)) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+    }
+}

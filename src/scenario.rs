@@ -1,0 +1,456 @@
+//! Scenario files: the raw TOML shape, validated into a resolved `RunPlan` with every
+//! value explicit. Errors point at `file:line:column`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use counterlab_core::OpKind;
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+/// Bounds checked when a scenario is loaded (every loop and pool has a limit).
+pub mod limits {
+    pub const MAX_USERS: u64 = 10_000_000;
+    pub const MAX_NOTIFICATIONS_PER_USER: u64 = 100_000;
+    pub const MAX_SEEDED_ROWS: u64 = 100_000_000;
+    pub const MAX_WORKERS: u32 = 1024;
+    pub const MAX_DUP_K: u32 = 64;
+    pub const MAX_CONNECTIONS: u32 = 1000;
+    pub const MAX_DURATION_S: f64 = 86_400.0;
+    pub const MAX_OPS: u64 = 1_000_000_000;
+    pub const MAX_OP_TIMEOUT_MS: u64 = 60_000;
+    pub const MAX_ZIPF_EXPONENT: f64 = 10.0;
+}
+
+/// Bad input, located.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub path: String,
+    /// 1-based; None when the error is not about one place in the file (a flag, say).
+    pub line_col: Option<(usize, usize)>,
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line_col {
+            Some((l, c)) => write!(f, "{}:{}:{}: {}", self.path, l, c, self.message),
+            None => write!(f, "{}: {}", self.path, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: Option<String>,
+    seed: Option<u64>,
+    strategies: Option<Vec<Spanned<String>>>,
+    data: RawData,
+    workload: Spanned<RawWorkload>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawData {
+    users: Spanned<u64>,
+    notifications_per_user: Spanned<u64>,
+    #[serde(default)]
+    initial_read_per_user: Option<Spanned<u64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWorkload {
+    workers: Spanned<u32>,
+    duration_s: Option<Spanned<f64>>,
+    ops: Option<Spanned<u64>>,
+    dup_k: Option<Spanned<u32>>,
+    op_timeout_ms: Option<Spanned<u64>>,
+    connections: Option<Spanned<u32>>,
+    skew: Option<Spanned<String>>,
+    zipf_exponent: Option<Spanned<f64>>,
+    mix: Spanned<RawMix>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMix {
+    create: Option<u32>,
+    mark_read: Option<u32>,
+    mark_read_dup: Option<u32>,
+    delete: Option<u32>,
+    mark_all_read: Option<u32>,
+    read_count: Option<u32>,
+}
+
+/// The resolved plan. No `Default`: every value is decided here, printed into the
+/// report, and enough to replay the run.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RunPlan {
+    pub scenario: String,
+    pub scenario_path: String,
+    pub seed: u64,
+    pub strategies: Vec<String>,
+    pub data: DataPlan,
+    pub workload: WorkloadPlan,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+pub struct DataPlan {
+    pub n_users: u64,
+    pub notifications_per_user: u64,
+    pub initial_read_per_user: u64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct WorkloadPlan {
+    pub n_workers: u32,
+    /// Exactly one of `duration_s` and `ops` is set.
+    pub duration_s: Option<f64>,
+    pub ops: Option<u64>,
+    pub dup_k: u32,
+    pub op_timeout_ms: u64,
+    pub connections: u32,
+    pub skew: String,
+    pub zipf_exponent: Option<f64>,
+    pub mix: BTreeMap<String, u32>,
+}
+
+impl WorkloadPlan {
+    pub fn mix_weights(&self) -> [u32; 6] {
+        OpKind::ALL.map(|k| self.mix[k.name()])
+    }
+}
+
+/// Command-line values that replace the file's.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub strategies: Vec<String>,
+    pub seed: Option<u64>,
+    pub workers: Option<u32>,
+    pub duration_s: Option<f64>,
+    pub ops: Option<u64>,
+}
+
+pub const DEFAULT_DUP_K: u32 = 4;
+pub const DEFAULT_OP_TIMEOUT_MS: u64 = 5_000;
+
+struct Ctx<'a> {
+    path: &'a str,
+    src: &'a str,
+}
+
+impl Ctx<'_> {
+    fn at(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> ScenarioError {
+        let start = span.start.min(self.src.len());
+        let before = &self.src[..start];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        ScenarioError {
+            path: self.path.to_string(),
+            line_col: Some((line, col)),
+            message: message.into(),
+        }
+    }
+
+    fn flag(&self, message: impl Into<String>) -> ScenarioError {
+        ScenarioError {
+            path: self.path.to_string(),
+            line_col: None,
+            message: message.into(),
+        }
+    }
+}
+
+/// Reads and validates a scenario file, applying command-line overrides.
+/// `known` lists the valid strategy names; `default_seed` is used when neither the file
+/// nor the flags give one.
+pub fn load(
+    path: &Path,
+    overrides: &Overrides,
+    known: &[&str],
+    default_seed: u64,
+) -> Result<RunPlan, ScenarioError> {
+    let shown = path.display().to_string();
+    let src = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        path: shown.clone(),
+        line_col: None,
+        message: format!("cannot read scenario: {e}"),
+    })?;
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "scenario".into());
+    parse(&shown, &src, &name, overrides, known, default_seed)
+}
+
+/// Validates scenario text; `path` is only used in messages.
+pub fn parse(
+    path: &str,
+    src: &str,
+    default_name: &str,
+    overrides: &Overrides,
+    known: &[&str],
+    default_seed: u64,
+) -> Result<RunPlan, ScenarioError> {
+    use limits::*;
+    let cx = Ctx { path, src };
+    let raw: RawScenario = toml::from_str(src).map_err(|e| {
+        let message = e.message().trim().to_string();
+        match e.span() {
+            Some(span) => cx.at(span, message),
+            None => cx.flag(message),
+        }
+    })?;
+
+    let valid = || known.join(", ");
+    let strategies: Vec<String> = if !overrides.strategies.is_empty() {
+        for s in &overrides.strategies {
+            if !known.contains(&s.as_str()) {
+                return Err(cx.flag(format!(
+                    "--strategy {s}: unknown strategy; valid: {}",
+                    valid()
+                )));
+            }
+        }
+        overrides.strategies.clone()
+    } else if let Some(list) = &raw.strategies {
+        for s in list {
+            if !known.contains(&s.get_ref().as_str()) {
+                return Err(cx.at(
+                    s.span(),
+                    format!("unknown strategy {:?}; valid: {}", s.get_ref(), valid()),
+                ));
+            }
+        }
+        if list.is_empty() {
+            return Err(
+                cx.flag("`strategies` is empty; list at least one or leave it out to run all")
+            );
+        }
+        list.iter().map(|s| s.get_ref().clone()).collect()
+    } else {
+        known.iter().map(|s| s.to_string()).collect()
+    };
+    let mut seen = std::collections::HashSet::new();
+    if let Some(dup) = strategies.iter().find(|s| !seen.insert(*s)) {
+        return Err(cx.flag(format!("strategy {dup} is listed twice")));
+    }
+
+    let d = &raw.data;
+    let n_users = *d.users.get_ref();
+    if n_users == 0 || n_users > MAX_USERS {
+        return Err(cx.at(
+            d.users.span(),
+            format!("users must be in 1..={MAX_USERS}, got {n_users}"),
+        ));
+    }
+    let per_user = *d.notifications_per_user.get_ref();
+    if per_user > MAX_NOTIFICATIONS_PER_USER {
+        return Err(cx.at(
+            d.notifications_per_user.span(),
+            format!("notifications_per_user must be at most {MAX_NOTIFICATIONS_PER_USER}, got {per_user}"),
+        ));
+    }
+    if n_users.saturating_mul(per_user) > MAX_SEEDED_ROWS {
+        return Err(cx.at(
+            d.notifications_per_user.span(),
+            format!(
+                "users x notifications_per_user = {} exceeds {MAX_SEEDED_ROWS} seeded rows",
+                n_users.saturating_mul(per_user)
+            ),
+        ));
+    }
+    let initial_read = match &d.initial_read_per_user {
+        Some(v) if *v.get_ref() > per_user => {
+            return Err(cx.at(
+                v.span(),
+                format!(
+                    "initial_read_per_user ({}) exceeds notifications_per_user ({per_user})",
+                    v.get_ref()
+                ),
+            ));
+        }
+        Some(v) => *v.get_ref(),
+        None => 0,
+    };
+
+    let w = raw.workload.get_ref();
+    let workers = match overrides.workers {
+        Some(0) => return Err(cx.flag("--workers must be at least 1")),
+        Some(n) if n > MAX_WORKERS => {
+            return Err(cx.flag(format!("--workers must be at most {MAX_WORKERS}")));
+        }
+        Some(n) => n,
+        None => {
+            let n = *w.workers.get_ref();
+            if n == 0 || n > MAX_WORKERS {
+                return Err(cx.at(
+                    w.workers.span(),
+                    format!("workers must be in 1..={MAX_WORKERS}, got {n}"),
+                ));
+            }
+            n
+        }
+    };
+
+    let check_duration = |d: f64| d.is_finite() && d > 0.0 && d <= MAX_DURATION_S;
+    let check_ops = |n: u64| n > 0 && n <= MAX_OPS;
+    let (duration_s, ops) = match (overrides.duration_s, overrides.ops) {
+        (Some(_), Some(_)) => return Err(cx.flag("give --duration-s or --ops, not both")),
+        (Some(d), None) if !check_duration(d) => {
+            return Err(cx.flag(format!(
+                "--duration-s must be in (0, {MAX_DURATION_S}], got {d}"
+            )));
+        }
+        (Some(d), None) => (Some(d), None),
+        (None, Some(n)) if !check_ops(n) => {
+            return Err(cx.flag(format!("--ops must be in 1..={MAX_OPS}, got {n}")));
+        }
+        (None, Some(n)) => (None, Some(n)),
+        (None, None) => match (&w.duration_s, &w.ops) {
+            (Some(_), Some(o)) => return Err(cx.at(o.span(), "give duration_s or ops, not both")),
+            (None, None) => {
+                return Err(cx.at(raw.workload.span(), "[workload] needs duration_s or ops"));
+            }
+            (Some(d), None) if !check_duration(*d.get_ref()) => {
+                return Err(cx.at(
+                    d.span(),
+                    format!(
+                        "duration_s must be in (0, {MAX_DURATION_S}], got {}",
+                        d.get_ref()
+                    ),
+                ));
+            }
+            (Some(d), None) => (Some(*d.get_ref()), None),
+            (None, Some(o)) if !check_ops(*o.get_ref()) => {
+                return Err(cx.at(
+                    o.span(),
+                    format!("ops must be in 1..={MAX_OPS}, got {}", o.get_ref()),
+                ));
+            }
+            (None, Some(o)) => (None, Some(*o.get_ref())),
+        },
+    };
+
+    let dup_k = match &w.dup_k {
+        Some(k) if *k.get_ref() == 0 || *k.get_ref() > MAX_DUP_K => {
+            return Err(cx.at(
+                k.span(),
+                format!("dup_k must be in 1..={MAX_DUP_K}, got {}", k.get_ref()),
+            ));
+        }
+        Some(k) => *k.get_ref(),
+        None => DEFAULT_DUP_K,
+    };
+    let op_timeout_ms = match &w.op_timeout_ms {
+        Some(t) if *t.get_ref() == 0 || *t.get_ref() > MAX_OP_TIMEOUT_MS => {
+            return Err(cx.at(
+                t.span(),
+                format!(
+                    "op_timeout_ms must be in 1..={MAX_OP_TIMEOUT_MS}, got {}",
+                    t.get_ref()
+                ),
+            ));
+        }
+        Some(t) => *t.get_ref(),
+        None => DEFAULT_OP_TIMEOUT_MS,
+    };
+
+    let (skew, zipf_exponent) = match w.skew.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+        None | Some(("uniform", _)) => {
+            if let Some(z) = &w.zipf_exponent {
+                return Err(cx.at(z.span(), "zipf_exponent needs skew = \"zipf\""));
+            }
+            ("uniform".to_string(), None)
+        }
+        Some(("zipf", span)) => {
+            let Some(z) = &w.zipf_exponent else {
+                return Err(cx.at(
+                    span,
+                    "skew = \"zipf\" needs zipf_exponent (for example 1.1)",
+                ));
+            };
+            let e = *z.get_ref();
+            if !(e.is_finite() && e > 0.0 && e <= MAX_ZIPF_EXPONENT) {
+                return Err(cx.at(
+                    z.span(),
+                    format!("zipf_exponent must be in (0, {MAX_ZIPF_EXPONENT}], got {e}"),
+                ));
+            }
+            ("zipf".to_string(), Some(e))
+        }
+        Some((other, span)) => {
+            return Err(cx.at(
+                span,
+                format!("unknown skew {other:?}; valid: uniform, zipf"),
+            ));
+        }
+    };
+
+    let m = w.mix.get_ref();
+    let weights = [
+        m.create,
+        m.mark_read,
+        m.mark_read_dup,
+        m.delete,
+        m.mark_all_read,
+        m.read_count,
+    ]
+    .map(|w| w.unwrap_or(0));
+    if weights.iter().all(|w| *w == 0) {
+        return Err(cx.at(
+            w.mix.span(),
+            "every mix weight is 0: give at least one operation a positive weight",
+        ));
+    }
+    let mix: BTreeMap<String, u32> = OpKind::ALL
+        .iter()
+        .zip(weights)
+        .map(|(k, w)| (k.name().to_string(), w))
+        .collect();
+
+    // One connection per worker, K per worker when duplicate mark_reads are in the mix,
+    // so that the K calls really run at the same time.
+    let per_worker = if mix["mark_read_dup"] > 0 { dup_k } else { 1 };
+    let connections = match &w.connections {
+        Some(c) if *c.get_ref() == 0 || *c.get_ref() > MAX_CONNECTIONS => {
+            return Err(cx.at(
+                c.span(),
+                format!(
+                    "connections must be in 1..={MAX_CONNECTIONS}, got {}",
+                    c.get_ref()
+                ),
+            ));
+        }
+        Some(c) => *c.get_ref(),
+        None => (workers * per_worker).min(MAX_CONNECTIONS),
+    };
+
+    Ok(RunPlan {
+        scenario: raw.name.unwrap_or_else(|| default_name.to_string()),
+        scenario_path: path.to_string(),
+        seed: overrides.seed.or(raw.seed).unwrap_or(default_seed),
+        strategies,
+        data: DataPlan {
+            n_users,
+            notifications_per_user: per_user,
+            initial_read_per_user: initial_read,
+        },
+        workload: WorkloadPlan {
+            n_workers: workers,
+            duration_s,
+            ops,
+            dup_k,
+            op_timeout_ms,
+            connections,
+            skew,
+            zipf_exponent,
+            mix,
+        },
+    })
+}
