@@ -1,0 +1,23 @@
+//! The one integration-test binary. Every test talks to the real PostgreSQL named by
+//! COUNTERLAB_POSTGRES_URL (else the local default) and asserts on what is stored there.
+
+/// Helpers shared by the modules below: connecting, planning, direct SQL inspection.
+mod util;
+
+/// Each strategy run sequentially: return values and rows/counters after every op.
+mod sequential;
+
+/// The duplicate mark_read race at small size, judged on the rows in the database.
+mod race;
+
+/// The checker on real data: a counter changed behind the strategy's back is caught.
+mod checker;
+
+/// Scenario files: every shipped scenario runs at small size; bad input is located.
+mod scenarios;
+
+/// The binary: exit codes, redacted URLs, report files, and namespace hygiene.
+mod cli;
+
+/// Repository hygiene: doc lines on every file.
+mod tidy;
