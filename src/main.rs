@@ -1,9 +1,12 @@
 //! The `counterlab` binary: parses flags, resolves the backend URL, runs a scenario,
 //! writes the report files and maps the result to an exit code
-//! (0 guarantees held, 1 a guarantee broken, 2 bad input or unreachable backend).
+//! (0 guarantees held, 1 a guarantee broken, 2 bad input or unreachable backend,
+//! 130 interrupted).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -12,6 +15,7 @@ use counterlab::run::{RunOptions, run_plan};
 use counterlab::scenario::{self, Overrides};
 use counterlab::{CATALOG, clock};
 use counterlab_report::{render_json, render_markdown, render_terminal};
+use counterlab_strategies::BackendError;
 use counterlab_strategies::postgres::DEFAULT_URL;
 
 #[derive(Parser)]
@@ -104,7 +108,17 @@ fn list() {
     }
 }
 
-async fn run(args: RunArgs) -> Result<bool, Failure> {
+/// How a run that produced a report ended.
+enum Ending {
+    Held,
+    Broken,
+    Interrupted,
+}
+
+/// Exit code after Ctrl-C (128 + SIGINT, as shells report it).
+const EXIT_INTERRUPTED: i32 = 130;
+
+async fn run(args: RunArgs) -> Result<Ending, Failure> {
     let overrides = Overrides {
         strategies: args.strategies.clone(),
         seed: args.seed,
@@ -122,7 +136,21 @@ async fn run(args: RunArgs) -> Result<bool, Failure> {
         postgres_url: url,
         keep: args.keep,
         connect_timeout: Duration::from_secs(5),
+        cancel: Arc::new(AtomicBool::new(false)),
     };
+    let cancel = opts.cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!(
+                "interrupted: stopping the load, then checking and cleaning up (Ctrl-C again to abort)"
+            );
+            cancel.store(true, Ordering::Relaxed);
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("aborted: namespaces of this run may be left behind (schemas cl_*)");
+                std::process::exit(EXIT_INTERRUPTED);
+            }
+        }
+    });
     let quiet = args.quiet;
     let mut log = |line: &str| {
         if !quiet {
@@ -130,9 +158,12 @@ async fn run(args: RunArgs) -> Result<bool, Failure> {
         }
     };
     log(&format!("postgres URL from {source}"));
-    let report = run_plan(&plan, &opts, &mut log).await.map_err(|e| {
-        let hint = "start one with `docker compose up -d postgres` from the repository, or point counterlab at yours with --postgres URL / COUNTERLAB_POSTGRES_URL";
-        Failure::Input(anyhow::anyhow!("{e}\nhint: {hint}"))
+    let report = run_plan(&plan, &opts, &mut log).await.map_err(|e| match e {
+        BackendError::Connect { .. } => {
+            let hint = "start one with `docker compose up -d postgres` from the repository, or point counterlab at yours with --postgres URL / COUNTERLAB_POSTGRES_URL";
+            Failure::Input(anyhow::anyhow!("{e}\nhint: {hint}"))
+        }
+        other => Failure::Input(other.into()),
     })?;
     let out = args.out.unwrap_or_else(|| {
         PathBuf::from("reports/runs").join(format!("{}-{}", clock::compact(now_s), plan.scenario))
@@ -151,13 +182,21 @@ async fn run(args: RunArgs) -> Result<bool, Failure> {
         Ok(()) => println!("\nreport: {}", out.join("report.json").display()),
         Err(e) => return Err(Failure::Input(e)),
     }
+    if report.interrupted {
+        println!("interrupted: the report covers the strategies that ran");
+        return Ok(Ending::Interrupted);
+    }
     if !report.all_guarantees_held {
         println!(
             "a strategy broke its declared guarantee; replay with: {}",
             report.replay_command
         );
     }
-    Ok(report.all_guarantees_held)
+    Ok(if report.all_guarantees_held {
+        Ending::Held
+    } else {
+        Ending::Broken
+    })
 }
 
 fn main() -> ExitCode {
@@ -179,8 +218,9 @@ fn main() -> ExitCode {
                 }
             };
             match rt.block_on(run(args)) {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::from(1),
+                Ok(Ending::Held) => ExitCode::SUCCESS,
+                Ok(Ending::Broken) => ExitCode::from(1),
+                Ok(Ending::Interrupted) => ExitCode::from(EXIT_INTERRUPTED as u8),
                 Err(Failure::Input(e)) => {
                     eprintln!("error: {e:#}");
                     ExitCode::from(2)

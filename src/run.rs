@@ -2,6 +2,7 @@
 //! closed-loop load, the ground-truth check, then teardown (or `--keep`).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use counterlab_core::check_counters;
@@ -20,6 +21,9 @@ pub struct RunOptions {
     /// Leave each strategy's namespace in place after the run.
     pub keep: bool,
     pub connect_timeout: Duration,
+    /// Set by Ctrl-C: the load stops, the strategy in flight is still checked and torn
+    /// down, later strategies do not start, and the report says `interrupted`.
+    pub cancel: Arc<AtomicBool>,
 }
 
 pub const COMMIT: &str = env!("COUNTERLAB_GIT_COMMIT");
@@ -36,7 +40,7 @@ pub fn namespace_name(run_id: &str, strategy: &str) -> String {
     format!("cl_{run_id}_{}", strategy.replace('-', "_"))
 }
 
-fn driver_config(plan: &RunPlan) -> DriverConfig {
+fn driver_config(plan: &RunPlan, cancel: Arc<AtomicBool>) -> DriverConfig {
     let w = &plan.workload;
     DriverConfig {
         seed: plan.seed,
@@ -55,6 +59,7 @@ fn driver_config(plan: &RunPlan) -> DriverConfig {
         },
         dup_k: w.dup_k,
         op_timeout: Duration::from_millis(w.op_timeout_ms),
+        cancel,
     }
 }
 
@@ -89,7 +94,7 @@ pub async fn run_plan(
         server.version(),
         server.url_redacted()
     ));
-    let cfg = driver_config(plan);
+    let cfg = driver_config(plan, opts.cancel.clone());
     let seed_spec = SeedSpec {
         n_users: plan.data.n_users,
         notifications_per_user: plan.data.notifications_per_user,
@@ -97,6 +102,10 @@ pub async fn run_plan(
     };
     let mut reports = Vec::new();
     for name in &plan.strategies {
+        if opts.cancel.load(Ordering::Relaxed) {
+            log(&format!("interrupted: {name} and later strategies not run"));
+            break;
+        }
         let info = *find(name).expect("plan strategies were validated");
         let ns_name = namespace_name(&run_id, name);
         // The acquire timeout bounds the wait for a pooled connection; ops time out anyway.
@@ -173,6 +182,7 @@ pub async fn run_plan(
         }],
         strategies: reports,
         all_guarantees_held: all_held,
+        interrupted: opts.cancel.load(Ordering::Relaxed),
         replay_command: replay_command(plan),
     })
 }

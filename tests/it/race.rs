@@ -29,14 +29,29 @@ async fn duplicate_mark_read_drifts_only_direct_update() {
         assert_eq!(stored.len(), 40, "{}: one counter row per user", s.strategy);
         let mismatched = stored.iter().filter(|(_, c, t)| c != t).count() as u64;
         let drift: u64 = stored.iter().map(|(_, c, t)| (c - t).unsigned_abs()).sum();
-        assert_eq!(mismatched, s.check.users_mismatched, "{}: report agrees with the rows", s.strategy);
+        assert_eq!(
+            mismatched, s.check.users_mismatched,
+            "{}: report agrees with the rows",
+            s.strategy
+        );
         assert_eq!(drift, s.check.drift_abs_total, "{}", s.strategy);
-        assert!(s.ops["mark_read_dup"].count > 500, "{}: the race was exercised", s.strategy);
+        assert!(
+            s.ops["mark_read_dup"].count > 500,
+            "{}: the race was exercised",
+            s.strategy
+        );
         match s.strategy.as_str() {
             "direct-update" => {
-                assert!(mismatched > 0, "direct-update lost no update in {} duplicate groups", s.ops["mark_read_dup"].count);
+                assert!(
+                    mismatched > 0,
+                    "direct-update lost no update in {} duplicate groups",
+                    s.ops["mark_read_dup"].count
+                );
                 // Each lost race decrements once too often: only under-counts.
-                assert!(stored.iter().all(|(_, c, t)| c <= t), "direct-update over-counted: {stored:?}");
+                assert!(
+                    stored.iter().all(|(_, c, t)| c <= t),
+                    "direct-update over-counted: {stored:?}"
+                );
                 assert_eq!(s.check.verdict, "drift-expected");
             }
             _ => {

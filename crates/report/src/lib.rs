@@ -31,6 +31,9 @@ pub struct Report {
     pub strategies: Vec<StrategyReport>,
     /// True when every strategy's verdict matches its declared guarantee.
     pub all_guarantees_held: bool,
+    /// Ctrl-C stopped the run early: the strategies listed were checked and torn down,
+    /// later ones did not run.
+    pub interrupted: bool,
     /// The command that replays this run.
     pub replay_command: String,
 }

@@ -3,6 +3,7 @@
 //! Errors are classified and counted; they never stop the run.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use counterlab_core::{ErrorClass, OpError, OpKind, Outcome, Strategy};
@@ -33,6 +34,8 @@ pub struct DriverConfig {
     pub dup_k: u32,
     /// Bound on each call; a call that exceeds it is abandoned with outcome unknown.
     pub op_timeout: Duration,
+    /// Set (by Ctrl-C) to stop issuing ops; ops in flight finish or time out.
+    pub cancel: Arc<AtomicBool>,
 }
 
 /// Everything the load produced, merged over workers.
@@ -173,7 +176,10 @@ async fn worker_loop(
     };
     let mut issued = 0u64;
     loop {
-        if budget.is_some_and(|b| issued >= b) || deadline.is_some_and(|d| Instant::now() >= d) {
+        if budget.is_some_and(|b| issued >= b)
+            || deadline.is_some_and(|d| Instant::now() >= d)
+            || cfg.cancel.load(Ordering::Relaxed)
+        {
             break;
         }
         issued += 1;

@@ -106,8 +106,11 @@ impl PgServer {
         ns.admin_exec("create schema", format!("CREATE SCHEMA \"{name}\""))
             .await?;
         let options = self.options.clone().options([("search_path", name)]);
+        // No ping before each acquire: it is one more round trip per operation, which a
+        // production pool would not pay either; a dead connection surfaces as an error.
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
+            .test_before_acquire(false)
             .acquire_timeout(acquire_timeout)
             .connect_lazy_with(options);
         let ns = Namespace {
