@@ -16,7 +16,6 @@ use counterlab::scenario::{self, Overrides};
 use counterlab::{CATALOG, clock};
 use counterlab_report::{render_json, render_markdown, render_terminal};
 use counterlab_strategies::BackendError;
-use counterlab_strategies::postgres::DEFAULT_URL;
 
 #[derive(Parser)]
 #[command(
@@ -32,7 +31,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a scenario file: every strategy in its own namespace, checked against the truth.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// List the strategies and their declared guarantees.
     List,
 }
@@ -44,9 +43,21 @@ struct RunArgs {
     /// Run only these strategies (repeatable); replaces the scenario's list.
     #[arg(long = "strategy", value_name = "NAME")]
     strategies: Vec<String>,
-    /// PostgreSQL URL; else COUNTERLAB_POSTGRES_URL, else DATABASE_URL, else the local default.
+    /// Run on these backends (repeatable: auto, postgres, mysql, sqlite); replaces the scenario's.
+    #[arg(long = "backend", value_name = "NAME")]
+    backends: Vec<String>,
+    /// Run at these isolation levels (repeatable); replaces the scenario's.
+    #[arg(long = "isolation", value_name = "LEVEL")]
+    isolation: Vec<String>,
+    /// PostgreSQL URL; else COUNTERLAB_POSTGRES_URL, else DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test.
     #[arg(long, value_name = "URL")]
     postgres: Option<String>,
+    /// MySQL/MariaDB URL; else COUNTERLAB_MYSQL_URL, else mysql://root@127.0.0.1:3306/test.
+    #[arg(long, value_name = "URL")]
+    mysql: Option<String>,
+    /// Directory for SQLite namespace files [default: a temporary directory, removed after the run].
+    #[arg(long, value_name = "DIR")]
+    sqlite: Option<PathBuf>,
     /// Seed for every random choice; replaces the scenario's.
     #[arg(long)]
     seed: Option<u64>,
@@ -70,26 +81,12 @@ struct RunArgs {
     quiet: bool,
 }
 
-/// Where the PostgreSQL URL came from, recorded so a user sees which server was used.
-fn resolve_postgres(flag: Option<String>) -> (String, &'static str) {
+/// A configured URL and where it came from: the flag, else the first set variable.
+fn configured(flag: Option<String>, flag_name: &'static str, vars: &[&'static str]) -> Option<(String, &'static str)> {
     if let Some(u) = flag {
-        return (u, "--postgres");
+        return Some((u, flag_name));
     }
-    for var in ["COUNTERLAB_POSTGRES_URL", "DATABASE_URL"] {
-        if let Ok(u) = std::env::var(var)
-            && !u.is_empty()
-        {
-            return (
-                u,
-                if var == "DATABASE_URL" {
-                    "DATABASE_URL"
-                } else {
-                    "COUNTERLAB_POSTGRES_URL"
-                },
-            );
-        }
-    }
-    (DEFAULT_URL.to_string(), "the local default")
+    vars.iter().find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()).map(|u| (u, *v)))
 }
 
 enum Failure {
@@ -99,12 +96,7 @@ enum Failure {
 
 fn list() {
     for s in CATALOG {
-        println!(
-            "{:<20} guarantee: {:<6} {}",
-            s.name,
-            s.guarantee.name(),
-            s.summary
-        );
+        println!("{:<20} guarantee: {:<6} {}", s.name, s.guarantee.name(), s.summary);
     }
 }
 
@@ -121,6 +113,8 @@ const EXIT_INTERRUPTED: i32 = 130;
 async fn run(args: RunArgs) -> Result<Ending, Failure> {
     let overrides = Overrides {
         strategies: args.strategies.clone(),
+        backends: args.backends.clone(),
+        isolation: args.isolation.clone(),
         seed: args.seed,
         workers: args.workers,
         duration_s: args.duration_s,
@@ -129,11 +123,19 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     let known: Vec<&str> = CATALOG.iter().map(|s| s.name).collect();
     let (now_s, nanos) = clock::now_unix();
     let default_seed = now_s ^ (u64::from(nanos) << 20);
-    let plan = scenario::load(&args.scenario, &overrides, &known, default_seed)
-        .map_err(|e| Failure::Input(e.into()))?;
-    let (url, source) = resolve_postgres(args.postgres);
+    let plan =
+        scenario::load(&args.scenario, &overrides, &known, default_seed).map_err(|e| Failure::Input(e.into()))?;
+    let postgres = configured(args.postgres, "--postgres", &["COUNTERLAB_POSTGRES_URL", "DATABASE_URL"]);
+    let mysql = configured(args.mysql, "--mysql", &["COUNTERLAB_MYSQL_URL"]);
+    let sources: Vec<String> = [("postgres", &postgres), ("mysql", &mysql)]
+        .iter()
+        .map(|(b, c)| format!("{b} URL from {}", c.as_ref().map_or("the local default", |c| c.1)))
+        .collect();
     let opts = RunOptions {
-        postgres_url: url,
+        postgres_url: postgres.map(|c| c.0),
+        postgres_default: counterlab_strategies::DEFAULT_POSTGRES_URL.to_string(),
+        mysql_url: mysql.map(|c| c.0),
+        sqlite_dir: args.sqlite,
         keep: args.keep,
         connect_timeout: Duration::from_secs(5),
         cancel: Arc::new(AtomicBool::new(false)),
@@ -141,9 +143,7 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     let cancel = opts.cancel.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!(
-                "interrupted: stopping the load, then checking and cleaning up (Ctrl-C again to abort)"
-            );
+            eprintln!("interrupted: stopping the load, then checking and cleaning up (Ctrl-C again to abort)");
             cancel.store(true, Ordering::Relaxed);
             if tokio::signal::ctrl_c().await.is_ok() {
                 eprintln!("aborted: namespaces of this run may be left behind (schemas cl_*)");
@@ -157,24 +157,21 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
             eprintln!("{line}");
         }
     };
-    log(&format!("postgres URL from {source}"));
+    log(&sources.join("; "));
     let report = run_plan(&plan, &opts, &mut log).await.map_err(|e| match e {
         BackendError::Connect { .. } => {
-            let hint = "start one with `docker compose up -d postgres` from the repository, or point counterlab at yours with --postgres URL / COUNTERLAB_POSTGRES_URL";
+            let hint = "start the servers with `docker compose up -d` from the repository, or point counterlab at yours with --postgres URL / COUNTERLAB_POSTGRES_URL, --mysql URL / COUNTERLAB_MYSQL_URL; `--backend sqlite` needs no server";
             Failure::Input(anyhow::anyhow!("{e}\nhint: {hint}"))
         }
         other => Failure::Input(other.into()),
     })?;
-    let out = args.out.unwrap_or_else(|| {
-        PathBuf::from("reports/runs").join(format!("{}-{}", clock::compact(now_s), plan.scenario))
-    });
+    let out = args
+        .out
+        .unwrap_or_else(|| PathBuf::from("reports/runs").join(format!("{}-{}", clock::compact(now_s), plan.scenario)));
     let written = (|| -> anyhow::Result<()> {
-        std::fs::create_dir_all(&out)
-            .with_context(|| format!("cannot create {}", out.display()))?;
-        std::fs::write(out.join("report.json"), render_json(&report))
-            .context("cannot write report.json")?;
-        std::fs::write(out.join("report.md"), render_markdown(&report))
-            .context("cannot write report.md")?;
+        std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+        std::fs::write(out.join("report.json"), render_json(&report)).context("cannot write report.json")?;
+        std::fs::write(out.join("report.md"), render_markdown(&report)).context("cannot write report.md")?;
         Ok(())
     })();
     print!("{}", render_terminal(&report));
@@ -187,16 +184,9 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         return Ok(Ending::Interrupted);
     }
     if !report.all_guarantees_held {
-        println!(
-            "a strategy broke its declared guarantee; replay with: {}",
-            report.replay_command
-        );
+        println!("a strategy broke its declared guarantee; replay with: {}", report.replay_command);
     }
-    Ok(if report.all_guarantees_held {
-        Ending::Held
-    } else {
-        Ending::Broken
-    })
+    Ok(if report.all_guarantees_held { Ending::Held } else { Ending::Broken })
 }
 
 fn main() -> ExitCode {
@@ -207,17 +197,14 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Run(args) => {
-            let rt = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
+            let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(rt) => rt,
                 Err(e) => {
                     eprintln!("error: cannot start the async runtime: {e}");
                     return ExitCode::from(2);
                 }
             };
-            match rt.block_on(run(args)) {
+            match rt.block_on(run(*args)) {
                 Ok(Ending::Held) => ExitCode::SUCCESS,
                 Ok(Ending::Broken) => ExitCode::from(1),
                 Ok(Ending::Interrupted) => ExitCode::from(EXIT_INTERRUPTED as u8),

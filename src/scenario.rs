@@ -21,6 +21,8 @@ pub mod limits {
     pub const MAX_OPS: u64 = 1_000_000_000;
     pub const MAX_OP_TIMEOUT_MS: u64 = 60_000;
     pub const MAX_ZIPF_EXPONENT: f64 = 10.0;
+    pub const MAX_ATTEMPTS: u32 = 100;
+    pub const MAX_BACKOFF_MS: u64 = 10_000;
 }
 
 /// Bad input, located.
@@ -49,8 +51,20 @@ struct RawScenario {
     name: Option<String>,
     seed: Option<u64>,
     strategies: Option<Vec<Spanned<String>>>,
+    backends: Option<Vec<Spanned<String>>>,
+    isolation: Option<Vec<Spanned<String>>>,
+    strategy_isolation: Option<BTreeMap<String, Spanned<Vec<Spanned<String>>>>>,
+    retry: Option<Spanned<RawRetry>>,
     data: RawData,
     workload: Spanned<RawWorkload>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRetry {
+    max_attempts: Option<Spanned<u32>>,
+    backoff_base_ms: Option<Spanned<u64>>,
+    backoff_max_ms: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -95,8 +109,30 @@ pub struct RunPlan {
     pub scenario_path: String,
     pub seed: u64,
     pub strategies: Vec<String>,
+    /// Backends in run order; `auto` is PostgreSQL when one is configured or answers at
+    /// the default address, else embedded SQLite.
+    pub backends: Vec<String>,
+    /// Isolation levels every strategy runs at, unless `strategy_isolation` names it.
+    pub isolation: Vec<String>,
+    pub strategy_isolation: BTreeMap<String, Vec<String>>,
+    pub retry: RetryPlan,
     pub data: DataPlan,
     pub workload: WorkloadPlan,
+}
+
+impl RunPlan {
+    /// The isolation levels `strategy` runs at.
+    pub fn isolation_for(&self, strategy: &str) -> &[String] {
+        self.strategy_isolation.get(strategy).unwrap_or(&self.isolation)
+    }
+}
+
+/// Conflict retries: attempts in all (1 = none) and the exponential backoff bounds.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+pub struct RetryPlan {
+    pub max_attempts: u32,
+    pub backoff_base_ms: u64,
+    pub backoff_max_ms: u64,
 }
 
 #[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
@@ -130,6 +166,8 @@ impl WorkloadPlan {
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {
     pub strategies: Vec<String>,
+    pub backends: Vec<String>,
+    pub isolation: Vec<String>,
     pub seed: Option<u64>,
     pub workers: Option<u32>,
     pub duration_s: Option<f64>,
@@ -137,6 +175,10 @@ pub struct Overrides {
 }
 
 pub const DEFAULT_DUP_K: u32 = 4;
+pub const BACKENDS: [&str; 4] = ["auto", "postgres", "mysql", "sqlite"];
+pub const ISOLATION_LEVELS: [&str; 3] = ["read-committed", "repeatable-read", "serializable"];
+pub const DEFAULT_ISOLATION: &str = "read-committed";
+pub const DEFAULT_RETRY: RetryPlan = RetryPlan { max_attempts: 5, backoff_base_ms: 2, backoff_max_ms: 100 };
 pub const DEFAULT_OP_TIMEOUT_MS: u64 = 5_000;
 
 struct Ctx<'a> {
@@ -150,41 +192,25 @@ impl Ctx<'_> {
         let before = &self.src[..start];
         let line = before.matches('\n').count() + 1;
         let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-        ScenarioError {
-            path: self.path.to_string(),
-            line_col: Some((line, col)),
-            message: message.into(),
-        }
+        ScenarioError { path: self.path.to_string(), line_col: Some((line, col)), message: message.into() }
     }
 
     fn flag(&self, message: impl Into<String>) -> ScenarioError {
-        ScenarioError {
-            path: self.path.to_string(),
-            line_col: None,
-            message: message.into(),
-        }
+        ScenarioError { path: self.path.to_string(), line_col: None, message: message.into() }
     }
 }
 
 /// Reads and validates a scenario file, applying command-line overrides.
 /// `known` lists the valid strategy names; `default_seed` is used when neither the file
 /// nor the flags give one.
-pub fn load(
-    path: &Path,
-    overrides: &Overrides,
-    known: &[&str],
-    default_seed: u64,
-) -> Result<RunPlan, ScenarioError> {
+pub fn load(path: &Path, overrides: &Overrides, known: &[&str], default_seed: u64) -> Result<RunPlan, ScenarioError> {
     let shown = path.display().to_string();
     let src = std::fs::read_to_string(path).map_err(|e| ScenarioError {
         path: shown.clone(),
         line_col: None,
         message: format!("cannot read scenario: {e}"),
     })?;
-    let name = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "scenario".into());
+    let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "scenario".into());
     parse(&shown, &src, &name, overrides, known, default_seed)
 }
 
@@ -211,26 +237,18 @@ pub fn parse(
     let strategies: Vec<String> = if !overrides.strategies.is_empty() {
         for s in &overrides.strategies {
             if !known.contains(&s.as_str()) {
-                return Err(cx.flag(format!(
-                    "--strategy {s}: unknown strategy; valid: {}",
-                    valid()
-                )));
+                return Err(cx.flag(format!("--strategy {s}: unknown strategy; valid: {}", valid())));
             }
         }
         overrides.strategies.clone()
     } else if let Some(list) = &raw.strategies {
         for s in list {
             if !known.contains(&s.get_ref().as_str()) {
-                return Err(cx.at(
-                    s.span(),
-                    format!("unknown strategy {:?}; valid: {}", s.get_ref(), valid()),
-                ));
+                return Err(cx.at(s.span(), format!("unknown strategy {:?}; valid: {}", s.get_ref(), valid())));
             }
         }
         if list.is_empty() {
-            return Err(
-                cx.flag("`strategies` is empty; list at least one or leave it out to run all")
-            );
+            return Err(cx.flag("`strategies` is empty; list at least one or leave it out to run all"));
         }
         list.iter().map(|s| s.get_ref().clone()).collect()
     } else {
@@ -241,13 +259,66 @@ pub fn parse(
         return Err(cx.flag(format!("strategy {dup} is listed twice")));
     }
 
+    let backends = pick_names(&cx, "backend", &overrides.backends, raw.backends.as_deref(), &BACKENDS, &["auto"])?;
+    let isolation = pick_names(
+        &cx,
+        "isolation",
+        &overrides.isolation,
+        raw.isolation.as_deref(),
+        &ISOLATION_LEVELS,
+        &[DEFAULT_ISOLATION],
+    )?;
+    let mut strategy_isolation = BTreeMap::new();
+    for (name, levels) in raw.strategy_isolation.iter().flatten() {
+        if !known.contains(&name.as_str()) {
+            return Err(
+                cx.at(levels.span(), format!("strategy_isolation: unknown strategy {name:?}; valid: {}", valid()))
+            );
+        }
+        let v = pick_names(&cx, "isolation", &[], Some(levels.get_ref()), &ISOLATION_LEVELS, &[])?;
+        if v.is_empty() {
+            return Err(cx.at(levels.span(), format!("strategy_isolation.{name} is empty")));
+        }
+        strategy_isolation.insert(name.clone(), v);
+    }
+    let retry = match &raw.retry {
+        None => DEFAULT_RETRY,
+        Some(r) => {
+            let r = r.get_ref();
+            let get = |v: &Option<Spanned<u64>>, d: u64, what: &str| -> Result<u64, ScenarioError> {
+                match v {
+                    Some(x) if *x.get_ref() > MAX_BACKOFF_MS => {
+                        Err(cx.at(x.span(), format!("{what} must be at most {MAX_BACKOFF_MS}, got {}", x.get_ref())))
+                    }
+                    Some(x) => Ok(*x.get_ref()),
+                    None => Ok(d),
+                }
+            };
+            let max_attempts = match &r.max_attempts {
+                Some(x) if *x.get_ref() == 0 || *x.get_ref() > MAX_ATTEMPTS => {
+                    return Err(
+                        cx.at(x.span(), format!("max_attempts must be in 1..={MAX_ATTEMPTS}, got {}", x.get_ref()))
+                    );
+                }
+                Some(x) => *x.get_ref(),
+                None => DEFAULT_RETRY.max_attempts,
+            };
+            let base = get(&r.backoff_base_ms, DEFAULT_RETRY.backoff_base_ms, "backoff_base_ms")?;
+            let max = get(&r.backoff_max_ms, DEFAULT_RETRY.backoff_max_ms, "backoff_max_ms")?;
+            if base > max {
+                return Err(cx.at(
+                    r.backoff_base_ms.as_ref().map_or(0..0, |x| x.span()),
+                    format!("backoff_base_ms ({base}) exceeds backoff_max_ms ({max})"),
+                ));
+            }
+            RetryPlan { max_attempts, backoff_base_ms: base, backoff_max_ms: max }
+        }
+    };
+
     let d = &raw.data;
     let n_users = *d.users.get_ref();
     if n_users == 0 || n_users > MAX_USERS {
-        return Err(cx.at(
-            d.users.span(),
-            format!("users must be in 1..={MAX_USERS}, got {n_users}"),
-        ));
+        return Err(cx.at(d.users.span(), format!("users must be in 1..={MAX_USERS}, got {n_users}")));
     }
     let per_user = *d.notifications_per_user.get_ref();
     if per_user > MAX_NOTIFICATIONS_PER_USER {
@@ -269,10 +340,7 @@ pub fn parse(
         Some(v) if *v.get_ref() > per_user => {
             return Err(cx.at(
                 v.span(),
-                format!(
-                    "initial_read_per_user ({}) exceeds notifications_per_user ({per_user})",
-                    v.get_ref()
-                ),
+                format!("initial_read_per_user ({}) exceeds notifications_per_user ({per_user})", v.get_ref()),
             ));
         }
         Some(v) => *v.get_ref(),
@@ -289,10 +357,7 @@ pub fn parse(
         None => {
             let n = *w.workers.get_ref();
             if n == 0 || n > MAX_WORKERS {
-                return Err(cx.at(
-                    w.workers.span(),
-                    format!("workers must be in 1..={MAX_WORKERS}, got {n}"),
-                ));
+                return Err(cx.at(w.workers.span(), format!("workers must be in 1..={MAX_WORKERS}, got {n}")));
             }
             n
         }
@@ -303,9 +368,7 @@ pub fn parse(
     let (duration_s, ops) = match (overrides.duration_s, overrides.ops) {
         (Some(_), Some(_)) => return Err(cx.flag("give --duration-s or --ops, not both")),
         (Some(d), None) if !check_duration(d) => {
-            return Err(cx.flag(format!(
-                "--duration-s must be in (0, {MAX_DURATION_S}], got {d}"
-            )));
+            return Err(cx.flag(format!("--duration-s must be in (0, {MAX_DURATION_S}], got {d}")));
         }
         (Some(d), None) => (Some(d), None),
         (None, Some(n)) if !check_ops(n) => {
@@ -318,20 +381,13 @@ pub fn parse(
                 return Err(cx.at(raw.workload.span(), "[workload] needs duration_s or ops"));
             }
             (Some(d), None) if !check_duration(*d.get_ref()) => {
-                return Err(cx.at(
-                    d.span(),
-                    format!(
-                        "duration_s must be in (0, {MAX_DURATION_S}], got {}",
-                        d.get_ref()
-                    ),
-                ));
+                return Err(
+                    cx.at(d.span(), format!("duration_s must be in (0, {MAX_DURATION_S}], got {}", d.get_ref()))
+                );
             }
             (Some(d), None) => (Some(*d.get_ref()), None),
             (None, Some(o)) if !check_ops(*o.get_ref()) => {
-                return Err(cx.at(
-                    o.span(),
-                    format!("ops must be in 1..={MAX_OPS}, got {}", o.get_ref()),
-                ));
+                return Err(cx.at(o.span(), format!("ops must be in 1..={MAX_OPS}, got {}", o.get_ref())));
             }
             (None, Some(o)) => (None, Some(*o.get_ref())),
         },
@@ -339,23 +395,16 @@ pub fn parse(
 
     let dup_k = match &w.dup_k {
         Some(k) if *k.get_ref() == 0 || *k.get_ref() > MAX_DUP_K => {
-            return Err(cx.at(
-                k.span(),
-                format!("dup_k must be in 1..={MAX_DUP_K}, got {}", k.get_ref()),
-            ));
+            return Err(cx.at(k.span(), format!("dup_k must be in 1..={MAX_DUP_K}, got {}", k.get_ref())));
         }
         Some(k) => *k.get_ref(),
         None => DEFAULT_DUP_K,
     };
     let op_timeout_ms = match &w.op_timeout_ms {
         Some(t) if *t.get_ref() == 0 || *t.get_ref() > MAX_OP_TIMEOUT_MS => {
-            return Err(cx.at(
-                t.span(),
-                format!(
-                    "op_timeout_ms must be in 1..={MAX_OP_TIMEOUT_MS}, got {}",
-                    t.get_ref()
-                ),
-            ));
+            return Err(
+                cx.at(t.span(), format!("op_timeout_ms must be in 1..={MAX_OP_TIMEOUT_MS}, got {}", t.get_ref()))
+            );
         }
         Some(t) => *t.get_ref(),
         None => DEFAULT_OP_TIMEOUT_MS,
@@ -370,62 +419,33 @@ pub fn parse(
         }
         Some(("zipf", span)) => {
             let Some(z) = &w.zipf_exponent else {
-                return Err(cx.at(
-                    span,
-                    "skew = \"zipf\" needs zipf_exponent (for example 1.1)",
-                ));
+                return Err(cx.at(span, "skew = \"zipf\" needs zipf_exponent (for example 1.1)"));
             };
             let e = *z.get_ref();
             if !(e.is_finite() && e > 0.0 && e <= MAX_ZIPF_EXPONENT) {
-                return Err(cx.at(
-                    z.span(),
-                    format!("zipf_exponent must be in (0, {MAX_ZIPF_EXPONENT}], got {e}"),
-                ));
+                return Err(cx.at(z.span(), format!("zipf_exponent must be in (0, {MAX_ZIPF_EXPONENT}], got {e}")));
             }
             ("zipf".to_string(), Some(e))
         }
         Some((other, span)) => {
-            return Err(cx.at(
-                span,
-                format!("unknown skew {other:?}; valid: uniform, zipf"),
-            ));
+            return Err(cx.at(span, format!("unknown skew {other:?}; valid: uniform, zipf")));
         }
     };
 
     let m = w.mix.get_ref();
-    let weights = [
-        m.create,
-        m.mark_read,
-        m.mark_read_dup,
-        m.delete,
-        m.mark_all_read,
-        m.read_count,
-    ]
-    .map(|w| w.unwrap_or(0));
+    let weights =
+        [m.create, m.mark_read, m.mark_read_dup, m.delete, m.mark_all_read, m.read_count].map(|w| w.unwrap_or(0));
     if weights.iter().all(|w| *w == 0) {
-        return Err(cx.at(
-            w.mix.span(),
-            "every mix weight is 0: give at least one operation a positive weight",
-        ));
+        return Err(cx.at(w.mix.span(), "every mix weight is 0: give at least one operation a positive weight"));
     }
-    let mix: BTreeMap<String, u32> = OpKind::ALL
-        .iter()
-        .zip(weights)
-        .map(|(k, w)| (k.name().to_string(), w))
-        .collect();
+    let mix: BTreeMap<String, u32> = OpKind::ALL.iter().zip(weights).map(|(k, w)| (k.name().to_string(), w)).collect();
 
     // One connection per worker, K per worker when duplicate mark_reads are in the mix,
     // so that the K calls really run at the same time.
     let per_worker = if mix["mark_read_dup"] > 0 { dup_k } else { 1 };
     let connections = match &w.connections {
         Some(c) if *c.get_ref() == 0 || *c.get_ref() > MAX_CONNECTIONS => {
-            return Err(cx.at(
-                c.span(),
-                format!(
-                    "connections must be in 1..={MAX_CONNECTIONS}, got {}",
-                    c.get_ref()
-                ),
-            ));
+            return Err(cx.at(c.span(), format!("connections must be in 1..={MAX_CONNECTIONS}, got {}", c.get_ref())));
         }
         Some(c) => *c.get_ref(),
         None => (workers * per_worker).min(MAX_CONNECTIONS),
@@ -436,11 +456,11 @@ pub fn parse(
         scenario_path: path.to_string(),
         seed: overrides.seed.or(raw.seed).unwrap_or(default_seed),
         strategies,
-        data: DataPlan {
-            n_users,
-            notifications_per_user: per_user,
-            initial_read_per_user: initial_read,
-        },
+        backends,
+        isolation,
+        strategy_isolation,
+        retry,
+        data: DataPlan { n_users, notifications_per_user: per_user, initial_read_per_user: initial_read },
         workload: WorkloadPlan {
             n_workers: workers,
             duration_s,
@@ -453,4 +473,44 @@ pub fn parse(
             mix,
         },
     })
+}
+
+/// Validates a list of names from the flags (which win) or the file, against `valid`;
+/// empty in both gives `default`. Duplicates are errors.
+fn pick_names(
+    cx: &Ctx<'_>,
+    what: &str,
+    flags: &[String],
+    file: Option<&[Spanned<String>]>,
+    valid: &[&str],
+    default: &[&str],
+) -> Result<Vec<String>, ScenarioError> {
+    let list = valid.join(", ");
+    let out: Vec<String> = if !flags.is_empty() {
+        for f in flags {
+            if !valid.contains(&f.as_str()) {
+                return Err(cx.flag(format!("--{what} {f}: unknown {what}; valid: {list}")));
+            }
+        }
+        flags.to_vec()
+    } else if let Some(items) = file {
+        for i in items {
+            if !valid.contains(&i.get_ref().as_str()) {
+                return Err(cx.at(i.span(), format!("unknown {what} {:?}; valid: {list}", i.get_ref())));
+            }
+        }
+        if items.is_empty() && !default.is_empty() {
+            return Err(
+                cx.flag(format!("the {what} list is empty; leave it out for the default ({})", default.join(", ")))
+            );
+        }
+        items.iter().map(|i| i.get_ref().clone()).collect()
+    } else {
+        default.iter().map(|s| s.to_string()).collect()
+    };
+    let mut seen = std::collections::HashSet::new();
+    if let Some(dup) = out.iter().find(|s| !seen.insert(*s)) {
+        return Err(cx.flag(format!("{what} {dup} is listed twice")));
+    }
+    Ok(out)
 }

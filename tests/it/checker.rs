@@ -5,47 +5,43 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use counterlab_core::{Guarantee, UserDrift, Verdict, check_counters};
-use counterlab_sim::{DriverConfig, IdPool, Mix, Skew, Stop, run_load};
-use counterlab_strategies::build_postgres;
-use counterlab_strategies::postgres::{PgServer, SeedSpec};
+use counterlab_sim::{DriverConfig, IdPool, Mix, RetryPolicy, Skew, Stop, run_load};
+use counterlab_strategies::{Isolation, PoolSpec, SeedSpec, Server, build};
 use sqlx::AssertSqlSafe;
 
 use crate::util;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counter_changed_behind_its_back_is_caught() {
-    let server = PgServer::connect(&util::pg_url(), Duration::from_secs(5))
-        .await
-        .unwrap();
+    let server = Server::connect_postgres(&util::pg_url(), Duration::from_secs(5)).await.unwrap();
     let schema = counterlab::run::namespace_name(&counterlab::run::new_run_id(), "tamper");
     let ns = server
-        .create_namespace(&schema, 8, Duration::from_secs(5))
+        .create_namespace(
+            &schema,
+            PoolSpec {
+                max_connections: 8,
+                acquire_timeout: Duration::from_secs(5),
+                isolation: Isolation::ReadCommitted,
+            },
+        )
         .await
         .unwrap();
-    let spec = SeedSpec {
-        n_users: 20,
-        notifications_per_user: 10,
-        initial_read_per_user: 0,
-    };
+    let spec = SeedSpec { n_users: 20, notifications_per_user: 10, initial_read_per_user: 0 };
     ns.seed(spec).await.unwrap();
-    let strategy = build_postgres("conditional-update", ns.pool().clone()).unwrap();
+    let strategy = build("conditional-update", ns.db().clone()).unwrap();
     let cfg = DriverConfig {
         seed: 3,
         n_workers: 4,
         stop: Stop::Ops(400),
-        mix: Mix {
-            weights: [2, 3, 1, 1, 1, 1],
-        },
+        mix: Mix { weights: [2, 3, 1, 1, 1, 1] },
         skew: Skew::Uniform,
         dup_k: 2,
         op_timeout: Duration::from_secs(5),
         cancel: Default::default(),
+        retry: RetryPolicy { max_attempts: 1, backoff_base: Duration::ZERO, backoff_max: Duration::ZERO },
     };
     let load = run_load(strategy, Arc::new(IdPool::seeded(20, 10, 0)), &cfg).await;
-    assert_eq!(
-        load.total_ops() + load.ops.iter().map(|s| s.skipped).sum::<u64>(),
-        400
-    );
+    assert_eq!(load.total_ops() + load.ops.iter().map(|s| s.skipped).sum::<u64>(), 400);
     let before = check_counters(&ns.check_rows(20).await.unwrap(), Guarantee::Exact);
     assert_eq!(before.verdict, Verdict::Pass, "{before:?}");
 
@@ -57,15 +53,12 @@ async fn counter_changed_behind_its_back_is_caught() {
         format!("INSERT INTO \"{schema}\".notifications (user_id) VALUES (12)"),
     ];
     for sql in tamper {
-        sqlx::query(AssertSqlSafe(sql))
-            .execute(&admin)
-            .await
-            .unwrap();
+        sqlx::query(AssertSqlSafe(sql)).execute(&admin).await.unwrap();
     }
     let rows = ns.check_rows(20).await.unwrap();
     let truth = |u: i64| rows.iter().find(|r| r.user == u).unwrap().truth;
     let after = check_counters(&rows, Guarantee::Exact);
-    ns.drop_schema().await.unwrap();
+    ns.drop_namespace().await.unwrap();
 
     assert_eq!(after.verdict, Verdict::Fail);
     assert_eq!(after.users_mismatched, 3);
@@ -73,11 +66,7 @@ async fn counter_changed_behind_its_back_is_caught() {
     assert_eq!(after.under_counted, 2);
     assert_eq!(after.negative_counters, 1);
     assert_eq!(after.missing_counters, 1);
-    assert!(after.worst.contains(&UserDrift {
-        user: 12,
-        counter: None,
-        truth: truth(12)
-    }));
+    assert!(after.worst.contains(&UserDrift { user: 12, counter: None, truth: truth(12) }));
     assert!(after.worst.iter().any(|w| w.user == 5 && w.drift() == 3));
     let expected_abs = 3 + (truth(9) + 1) as u64 + truth(12) as u64;
     assert_eq!(after.drift_abs_total, expected_abs);

@@ -13,11 +13,7 @@ fn counterlab(args: &[&str]) -> Output {
 }
 
 fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
 #[test]
@@ -26,14 +22,8 @@ fn list_names_every_strategy_and_guarantee() {
     assert!(o.status.success());
     let out = text(&o);
     for s in counterlab::CATALOG {
-        let line = out
-            .lines()
-            .find(|l| l.starts_with(s.name))
-            .unwrap_or_else(|| panic!("{} missing:\n{out}", s.name));
-        assert!(
-            line.contains(&format!("guarantee: {}", s.guarantee.name())),
-            "{line}"
-        );
+        let line = out.lines().find(|l| l.starts_with(s.name)).unwrap_or_else(|| panic!("{} missing:\n{out}", s.name));
+        assert!(line.contains(&format!("guarantee: {}", s.guarantee.name())), "{line}");
     }
 }
 
@@ -44,27 +34,15 @@ fn bad_input_exits_2_with_a_located_message() {
     std::fs::write(&f, "[data]\nusers = 10\nnotifications_per_user = 2\n[workload]\nworkers = 0\nops = 10\n[workload.mix]\nmark_read = 1\n").unwrap();
     let o = counterlab(&["run", f.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(
-        text(&o).contains("broken.toml:5:11: workers must be in 1..="),
-        "{}",
-        text(&o)
-    );
+    assert!(text(&o).contains("broken.toml:5:11: workers must be in 1..="), "{}", text(&o));
 
     let o = counterlab(&["run", "scenarios/quickstart.toml", "--strategy", "naive"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        text(&o).contains("valid: direct-update, select-for-update, conditional-update"),
-        "{}",
-        text(&o)
-    );
+    assert!(text(&o).contains("valid: direct-update, select-for-update, conditional-update"), "{}", text(&o));
 
     let o = counterlab(&["run", "no/such/file.toml"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        text(&o).contains("no/such/file.toml: cannot read scenario"),
-        "{}",
-        text(&o)
-    );
+    assert!(text(&o).contains("no/such/file.toml: cannot read scenario"), "{}", text(&o));
 }
 
 #[test]
@@ -80,10 +58,7 @@ fn unreachable_backend_exits_2_without_the_password() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let out = text(&o);
     assert!(!out.contains("hunter2"), "password leaked: {out}");
-    assert!(
-        out.contains("postgres://alice:***@127.0.0.1:1/test"),
-        "{out}"
-    );
+    assert!(out.contains("postgres://alice:***@127.0.0.1:1/test"), "{out}");
     assert!(out.contains("hint:"), "{out}");
 }
 
@@ -91,18 +66,9 @@ fn unreachable_backend_exits_2_without_the_password() {
 async fn a_run_writes_reports_and_leaves_nothing_behind() {
     let admin = util::admin().await;
     // Data outside counterlab's namespaces that a run must not touch.
-    sqlx::query("CREATE TABLE IF NOT EXISTS public.counterlab_sentinel (v int)")
-        .execute(&admin)
-        .await
-        .unwrap();
-    sqlx::query("DELETE FROM public.counterlab_sentinel")
-        .execute(&admin)
-        .await
-        .unwrap();
-    sqlx::query("INSERT INTO public.counterlab_sentinel VALUES (42)")
-        .execute(&admin)
-        .await
-        .unwrap();
+    sqlx::query("CREATE TABLE IF NOT EXISTS public.counterlab_sentinel (v int)").execute(&admin).await.unwrap();
+    sqlx::query("DELETE FROM public.counterlab_sentinel").execute(&admin).await.unwrap();
+    sqlx::query("INSERT INTO public.counterlab_sentinel VALUES (42)").execute(&admin).await.unwrap();
 
     let dir = tempdir("report");
     let o = counterlab(&[
@@ -118,59 +84,35 @@ async fn a_run_writes_reports_and_leaves_nothing_behind() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
-    assert!(
-        std::fs::read_to_string(dir.join("report.md"))
-            .unwrap()
-            .contains("| direct-update |")
-    );
+    assert!(std::fs::read_to_string(dir.join("report.md")).unwrap().contains("| direct-update |"));
     assert_eq!(json["scenario"], "duplicate-mark-read");
     assert_eq!(json["seed"], 7);
     assert_eq!(json["plan"]["workload"]["ops"], 400);
     assert!(json["git_commit"].as_str().unwrap().len() >= 7);
-    assert!(
-        json["servers"][0]["version"]
-            .as_str()
-            .unwrap()
-            .starts_with(|c: char| c.is_ascii_digit())
-    );
+    assert!(json["servers"][0]["version"].as_str().unwrap().starts_with(|c: char| c.is_ascii_digit()));
     let strategies = json["strategies"].as_array().unwrap();
     assert_eq!(strategies.len(), 3);
     for s in strategies {
         for key in ["strategy", "backend", "throughput_ops_per_s", "namespace"] {
             assert!(!s[key].is_null(), "{key} missing in {s}");
         }
-        for key in [
-            "users_checked",
-            "users_mismatched",
-            "drift_abs_total",
-            "negative_counters",
-            "verdict",
-        ] {
+        for key in ["users_checked", "users_mismatched", "drift_abs_total", "negative_counters", "verdict"] {
             assert!(!s["check"][key].is_null(), "check.{key} missing in {s}");
         }
         let dup = &s["ops"]["mark_read_dup"];
         for key in ["p50", "p99", "p999", "max"] {
-            assert!(
-                dup["latency_us"][key].as_u64().unwrap() > 0,
-                "{key} in {dup}"
-            );
+            assert!(dup["latency_us"][key].as_u64().unwrap() > 0, "{key} in {dup}");
         }
         assert!(dup["count"].as_u64().unwrap() > 0 && !dup["errors"].is_null());
         // Dropped after the run: no --keep.
         assert!(!util::schema_exists(&admin, s["namespace"].as_str().unwrap()).await);
     }
-    let v: i32 = sqlx::query_scalar("SELECT v FROM public.counterlab_sentinel")
-        .fetch_one(&admin)
-        .await
-        .unwrap();
+    let v: i32 = sqlx::query_scalar("SELECT v FROM public.counterlab_sentinel").fetch_one(&admin).await.unwrap();
     assert_eq!(v, 42);
 }
 
 pub fn tempdir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "counterlab-test-{tag}-{}",
-        counterlab::run::new_run_id()
-    ));
+    let d = std::env::temp_dir().join(format!("counterlab-test-{tag}-{}", counterlab::run::new_run_id()));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
@@ -183,14 +125,7 @@ async fn ctrl_c_stops_the_load_checks_and_cleans_up() {
 
     let dir = tempdir("interrupt");
     let mut child = Command::new(env!("CARGO_BIN_EXE_counterlab"))
-        .args([
-            "run",
-            "scenarios/quickstart.toml",
-            "--duration-s",
-            "600",
-            "--out",
-            dir.to_str().unwrap(),
-        ])
+        .args(["run", "scenarios/quickstart.toml", "--duration-s", "600", "--out", dir.to_str().unwrap()])
         .env("COUNTERLAB_POSTGRES_URL", util::pg_url())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -215,10 +150,7 @@ async fn ctrl_c_stops_the_load_checks_and_cleans_up() {
         stderr.read_to_string(&mut s).ok();
         s
     });
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
+    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(kill.success());
     // Bounded wait: the run must stop within one op timeout plus check and teardown; a
     // hang past two minutes is a failure, not something to wait out.
@@ -234,12 +166,7 @@ async fn ctrl_c_stops_the_load_checks_and_cleans_up() {
         std::thread::sleep(Duration::from_millis(50));
     };
     let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
     let stderr_rest = rest.join().unwrap();
     assert_eq!(status.code(), Some(130), "{seen}{stderr_rest}{stdout}");
     let json: serde_json::Value =
@@ -251,4 +178,30 @@ async fn ctrl_c_stops_the_load_checks_and_cleans_up() {
     assert!(strategies[0]["load_s"].as_f64().unwrap() < 600.0);
     let admin = util::admin().await;
     assert!(!util::schema_exists(&admin, strategies[0]["namespace"].as_str().unwrap()).await);
+}
+
+#[test]
+fn quickstart_runs_on_sqlite_without_any_server() {
+    let dir = tempdir("sqlite-quickstart");
+    let o = Command::new(env!("CARGO_BIN_EXE_counterlab"))
+        .args([
+            "run",
+            "scenarios/quickstart.toml",
+            "--backend",
+            "sqlite",
+            "--ops",
+            "300",
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+        .env_remove("COUNTERLAB_POSTGRES_URL")
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(json["servers"][0]["backend"], "sqlite");
+    assert!(text(&o).contains("backend sqlite"), "{}", text(&o));
+    assert_eq!(json["strategies"].as_array().unwrap().len(), 3);
 }

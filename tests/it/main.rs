@@ -13,6 +13,9 @@ mod race;
 /// The checker on real data: a counter changed behind the strategy's back is caught.
 mod checker;
 
+/// Strategy x backend x isolation findings, and the embedded SQLite fallback.
+mod matrix;
+
 /// Scenario files: every shipped scenario runs at small size; bad input is located.
 mod scenarios;
 

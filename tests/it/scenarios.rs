@@ -22,76 +22,39 @@ fn shipped() -> Vec<std::path::PathBuf> {
 async fn every_shipped_scenario_runs_small() {
     let files = shipped();
     assert!(files.len() >= 3, "{files:?}");
-    let admin = util::admin().await;
     for f in files {
+        if f.ends_with("isolation-matrix.toml") {
+            continue; // run by matrix::isolation_matrix_findings, with enough ops to race
+        }
         let text = std::fs::read_to_string(&f).unwrap();
-        assert!(
-            text.starts_with('#'),
-            "{} is not documented at its top",
-            f.display()
-        );
-        let overrides = Overrides {
-            ops: Some(300),
-            workers: Some(3),
-            ..Overrides::default()
-        };
+        assert!(text.starts_with('#'), "{} is not documented at its top", f.display());
+        let overrides = Overrides { ops: Some(300), workers: Some(3), ..Overrides::default() };
         let plan = load(&f, &overrides, &util::known(), 5).unwrap_or_else(|e| panic!("{e}"));
-        let report = util::run_kept(&plan).await;
+        let dir = util::sqlite_dir("shipped");
+        let report = util::run_kept(&plan, Some(dir.clone())).await;
+        assert!(!report.strategies.is_empty());
         for s in &report.strategies {
-            let stored = util::stored_drift(&admin, &s.namespace).await;
-            util::drop_schema(&admin, &s.namespace).await;
+            let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, Some(&dir)).await;
             let mismatched = stored.iter().filter(|(_, c, t)| c != t).count() as u64;
-            assert_eq!(
-                mismatched,
-                s.check.users_mismatched,
-                "{}: {}",
-                f.display(),
-                s.strategy
-            );
+            assert_eq!(mismatched, s.check.users_mismatched, "{}: {}", f.display(), s.strategy);
             if s.guarantee == "exact" {
-                assert_eq!(
-                    mismatched,
-                    0,
-                    "{}: {} broke its guarantee",
-                    f.display(),
-                    s.strategy
-                );
+                assert_eq!(mismatched, 0, "{}: {} broke its guarantee", f.display(), s.strategy);
             }
-            assert_eq!(
-                s.ops_total + s.ops.values().map(|o| o.skipped).sum::<u64>(),
-                300
-            );
+            assert_eq!(s.ops_total + s.ops.values().map(|o| o.skipped).sum::<u64>(), 300);
         }
     }
 }
 
 /// Parses `src` and returns the error's text.
 fn err(src: &str) -> String {
-    parse(
-        "bad.toml",
-        src,
-        "bad",
-        &Overrides::default(),
-        &util::known(),
-        1,
-    )
-    .unwrap_err()
-    .to_string()
+    parse("bad.toml", src, "bad", &Overrides::default(), &util::known(), 1).unwrap_err().to_string()
 }
 
 const GOOD: &str = "[data]\nusers = 10\nnotifications_per_user = 2\n[workload]\nworkers = 2\nops = 10\n[workload.mix]\nmark_read = 1\n";
 
 #[test]
 fn the_base_case_is_valid() {
-    let plan = parse(
-        "ok.toml",
-        GOOD,
-        "ok",
-        &Overrides::default(),
-        &util::known(),
-        9,
-    )
-    .unwrap();
+    let plan = parse("ok.toml", GOOD, "ok", &Overrides::default(), &util::known(), 9).unwrap();
     assert_eq!(plan.seed, 9);
     assert_eq!(plan.strategies, util::known());
     assert_eq!(plan.workload.connections, 2);
@@ -101,94 +64,53 @@ fn the_base_case_is_valid() {
 fn malformed_input_is_located() {
     // (mutation of GOOD, expected file:line:col prefix, words the message must contain)
     let cases: &[(&str, &str, &str)] = &[
-        (
-            &GOOD.replace("users = 10", "users = -10"),
-            "bad.toml:2:9:",
-            "u64",
-        ),
-        (
-            &GOOD.replace("users = 10", "users = 0"),
-            "bad.toml:2:9:",
-            "users must be in 1..=",
-        ),
-        (
-            &GOOD.replace("workers = 2", "workers = 0"),
-            "bad.toml:5:11:",
-            "workers must be in 1..=",
-        ),
-        (
-            &GOOD.replace("mark_read = 1", "mark_read = 0"),
-            "bad.toml:7:1:",
-            "every mix weight is 0",
-        ),
-        (
-            &GOOD.replace("mark_read = 1", "mark_red = 1"),
-            "bad.toml:8:1:",
-            "unknown field `mark_red`",
-        ),
-        (
-            &GOOD.replace("ops = 10", "ops = 10\nduration_s = 2"),
-            "bad.toml:",
-            "not both",
-        ),
-        (
-            &GOOD.replace("ops = 10\n", ""),
-            "bad.toml:4:1:",
-            "needs duration_s or ops",
-        ),
+        (&GOOD.replace("users = 10", "users = -10"), "bad.toml:2:9:", "u64"),
+        (&GOOD.replace("users = 10", "users = 0"), "bad.toml:2:9:", "users must be in 1..="),
+        (&GOOD.replace("workers = 2", "workers = 0"), "bad.toml:5:11:", "workers must be in 1..="),
+        (&GOOD.replace("mark_read = 1", "mark_read = 0"), "bad.toml:7:1:", "every mix weight is 0"),
+        (&GOOD.replace("mark_read = 1", "mark_red = 1"), "bad.toml:8:1:", "unknown field `mark_red`"),
+        (&GOOD.replace("ops = 10", "ops = 10\nduration_s = 2"), "bad.toml:", "not both"),
+        (&GOOD.replace("ops = 10\n", ""), "bad.toml:4:1:", "needs duration_s or ops"),
         (
             &format!("strategies = [\"direct-update\", \"nope\"]\n{GOOD}"),
             "bad.toml:1:32:",
             "valid: direct-update, select-for-update, conditional-update",
         ),
         (
-            &GOOD.replace("users = 10", "users = \"ten\""),
+            &format!("backends = [\"oracle\"]\n{GOOD}"),
+            "bad.toml:1:13:",
+            "unknown backend \"oracle\"; valid: auto, postgres, mysql, sqlite",
+        ),
+        (
+            &format!("isolation = [\"snapshot\"]\n{GOOD}"),
+            "bad.toml:1:14:",
+            "unknown isolation \"snapshot\"; valid: read-committed",
+        ),
+        (&format!("[retry]\nmax_attempts = 0\n{GOOD}"), "bad.toml:2:16:", "max_attempts must be in 1..="),
+        (
+            &format!("[strategy_isolation]\nnaive = [\"serializable\"]\n{GOOD}"),
             "bad.toml:2:9:",
-            "invalid type",
+            "unknown strategy \"naive\"",
         ),
+        (&GOOD.replace("users = 10", "users = \"ten\""), "bad.toml:2:9:", "invalid type"),
+        (&GOOD.replace("[workload]\n", "[workload\n"), "bad.toml:4:", ""),
+        (&format!("{GOOD}[workload.extra]\n"), "bad.toml:", "unknown field"),
+        (&GOOD.replace("ops = 10", "ops = 10\nskew = \"zipf\""), "bad.toml:7:8:", "needs zipf_exponent"),
         (
-            &GOOD.replace("[workload]\n", "[workload\n"),
-            "bad.toml:4:",
-            "",
-        ),
-        (
-            &format!("{GOOD}[workload.extra]\n"),
-            "bad.toml:",
-            "unknown field",
-        ),
-        (
-            &GOOD.replace("ops = 10", "ops = 10\nskew = \"zipf\""),
-            "bad.toml:7:8:",
-            "needs zipf_exponent",
-        ),
-        (
-            &GOOD.replace(
-                "ops = 10",
-                "ops = 10\nskew = \"zipf\"\nzipf_exponent = -1.0",
-            ),
+            &GOOD.replace("ops = 10", "ops = 10\nskew = \"zipf\"\nzipf_exponent = -1.0"),
             "bad.toml:8:17:",
             "zipf_exponent must be in",
         ),
+        (&GOOD.replace("ops = 10", "ops = 10\ndup_k = 0"), "bad.toml:7:9:", "dup_k must be in"),
         (
-            &GOOD.replace("ops = 10", "ops = 10\ndup_k = 0"),
-            "bad.toml:7:9:",
-            "dup_k must be in",
-        ),
-        (
-            &GOOD.replace(
-                "notifications_per_user = 2",
-                "notifications_per_user = 2\ninitial_read_per_user = 3",
-            ),
+            &GOOD.replace("notifications_per_user = 2", "notifications_per_user = 2\ninitial_read_per_user = 3"),
             "bad.toml:4:25:",
             "exceeds notifications_per_user",
         ),
     ];
     for (src, at, words) in cases {
         let e = err(src);
-        assert!(
-            e.starts_with(at),
-            "expected {at:?}, got {e:?}\n--- input:\n{src}"
-        );
+        assert!(e.starts_with(at), "expected {at:?}, got {e:?}\n--- input:\n{src}");
         assert!(e.contains(words), "expected {words:?} in {e:?}");
     }
 }
@@ -196,38 +118,12 @@ fn malformed_input_is_located() {
 #[test]
 fn bad_overrides_are_rejected() {
     let known = util::known();
-    let over = |o: Overrides| {
-        parse("f.toml", GOOD, "f", &o, &known, 1)
-            .unwrap_err()
-            .to_string()
-    };
+    let over = |o: Overrides| parse("f.toml", GOOD, "f", &o, &known, 1).unwrap_err().to_string();
+    assert!(over(Overrides { workers: Some(0), ..Default::default() }).contains("--workers must be at least 1"));
     assert!(
-        over(Overrides {
-            workers: Some(0),
-            ..Default::default()
-        })
-        .contains("--workers must be at least 1")
+        over(Overrides { strategies: vec!["naive".into()], ..Default::default() })
+            .contains("--strategy naive: unknown strategy; valid: direct-update")
     );
-    assert!(
-        over(Overrides {
-            strategies: vec!["naive".into()],
-            ..Default::default()
-        })
-        .contains("--strategy naive: unknown strategy; valid: direct-update")
-    );
-    assert!(
-        over(Overrides {
-            duration_s: Some(-1.0),
-            ..Default::default()
-        })
-        .contains("--duration-s must be in")
-    );
-    assert!(
-        over(Overrides {
-            ops: Some(1),
-            duration_s: Some(1.0),
-            ..Default::default()
-        })
-        .contains("not both")
-    );
+    assert!(over(Overrides { duration_s: Some(-1.0), ..Default::default() }).contains("--duration-s must be in"));
+    assert!(over(Overrides { ops: Some(1), duration_s: Some(1.0), ..Default::default() }).contains("not both"));
 }

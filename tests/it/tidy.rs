@@ -27,10 +27,7 @@ fn every_rust_file_opens_with_a_doc_line() {
         .filter(|f| !std::fs::read_to_string(f).unwrap().starts_with("//!"))
         .map(|f| f.strip_prefix(root).unwrap().display().to_string())
         .collect();
-    assert!(
-        missing.is_empty(),
-        "files without a leading //! line: {missing:?}"
-    );
+    assert!(missing.is_empty(), "files without a leading //! line: {missing:?}");
 }
 
 #[test]
@@ -38,10 +35,6 @@ fn every_sql_file_says_what_it_is_for() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/strategies/sql/postgres");
     for entry in std::fs::read_dir(dir).unwrap() {
         let p = entry.unwrap().path();
-        assert!(
-            std::fs::read_to_string(&p).unwrap().starts_with("-- "),
-            "{} lacks a header comment",
-            p.display()
-        );
+        assert!(std::fs::read_to_string(&p).unwrap().starts_with("-- "), "{} lacks a header comment", p.display());
     }
 }

@@ -1,27 +1,38 @@
-//! Test helpers: the server URL, plans from inline TOML, and direct SQL on a namespace.
+//! Test helpers: server URLs, plans from inline TOML, and direct SQL on a namespace,
+//! independent of counterlab's own check query.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use counterlab::run::{RunOptions, run_plan};
 use counterlab::scenario::{Overrides, RunPlan, parse};
 use counterlab_report::Report;
-use counterlab_strategies::postgres::DEFAULT_URL;
+use counterlab_strategies::{DEFAULT_MYSQL_URL, DEFAULT_POSTGRES_URL};
+use sqlx::mysql::MySqlPoolOptions;
 use sqlx::postgres::PgPoolOptions;
-use sqlx::{AssertSqlSafe, PgPool};
+use sqlx::sqlite::SqlitePoolOptions;
+use sqlx::{AssertSqlSafe, MySqlPool, PgPool};
 
 pub fn pg_url() -> String {
     std::env::var("COUNTERLAB_POSTGRES_URL")
         .ok()
         .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| DEFAULT_URL.to_string())
+        .unwrap_or_else(|| DEFAULT_POSTGRES_URL.to_string())
+}
+
+pub fn mysql_url() -> String {
+    std::env::var("COUNTERLAB_MYSQL_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| DEFAULT_MYSQL_URL.to_string())
 }
 
 pub async fn admin() -> PgPool {
-    PgPoolOptions::new()
-        .max_connections(2)
-        .connect(&pg_url())
-        .await
-        .expect("test PostgreSQL is up (see .ci/run)")
+    PgPoolOptions::new().max_connections(2).connect(&pg_url()).await.expect("test PostgreSQL is up (see .ci/run)")
+}
+
+pub async fn mysql_admin() -> MySqlPool {
+    MySqlPoolOptions::new().max_connections(2).connect(&mysql_url()).await.expect("test MariaDB is up (see .ci/run)")
 }
 
 pub fn known() -> Vec<&'static str> {
@@ -29,50 +40,79 @@ pub fn known() -> Vec<&'static str> {
 }
 
 pub fn plan(toml: &str) -> RunPlan {
-    parse(
-        "inline.toml",
-        toml,
-        "inline",
-        &Overrides::default(),
-        &known(),
-        1,
-    )
-    .expect("valid test scenario")
+    parse("inline.toml", toml, "inline", &Overrides::default(), &known(), 1).expect("valid test scenario")
+}
+
+/// A directory for SQLite namespaces that outlives the run, so tests can inspect files.
+pub fn sqlite_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("counterlab-test-{tag}-{}", counterlab::run::new_run_id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+pub fn options(keep: bool, sqlite: Option<PathBuf>) -> RunOptions {
+    RunOptions {
+        postgres_url: Some(pg_url()),
+        postgres_default: DEFAULT_POSTGRES_URL.to_string(),
+        mysql_url: Some(mysql_url()),
+        sqlite_dir: sqlite,
+        keep,
+        connect_timeout: Duration::from_secs(5),
+        cancel: Default::default(),
+    }
 }
 
 /// Runs a plan with `--keep` so the test can inspect what is stored.
-pub async fn run_kept(plan: &RunPlan) -> Report {
-    let opts = RunOptions {
-        postgres_url: pg_url(),
-        keep: true,
-        connect_timeout: Duration::from_secs(5),
-        cancel: Default::default(),
-    };
-    run_plan(plan, &opts, &mut |_| {})
-        .await
-        .expect("run succeeds")
+pub async fn run_kept(plan: &RunPlan, sqlite: Option<PathBuf>) -> Report {
+    run_plan(plan, &options(true, sqlite), &mut |_| {}).await.expect("run succeeds")
 }
 
-/// Counter and truth per user computed here, independently of counterlab's check query.
-pub async fn stored_drift(admin: &PgPool, schema: &str) -> Vec<(i64, i64, i64)> {
-    let sql = format!(
-        "SELECT c.user_id, c.unread, (SELECT count(*) FROM \"{schema}\".notifications n \
-         WHERE n.user_id = c.user_id AND n.is_read = false) \
-         FROM \"{schema}\".unread_counts c ORDER BY c.user_id"
-    );
-    sqlx::query_as(AssertSqlSafe(sql))
-        .fetch_all(admin)
-        .await
-        .expect("inspect namespace")
+const DRIFT_SQL: &str = "SELECT c.user_id, c.unread, (SELECT COUNT(*) FROM {ns}notifications n \
+     WHERE n.user_id = c.user_id AND n.is_read = FALSE) FROM {ns}unread_counts c ORDER BY c.user_id";
+
+/// (user, counter, truth) for every counter row of a kept namespace, computed here with
+/// our own SQL; then the namespace is removed.
+pub async fn stored_drift_and_drop(backend: &str, namespace: &str, sqlite: Option<&PathBuf>) -> Vec<(i64, i64, i64)> {
+    match backend {
+        "postgres" => {
+            let a = admin().await;
+            let rows = sqlx::query_as(AssertSqlSafe(DRIFT_SQL.replace("{ns}", &format!("\"{namespace}\"."))))
+                .fetch_all(&a)
+                .await
+                .expect("inspect schema");
+            drop_schema(&a, namespace).await;
+            rows
+        }
+        "mysql" => {
+            let a = mysql_admin().await;
+            let rows = sqlx::query_as(AssertSqlSafe(DRIFT_SQL.replace("{ns}", &format!("`{namespace}`."))))
+                .fetch_all(&a)
+                .await
+                .expect("inspect database");
+            sqlx::query(AssertSqlSafe(format!("DROP DATABASE `{namespace}`"))).execute(&a).await.unwrap();
+            rows
+        }
+        "sqlite" => {
+            let path = sqlite.expect("sqlite dir").join(format!("{namespace}.sqlite3"));
+            let p = SqlitePoolOptions::new()
+                .max_connections(1)
+                .connect(&format!("sqlite://{}", path.display()))
+                .await
+                .unwrap();
+            let rows =
+                sqlx::query_as(AssertSqlSafe(DRIFT_SQL.replace("{ns}", ""))).fetch_all(&p).await.expect("inspect file");
+            p.close().await;
+            rows
+        }
+        other => panic!("unknown backend {other}"),
+    }
 }
 
 pub async fn drop_schema(admin: &PgPool, schema: &str) {
-    sqlx::query(AssertSqlSafe(format!(
-        "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
-    )))
-    .execute(admin)
-    .await
-    .expect("drop test schema");
+    sqlx::query(AssertSqlSafe(format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE")))
+        .execute(admin)
+        .await
+        .expect("drop test schema");
 }
 
 pub async fn schema_exists(admin: &PgPool, schema: &str) -> bool {

@@ -95,17 +95,8 @@ pub fn check_counters(rows: &[CheckInput], guarantee: Guarantee) -> CheckResult 
     };
     let mut mismatched: Vec<UserDrift> = Vec::new();
     for row in rows {
-        assert!(
-            row.truth >= 0,
-            "truth for user {} is negative: {}",
-            row.user,
-            row.truth
-        );
-        let drift = UserDrift {
-            user: row.user,
-            counter: row.counter,
-            truth: row.truth,
-        };
+        assert!(row.truth >= 0, "truth for user {} is negative: {}", row.user, row.truth);
+        let drift = UserDrift { user: row.user, counter: row.counter, truth: row.truth };
         if row.counter.is_some_and(|c| c < 0) {
             result.negative_counters += 1;
         }
@@ -126,12 +117,7 @@ pub fn check_counters(rows: &[CheckInput], guarantee: Guarantee) -> CheckResult 
         result.drift_net += d;
         mismatched.push(drift);
     }
-    mismatched.sort_by(|a, b| {
-        b.drift()
-            .unsigned_abs()
-            .cmp(&a.drift().unsigned_abs())
-            .then(a.user.cmp(&b.user))
-    });
+    mismatched.sort_by(|a, b| b.drift().unsigned_abs().cmp(&a.drift().unsigned_abs()).then(a.user.cmp(&b.user)));
     mismatched.truncate(WORST_USERS);
     result.worst = mismatched;
     let exact = result.users_mismatched == 0 && result.negative_counters == 0;
@@ -150,18 +136,12 @@ mod tests {
     use proptest::prelude::*;
 
     fn input() -> impl Strategy<Value = Vec<CheckInput>> {
-        prop::collection::vec((prop::option::weighted(0.9, -5i64..50), 0i64..50), 0..60).prop_map(
-            |v| {
-                v.into_iter()
-                    .enumerate()
-                    .map(|(i, (counter, truth))| CheckInput {
-                        user: i as i64 + 1,
-                        counter,
-                        truth,
-                    })
-                    .collect()
-            },
-        )
+        prop::collection::vec((prop::option::weighted(0.9, -5i64..50), 0i64..50), 0..60).prop_map(|v| {
+            v.into_iter()
+                .enumerate()
+                .map(|(i, (counter, truth))| CheckInput { user: i as i64 + 1, counter, truth })
+                .collect()
+        })
     }
 
     proptest! {
@@ -197,35 +177,16 @@ mod tests {
     #[test]
     fn missing_counter_with_unread_rows_is_an_under_count() {
         let rows = [
-            CheckInput {
-                user: 1,
-                counter: None,
-                truth: 3,
-            },
-            CheckInput {
-                user: 2,
-                counter: None,
-                truth: 0,
-            },
-            CheckInput {
-                user: 3,
-                counter: Some(-1),
-                truth: 0,
-            },
+            CheckInput { user: 1, counter: None, truth: 3 },
+            CheckInput { user: 2, counter: None, truth: 0 },
+            CheckInput { user: 3, counter: Some(-1), truth: 0 },
         ];
         let r = check_counters(&rows, Guarantee::Exact);
         assert_eq!(r.missing_counters, 1);
         assert_eq!(r.under_counted, 2);
         assert_eq!(r.negative_counters, 1);
         assert_eq!(r.users_mismatched, 2);
-        assert_eq!(
-            r.worst[0],
-            UserDrift {
-                user: 1,
-                counter: None,
-                truth: 3
-            }
-        );
+        assert_eq!(r.worst[0], UserDrift { user: 1, counter: None, truth: 3 });
         assert_eq!(r.verdict, Verdict::Fail);
     }
 }

@@ -20,14 +20,8 @@ pub enum OpKind {
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 6] = [
-        OpKind::Create,
-        OpKind::MarkRead,
-        OpKind::MarkReadDup,
-        OpKind::Delete,
-        OpKind::MarkAllRead,
-        OpKind::ReadCount,
-    ];
+    pub const ALL: [OpKind; 6] =
+        [OpKind::Create, OpKind::MarkRead, OpKind::MarkReadDup, OpKind::Delete, OpKind::MarkAllRead, OpKind::ReadCount];
 
     /// Stable snake_case name used in scenarios and reports.
     pub fn name(self) -> &'static str {
@@ -81,17 +75,26 @@ impl Outcome {
 /// Why an operation failed, as far as the client can tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ErrorClass {
+    /// The server refused to serialize: PostgreSQL 40001, MariaDB 1020.
     Serialization,
+    /// PostgreSQL 40P01, MySQL 1213.
     Deadlock,
+    /// A server-side lock wait gave up: MySQL 1205, PostgreSQL 55P03.
+    LockTimeout,
+    /// SQLite's SQLITE_BUSY / SQLITE_LOCKED: another connection holds the write lock.
+    Busy,
+    /// No reply in time (client op timeout, pool wait, statement timeout).
     Timeout,
     Connection,
     Other,
 }
 
 impl ErrorClass {
-    pub const ALL: [ErrorClass; 5] = [
+    pub const ALL: [ErrorClass; 7] = [
         ErrorClass::Serialization,
         ErrorClass::Deadlock,
+        ErrorClass::LockTimeout,
+        ErrorClass::Busy,
         ErrorClass::Timeout,
         ErrorClass::Connection,
         ErrorClass::Other,
@@ -101,6 +104,8 @@ impl ErrorClass {
         match self {
             ErrorClass::Serialization => "serialization",
             ErrorClass::Deadlock => "deadlock",
+            ErrorClass::LockTimeout => "lock_timeout",
+            ErrorClass::Busy => "busy",
             ErrorClass::Timeout => "timeout",
             ErrorClass::Connection => "connection",
             ErrorClass::Other => "other",
@@ -109,6 +114,12 @@ impl ErrorClass {
 
     pub fn index(self) -> usize {
         self as usize
+    }
+
+    /// Conflicts the server resolved by rolling the transaction back: running the whole
+    /// operation again is safe and is what applications do.
+    pub fn is_conflict(self) -> bool {
+        matches!(self, ErrorClass::Serialization | ErrorClass::Deadlock | ErrorClass::LockTimeout | ErrorClass::Busy)
     }
 }
 
@@ -122,25 +133,21 @@ pub struct OpError {
 }
 
 impl OpError {
+    /// True when the op certainly did not apply and failed on a conflict, so a retry of
+    /// the whole operation cannot double-apply it.
+    pub fn retryable(&self) -> bool {
+        self.outcome == Outcome::Fail && self.class.is_conflict()
+    }
+
     pub fn new(class: ErrorClass, outcome: Outcome, message: impl Into<String>) -> OpError {
         assert!(outcome != Outcome::Ok, "an error cannot have outcome ok");
-        OpError {
-            class,
-            outcome,
-            message: message.into(),
-        }
+        OpError { class, outcome, message: message.into() }
     }
 }
 
 impl fmt::Display for OpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} ({}): {}",
-            self.class.name(),
-            self.outcome.name(),
-            self.message
-        )
+        write!(f, "{} ({}): {}", self.class.name(), self.outcome.name(), self.message)
     }
 }
 

@@ -29,6 +29,8 @@ pub struct Report {
     pub plan: serde_json::Value,
     pub servers: Vec<ServerInfo>,
     pub strategies: Vec<StrategyReport>,
+    /// Combinations the plan asked for that were not run, with the reason.
+    pub skipped: Vec<Skipped>,
     /// True when every strategy's verdict matches its declared guarantee.
     pub all_guarantees_held: bool,
     /// Ctrl-C stopped the run early: the strategies listed were checked and torn down,
@@ -47,9 +49,21 @@ pub struct ServerInfo {
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Skipped {
+    pub strategy: String,
+    pub backend: String,
+    pub isolation: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StrategyReport {
     pub strategy: String,
     pub backend: String,
+    /// The level the namespace's connections were set to.
+    pub isolation: String,
+    /// The level the server reported for those connections.
+    pub isolation_in_effect: String,
     pub guarantee: String,
     pub namespace: String,
     /// True when `--keep` left the namespace in place.
@@ -59,6 +73,10 @@ pub struct StrategyReport {
     pub ops_total: u64,
     pub throughput_ops_per_s: f64,
     pub errors_total: u64,
+    /// Conflict retries over all ops, and ops that still failed after the last attempt.
+    pub retries: u64,
+    pub give_ups: u64,
+    /// Failed attempts by class, retried ones included.
     pub errors_by_class: BTreeMap<String, u64>,
     pub error_samples: Vec<String>,
     pub ops: BTreeMap<String, OpReport>,
@@ -74,6 +92,8 @@ pub struct OpReport {
     pub errors: u64,
     pub skipped: u64,
     pub transitioned: u64,
+    pub retries: u64,
+    pub give_ups: u64,
     pub latency_us: Latency,
 }
 
@@ -113,14 +133,7 @@ pub struct WorstUser {
 fn latency(s: &OpStats) -> Latency {
     let h = &s.latency_us;
     if h.is_empty() {
-        return Latency {
-            p50: 0,
-            p90: 0,
-            p99: 0,
-            p999: 0,
-            max: 0,
-            mean: 0.0,
-        };
+        return Latency { p50: 0, p90: 0, p99: 0, p999: 0, max: 0, mean: 0.0 };
     }
     Latency {
         p50: h.value_at_quantile(0.50),
@@ -136,6 +149,8 @@ fn latency(s: &OpStats) -> Latency {
 pub struct StrategyRun<'a> {
     pub info: StrategyInfo,
     pub backend: &'a str,
+    pub isolation: &'a str,
+    pub isolation_in_effect: &'a str,
     pub namespace: &'a str,
     pub namespace_kept: bool,
     pub seed_s: f64,
@@ -158,6 +173,8 @@ impl StrategyReport {
                     errors: s.errors(),
                     skipped: s.skipped,
                     transitioned: s.transitioned,
+                    retries: s.retries,
+                    give_ups: s.give_ups,
                     latency_us: latency(s),
                 };
                 (k.name().to_string(), r)
@@ -165,17 +182,14 @@ impl StrategyReport {
             .collect();
         let errors_by_class = ErrorClass::ALL
             .iter()
-            .map(|c| {
-                (
-                    c.name().to_string(),
-                    load.ops.iter().map(|s| s.errors_by_class[c.index()]).sum(),
-                )
-            })
+            .map(|c| (c.name().to_string(), load.ops.iter().map(|s| s.errors_by_class[c.index()]).sum()))
             .collect();
         let c = run.check;
         StrategyReport {
             strategy: run.info.name.to_string(),
             backend: run.backend.to_string(),
+            isolation: run.isolation.to_string(),
+            isolation_in_effect: run.isolation_in_effect.to_string(),
             guarantee: run.info.guarantee.name().to_string(),
             namespace: run.namespace.to_string(),
             namespace_kept: run.namespace_kept,
@@ -184,6 +198,8 @@ impl StrategyReport {
             ops_total: load.total_ops(),
             throughput_ops_per_s: load.throughput_ops_per_s(),
             errors_total: load.ops.iter().map(|s| s.errors()).sum(),
+            retries: load.ops.iter().map(|s| s.retries).sum(),
+            give_ups: load.ops.iter().map(|s| s.give_ups).sum(),
             errors_by_class,
             error_samples: load.error_samples.clone(),
             ops,
@@ -199,11 +215,7 @@ impl StrategyReport {
                 worst_users: c
                     .worst
                     .iter()
-                    .map(|w| WorstUser {
-                        user: w.user,
-                        counter: w.counter,
-                        truth: w.truth,
-                    })
+                    .map(|w| WorstUser { user: w.user, counter: w.counter, truth: w.truth })
                     .collect(),
                 verdict: c.verdict.name().to_string(),
                 matches_guarantee: c.verdict.matches_guarantee(),

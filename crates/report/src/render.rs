@@ -8,6 +8,15 @@ fn mismatched(s: &StrategyReport) -> String {
     format!("{}/{}", s.check.users_mismatched, s.check.users_checked)
 }
 
+/// The worst p99 over the ops that ran: the matrix's one latency figure per row.
+fn p99_all(s: &StrategyReport) -> u64 {
+    s.ops.values().filter(|o| o.count > 0).map(|o| o.latency_us.p99).max().unwrap_or(0)
+}
+
+fn label(s: &StrategyReport) -> String {
+    format!("{} on {} at {}", s.strategy, s.backend, s.isolation)
+}
+
 fn worst(s: &StrategyReport) -> String {
     s.check
         .worst_users
@@ -24,49 +33,41 @@ fn worst(s: &StrategyReport) -> String {
 pub fn render_terminal(r: &Report) -> String {
     let mut out = String::new();
     let w = &mut out;
-    let servers: Vec<String> = r
-        .servers
-        .iter()
-        .map(|s| format!("{} {} at {}", s.backend, s.version, s.url))
-        .collect();
-    writeln!(
-        w,
-        "scenario {}  seed {}  run {}  on {}",
-        r.scenario,
-        r.seed,
-        r.run_id,
-        servers.join(", ")
-    )
-    .unwrap();
+    let servers: Vec<String> = r.servers.iter().map(|s| format!("{} {} at {}", s.backend, s.version, s.url)).collect();
+    writeln!(w, "scenario {}  seed {}  run {}  on {}", r.scenario, r.seed, r.run_id, servers.join(", ")).unwrap();
     writeln!(w).unwrap();
     writeln!(
         w,
-        "{:<20} {:<9} {:<9} {:>9} {:>10} {:>7} {:>11} {:>6} {:>6} {:>6}  verdict",
+        "{:<29} {:<8} {:<15} {:<9} {:>8} {:>8} {:>7} {:>7} {:>7} {:>6} {:>11} {:>6}  verdict",
         "strategy",
         "backend",
+        "isolation",
         "guarantee",
         "ops",
         "ops/s",
+        "p99_us",
         "errors",
+        "retries",
+        "giveup",
         "mismatched",
-        "over",
-        "under",
         "drift"
     )
     .unwrap();
     for s in &r.strategies {
         writeln!(
             w,
-            "{:<20} {:<9} {:<9} {:>9} {:>10.1} {:>7} {:>11} {:>6} {:>6} {:>6}  {}",
+            "{:<29} {:<8} {:<15} {:<9} {:>8} {:>8.0} {:>7} {:>7} {:>7} {:>6} {:>11} {:>6}  {}",
             s.strategy,
             s.backend,
+            s.isolation,
             s.guarantee,
             s.ops_total,
             s.throughput_ops_per_s,
+            p99_all(s),
             s.errors_total,
+            s.retries,
+            s.give_ups,
             mismatched(s),
-            s.check.over_counted,
-            s.check.under_counted,
             s.check.drift_abs_total,
             s.check.verdict
         )
@@ -75,8 +76,8 @@ pub fn render_terminal(r: &Report) -> String {
     writeln!(w).unwrap();
     writeln!(
         w,
-        "{:<20} {:<14} {:>8} {:>6} {:>8} {:>8} {:>8} {:>8}",
-        "latency (us)", "op", "count", "errors", "p50", "p99", "p999", "max"
+        "{:<29} {:<8} {:<15} {:<14} {:>8} {:>6} {:>7} {:>8} {:>8} {:>8} {:>8}",
+        "latency (us)", "backend", "isolation", "op", "count", "errors", "retries", "p50", "p99", "p999", "max"
     )
     .unwrap();
     for s in &r.strategies {
@@ -86,11 +87,14 @@ pub fn render_terminal(r: &Report) -> String {
             }
             writeln!(
                 w,
-                "{:<20} {:<14} {:>8} {:>6} {:>8} {:>8} {:>8} {:>8}",
+                "{:<29} {:<8} {:<15} {:<14} {:>8} {:>6} {:>7} {:>8} {:>8} {:>8} {:>8}",
                 s.strategy,
+                s.backend,
+                s.isolation,
                 op,
                 o.count,
                 o.errors,
+                o.retries,
                 o.latency_us.p50,
                 o.latency_us.p99,
                 o.latency_us.p999,
@@ -100,22 +104,19 @@ pub fn render_terminal(r: &Report) -> String {
         }
     }
     for s in r.strategies.iter().filter(|s| s.check.users_mismatched > 0) {
-        writeln!(
-            w,
-            "\n{} worst users (counter vs truth): {}",
-            s.strategy,
-            worst(s)
-        )
-        .unwrap();
+        writeln!(w, "\n{} worst users (counter vs truth): {}", label(s), worst(s)).unwrap();
     }
     for s in r.strategies.iter().filter(|s| !s.error_samples.is_empty()) {
-        writeln!(w, "\n{} first errors:", s.strategy).unwrap();
+        writeln!(w, "\n{} first errors:", label(s)).unwrap();
         for e in &s.error_samples {
             writeln!(w, "  {e}").unwrap();
         }
     }
     for s in r.strategies.iter().filter(|s| s.namespace_kept) {
-        writeln!(w, "\n{}: namespace {} kept", s.strategy, s.namespace).unwrap();
+        writeln!(w, "\n{}: namespace {} kept", label(s), s.namespace).unwrap();
+    }
+    for k in &r.skipped {
+        writeln!(w, "\nskipped {} on {} at {}: {}", k.strategy, k.backend, k.isolation, k.reason).unwrap();
     }
     out
 }
@@ -124,103 +125,93 @@ pub fn render_terminal(r: &Report) -> String {
 pub fn render_markdown(r: &Report) -> String {
     let mut out = String::new();
     let w = &mut out;
-    writeln!(w, "# counterlab run: {}\n", r.scenario).unwrap();
-    writeln!(w, "- scenario file: `{}`", r.scenario_path).unwrap();
-    writeln!(
-        w,
-        "- seed: {}; run id: `{}`; started {}",
-        r.seed, r.run_id, r.started_at_utc
-    )
-    .unwrap();
-    writeln!(
-        w,
-        "- counterlab {} at commit `{}`",
-        r.counterlab_version, r.git_commit
-    )
-    .unwrap();
+    let mut line = |text: String| {
+        w.push_str(&text);
+        w.push('\n');
+    };
+    line(format!("# counterlab run: {}\n", r.scenario));
+    line(format!("- scenario file: `{}`", r.scenario_path));
+    line(format!("- seed: {}; run id: `{}`; started {}", r.seed, r.run_id, r.started_at_utc));
+    line(format!("- counterlab {} at commit `{}`", r.counterlab_version, r.git_commit));
     for s in &r.servers {
-        writeln!(w, "- {} {} at `{}`", s.backend, s.version, s.url).unwrap();
+        line(format!("- {} {} at `{}`", s.backend, s.version, s.url));
     }
-    writeln!(w, "- replay: `{}`", r.replay_command).unwrap();
-    writeln!(
-        w,
-        "- every guarantee held: {}\n",
-        if r.all_guarantees_held {
-            "yes"
-        } else {
-            "**no**"
-        }
-    )
-    .unwrap();
-    writeln!(w, "## Strategies\n").unwrap();
-    writeln!(w, "| strategy | backend | guarantee | ops | ops/s | errors | mismatched | over | under | negative | drift | verdict |").unwrap();
-    writeln!(
-        w,
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
-    )
-    .unwrap();
+    line(format!("- replay: `{}`", r.replay_command));
+    line(format!("- every guarantee held: {}", if r.all_guarantees_held { "yes" } else { "**no**" }));
+    if r.interrupted {
+        line("- **interrupted** by Ctrl-C: later runs did not start".into());
+    }
+    line("\n## Strategy x backend x isolation\n".into());
+    line("| strategy | backend | isolation | guarantee | ops | ops/s | p99 us | errors | retries | give-ups | mismatched | over | under | negative | drift | verdict |".into());
+    line("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|".into());
     for s in &r.strategies {
-        writeln!(
-            w,
-            "| {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} |",
+        line(format!(
+            "| {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             s.strategy,
             s.backend,
+            s.isolation,
             s.guarantee,
             s.ops_total,
             s.throughput_ops_per_s,
+            p99_all(s),
             s.errors_total,
+            s.retries,
+            s.give_ups,
             mismatched(s),
             s.check.over_counted,
             s.check.under_counted,
             s.check.negative_counters,
             s.check.drift_abs_total,
             s.check.verdict
-        )
-        .unwrap();
+        ));
     }
-    writeln!(w, "\n## Latency per operation (microseconds)\n").unwrap();
-    writeln!(
-        w,
-        "| strategy | op | count | errors | skipped | p50 | p90 | p99 | p99.9 | max |"
-    )
-    .unwrap();
-    writeln!(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|").unwrap();
+    line("\n## Latency per operation (microseconds)\n".into());
+    line(
+        "| strategy | backend | isolation | op | count | errors | retries | skipped | p50 | p90 | p99 | p99.9 | max |"
+            .into(),
+    );
+    line("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into());
     for s in &r.strategies {
         for (op, o) in s.ops.iter().filter(|(_, o)| o.count + o.skipped > 0) {
             let l = &o.latency_us;
-            writeln!(
-                w,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                s.strategy, op, o.count, o.errors, o.skipped, l.p50, l.p90, l.p99, l.p999, l.max
-            )
-            .unwrap();
+            line(format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                s.strategy,
+                s.backend,
+                s.isolation,
+                op,
+                o.count,
+                o.errors,
+                o.retries,
+                o.skipped,
+                l.p50,
+                l.p90,
+                l.p99,
+                l.p999,
+                l.max
+            ));
         }
     }
-    writeln!(w, "\n## Drift\n").unwrap();
+    line("\n## Drift\n".into());
     for s in &r.strategies {
-        let detail = if s.check.users_mismatched == 0 {
-            "no mismatched user".to_string()
-        } else {
-            worst(s)
-        };
-        writeln!(
-            w,
-            "- **{}** (namespace `{}`{}): {}",
-            s.strategy,
+        let detail = if s.check.users_mismatched == 0 { "no mismatched user".to_string() } else { worst(s) };
+        let kept = if s.namespace_kept { ", kept" } else { "" };
+        line(format!(
+            "- **{}** (namespace `{}`{kept}, server isolation `{}`): {detail}",
+            label(s),
             s.namespace,
-            if s.namespace_kept { ", kept" } else { "" },
-            detail
-        )
-        .unwrap();
+            s.isolation_in_effect
+        ));
         for e in &s.error_samples {
-            writeln!(w, "  - error: `{e}`").unwrap();
+            line(format!("  - error: `{e}`"));
         }
     }
-    writeln!(
-        w,
+    for k in &r.skipped {
+        line(format!("- skipped {} on {} at {}: {}", k.strategy, k.backend, k.isolation, k.reason));
+    }
+    line(format!(
         "\n## Resolved plan\n\n```json\n{}\n```",
-        serde_json::to_string_pretty(&r.plan).unwrap()
-    )
-    .unwrap();
+        serde_json::to_string_pretty(&r.plan).expect("plan serializes")
+    ));
     out
 }

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use counterlab_core::{ErrorClass, OpError, OpKind, Outcome, Strategy};
 use futures_util::future::join_all;
 
-use crate::metrics::OpStats;
+use crate::metrics::{OpStats, Tries};
 use crate::pool::IdPool;
+use crate::rng::Rng;
 use crate::workload::{Mix, OpGen, PlannedOp, Skew, UserPicker};
 
 /// When the load ends.
@@ -36,6 +37,26 @@ pub struct DriverConfig {
     pub op_timeout: Duration,
     /// Set (by Ctrl-C) to stop issuing ops; ops in flight finish or time out.
     pub cancel: Arc<AtomicBool>,
+    pub retry: RetryPolicy,
+}
+
+/// How conflicts (serialization, deadlock, lock wait timeout, busy) are retried: the
+/// whole operation again, after an exponential backoff with seeded jitter. Unknown
+/// outcomes are never retried: they may have applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included; 1 disables retries.
+    pub max_attempts: u32,
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+}
+
+impl RetryPolicy {
+    fn backoff(&self, attempt: u32, jitter_seed: u64) -> Duration {
+        let exp = self.backoff_base.saturating_mul(1u32 << (attempt - 1).min(16)).min(self.backoff_max);
+        // Half fixed, half jitter, so colliding transactions spread out.
+        exp.mul_f64(0.5 + 0.5 * Rng::derive(jitter_seed, attempt as u64).unit_f64())
+    }
 }
 
 /// Everything the load produced, merged over workers.
@@ -62,11 +83,7 @@ impl LoadResult {
 
     pub fn throughput_ops_per_s(&self) -> f64 {
         let secs = self.elapsed.as_secs_f64();
-        if secs > 0.0 {
-            self.total_ops() as f64 / secs
-        } else {
-            0.0
-        }
+        if secs > 0.0 { self.total_ops() as f64 / secs } else { 0.0 }
     }
 }
 
@@ -102,6 +119,31 @@ async fn bounded<T>(
     }
 }
 
+/// Runs `call` (each attempt bounded by the op timeout) until it succeeds, fails on
+/// something other than a conflict, or runs out of attempts.
+async fn attempt<T, F, Fut>(cfg: &DriverConfig, jitter_seed: u64, tries: &mut Tries, call: F) -> Result<T, OpError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, OpError>>,
+{
+    let mut n = 1;
+    loop {
+        match bounded(cfg.op_timeout, call()).await {
+            Err(e) if e.retryable() => {
+                if n >= cfg.retry.max_attempts {
+                    tries.gave_up = cfg.retry.max_attempts > 1;
+                    return Err(e);
+                }
+                tries.retries += 1;
+                tries.retried_errors[e.class.index()] += 1;
+                tokio::time::sleep(cfg.retry.backoff(n, jitter_seed)).await;
+                n += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Runs one planned op. Returns None when the op had no target (skipped), else whether
 /// it changed something, or its error.
 async fn execute(
@@ -109,17 +151,18 @@ async fn execute(
     pool: &IdPool,
     op: PlannedOp,
     cfg: &DriverConfig,
+    tries: &mut Tries,
 ) -> Option<Result<bool, OpError>> {
-    let t = cfg.op_timeout;
     let user = op.user;
+    let js = cfg.seed ^ op.pick;
     Some(match op.kind {
-        OpKind::Create => bounded(t, strategy.create(user)).await.map(|id| {
+        OpKind::Create => attempt(cfg, js, tries, || strategy.create(user)).await.map(|id| {
             pool.add_unread(user, id);
             true
         }),
         OpKind::MarkRead => {
             let id = pool.pick_any(user, op.pick)?;
-            let r = bounded(t, strategy.mark_read(user, id)).await;
+            let r = attempt(cfg, js, tries, || strategy.mark_read(user, id)).await;
             if r.is_ok() {
                 pool.mark_read(user, id);
             }
@@ -127,8 +170,13 @@ async fn execute(
         }
         OpKind::MarkReadDup => {
             let id = pool.pick_unread_first(user, op.pick)?;
-            let calls = (0..cfg.dup_k).map(|_| bounded(t, strategy.mark_read(user, id)));
-            let results = join_all(calls).await;
+            let calls = (0..cfg.dup_k as u64).map(|k| async move {
+                let mut t = Tries::default();
+                let r = attempt(cfg, js ^ k, &mut t, || strategy.mark_read(user, id)).await;
+                (r, t)
+            });
+            let (results, group_tries): (Vec<_>, Vec<_>) = join_all(calls).await.into_iter().unzip();
+            group_tries.iter().for_each(|t| tries.absorb(t));
             let transitions = results.iter().filter(|r| matches!(r, Ok(true))).count();
             // The group is ok when every call replied; the first error otherwise, with
             // unknown taking precedence because it may have applied.
@@ -147,17 +195,17 @@ async fn execute(
         }
         OpKind::Delete => {
             let id = pool.pick_any(user, op.pick)?;
-            let r = bounded(t, strategy.delete(user, id)).await;
+            let r = attempt(cfg, js, tries, || strategy.delete(user, id)).await;
             if r.is_ok() {
                 pool.remove(user, id);
             }
             r
         }
-        OpKind::MarkAllRead => bounded(t, strategy.mark_all_read(user)).await.map(|n| {
+        OpKind::MarkAllRead => attempt(cfg, js, tries, || strategy.mark_all_read(user)).await.map(|n| {
             pool.mark_all_read(user);
             n > 0
         }),
-        OpKind::ReadCount => bounded(t, strategy.read_count(user)).await.map(|_| false),
+        OpKind::ReadCount => attempt(cfg, js, tries, || strategy.read_count(user)).await.map(|_| false),
     })
 }
 
@@ -170,10 +218,7 @@ async fn worker_loop(
     deadline: Option<Instant>,
     max_us: u64,
 ) -> Worker {
-    let mut w = Worker {
-        stats: OpKind::ALL.iter().map(|_| OpStats::new(max_us)).collect(),
-        error_samples: Vec::new(),
-    };
+    let mut w = Worker { stats: OpKind::ALL.iter().map(|_| OpStats::new(max_us)).collect(), error_samples: Vec::new() };
     let mut issued = 0u64;
     loop {
         if budget.is_some_and(|b| issued >= b)
@@ -185,12 +230,13 @@ async fn worker_loop(
         issued += 1;
         let op = ops.next_op();
         let start = Instant::now();
-        match execute(strategy.as_ref(), &pool, op, &cfg).await {
+        let mut tries = Tries::default();
+        match execute(strategy.as_ref(), &pool, op, &cfg, &mut tries).await {
             None => w.stats[op.kind.index()].skipped += 1,
             Some(result) => {
                 let us = start.elapsed().as_micros() as u64;
                 w.note_error(&result);
-                w.stats[op.kind.index()].record(us, &result);
+                w.stats[op.kind.index()].record(us, &result, &tries);
             }
         }
     }
@@ -199,18 +245,16 @@ async fn worker_loop(
 
 /// Drives `strategy` with the configured closed-loop workload. The pool must describe
 /// the data the strategy's namespace was seeded with.
-pub async fn run_load(
-    strategy: Arc<dyn Strategy>,
-    pool: Arc<IdPool>,
-    cfg: &DriverConfig,
-) -> LoadResult {
+pub async fn run_load(strategy: Arc<dyn Strategy>, pool: Arc<IdPool>, cfg: &DriverConfig) -> LoadResult {
     assert!(cfg.n_workers > 0, "no workers");
     assert!(cfg.dup_k > 0, "dup_k is 0");
     let cfg = Arc::new(cfg.clone());
     let users = Arc::new(UserPicker::new(pool.n_users(), cfg.skew));
-    // A group of K calls can take up to K timeouts' worth of queueing in the worst case;
-    // the histogram range covers it so nothing saturates silently.
-    let max_us = (cfg.op_timeout.as_micros() as u64).saturating_mul(cfg.dup_k as u64 + 1);
+    // A group of K calls, each retried, can queue for K times every attempt's timeout and
+    // backoff in the worst case; the histogram range covers it so nothing saturates.
+    let per_attempt = cfg.op_timeout + cfg.retry.backoff_max;
+    let max_us =
+        (per_attempt.as_micros() as u64).saturating_mul(cfg.retry.max_attempts as u64 * (cfg.dup_k as u64 + 1));
     let start = Instant::now();
     let deadline = match cfg.stop {
         Stop::Duration(d) => Some(start + d),
@@ -224,15 +268,7 @@ pub async fn run_load(
                 Stop::Duration(_) => None,
             };
             let ops = OpGen::new(cfg.seed, i, cfg.mix, users.clone());
-            tokio::spawn(worker_loop(
-                strategy.clone(),
-                pool.clone(),
-                cfg.clone(),
-                ops,
-                budget,
-                deadline,
-                max_us,
-            ))
+            tokio::spawn(worker_loop(strategy.clone(), pool.clone(), cfg.clone(), ops, budget, deadline, max_us))
         })
         .collect();
     let mut ops: Vec<OpStats> = OpKind::ALL.iter().map(|_| OpStats::new(max_us)).collect();
@@ -249,9 +285,5 @@ pub async fn run_load(
             }
         }
     }
-    LoadResult {
-        ops,
-        elapsed: start.elapsed(),
-        error_samples,
-    }
+    LoadResult { ops, elapsed: start.elapsed(), error_samples }
 }

@@ -8,8 +8,8 @@ mod pool;
 mod rng;
 mod workload;
 
-pub use driver::{DriverConfig, LoadResult, Stop, run_load};
-pub use metrics::{OpStats, new_latency_histogram};
+pub use driver::{DriverConfig, LoadResult, RetryPolicy, Stop, run_load};
+pub use metrics::{OpStats, Tries, new_latency_histogram};
 pub use pool::IdPool;
 pub use rng::Rng;
 pub use workload::{Mix, OpGen, PlannedOp, Skew, UserPicker};

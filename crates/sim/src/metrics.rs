@@ -9,6 +9,25 @@ pub fn new_latency_histogram(max_us: u64) -> Histogram<u64> {
     Histogram::new_with_bounds(1, max_us.max(2), 3).expect("valid histogram bounds")
 }
 
+/// Retry accounting for one op (all K calls of a duplicate group together).
+#[derive(Clone, Debug, Default)]
+pub struct Tries {
+    pub retries: u64,
+    pub gave_up: bool,
+    /// Classes of the failed attempts that were retried.
+    pub retried_errors: [u64; 7],
+}
+
+impl Tries {
+    pub(crate) fn absorb(&mut self, other: &Tries) {
+        self.retries += other.retries;
+        self.gave_up |= other.gave_up;
+        for (a, b) in self.retried_errors.iter_mut().zip(other.retried_errors) {
+            *a += b;
+        }
+    }
+}
+
 /// What happened to one kind of operation.
 #[derive(Clone, Debug)]
 pub struct OpStats {
@@ -20,7 +39,11 @@ pub struct OpStats {
     pub skipped: u64,
     /// Ok ops that changed something (a read transition, a deletion, rows marked read).
     pub transitioned: u64,
-    pub errors_by_class: [u64; 5],
+    pub errors_by_class: [u64; 7],
+    /// Attempts that failed on a conflict and were run again.
+    pub retries: u64,
+    /// Ops whose last allowed attempt still failed on a conflict.
+    pub give_ups: u64,
     /// Latency of every issued op, ok or not (skipped ops are not timed).
     pub latency_us: Histogram<u64>,
 }
@@ -34,7 +57,9 @@ impl OpStats {
             unknown: 0,
             skipped: 0,
             transitioned: 0,
-            errors_by_class: [0; 5],
+            errors_by_class: [0; 7],
+            retries: 0,
+            give_ups: 0,
             latency_us: new_latency_histogram(max_us),
         }
     }
@@ -43,8 +68,15 @@ impl OpStats {
         self.fail + self.unknown
     }
 
-    pub(crate) fn record(&mut self, latency_us: u64, result: &Result<bool, OpError>) {
+    /// Records one op: its latency, final result, and the retries it took. Every failed
+    /// attempt (retried or final) is counted in `errors_by_class`.
+    pub(crate) fn record(&mut self, latency_us: u64, result: &Result<bool, OpError>, tries: &Tries) {
         self.count += 1;
+        self.retries += tries.retries;
+        self.give_ups += tries.gave_up as u64;
+        for c in ErrorClass::ALL {
+            self.errors_by_class[c.index()] += tries.retried_errors[c.index()];
+        }
         self.latency_us.saturating_record(latency_us.max(1));
         match result {
             Ok(changed) => {
@@ -68,11 +100,11 @@ impl OpStats {
         self.unknown += other.unknown;
         self.skipped += other.skipped;
         self.transitioned += other.transitioned;
+        self.retries += other.retries;
+        self.give_ups += other.give_ups;
         for c in ErrorClass::ALL {
             self.errors_by_class[c.index()] += other.errors_by_class[c.index()];
         }
-        self.latency_us
-            .add(&other.latency_us)
-            .expect("histograms share bounds");
+        self.latency_us.add(&other.latency_us).expect("histograms share bounds");
     }
 }

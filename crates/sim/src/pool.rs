@@ -60,11 +60,7 @@ impl IdPool {
                 let mut ids = UserIds::default();
                 for j in 0..per_user {
                     let id = (u * per_user + j + 1) as i64;
-                    if j < read_per_user {
-                        ids.read.insert(id)
-                    } else {
-                        ids.unread.insert(id)
-                    }
+                    if j < read_per_user { ids.read.insert(id) } else { ids.unread.insert(id) }
                 }
                 Mutex::new(ids)
             })
@@ -87,11 +83,7 @@ impl IdPool {
             return None;
         }
         let i = (pick % n as u64) as usize;
-        Some(if i < ids.unread.len() {
-            ids.unread.items[i]
-        } else {
-            ids.read.items[i - ids.unread.len()]
-        })
+        Some(if i < ids.unread.len() { ids.unread.items[i] } else { ids.read.items[i - ids.unread.len()] })
     }
 
     /// An unread id when the user has one (to aim races at real transitions), else any.
@@ -147,10 +139,7 @@ mod tests {
         assert_eq!(pool.pick_unread_first(2, 0), Some(5));
         pool.mark_read(2, 5);
         pool.mark_read(2, 6);
-        assert_eq!(
-            pool.pick_unread_first(2, 7).map(|id| (4..=6).contains(&id)),
-            Some(true)
-        );
+        assert_eq!(pool.pick_unread_first(2, 7).map(|id| (4..=6).contains(&id)), Some(true));
         pool.remove(2, 4);
         pool.remove(2, 5);
         pool.remove(2, 6);
@@ -159,9 +148,6 @@ mod tests {
         assert_eq!(pool.pick_any(2, 12345), Some(99));
         pool.mark_all_read(2);
         assert_eq!(pool.pick_unread_first(2, 0), Some(99));
-        assert_eq!(
-            pool.pick_any(1, 5).map(|id| (1..=3).contains(&id)),
-            Some(true)
-        );
+        assert_eq!(pool.pick_any(1, 5).map(|id| (1..=3).contains(&id)), Some(true));
     }
 }

@@ -19,14 +19,7 @@ fn splitmix64(state: &mut u64) -> u64 {
 impl Rng {
     pub fn new(seed: u64) -> Rng {
         let mut sm = seed;
-        Rng {
-            s: [
-                splitmix64(&mut sm),
-                splitmix64(&mut sm),
-                splitmix64(&mut sm),
-                splitmix64(&mut sm),
-            ],
-        }
+        Rng { s: [splitmix64(&mut sm), splitmix64(&mut sm), splitmix64(&mut sm), splitmix64(&mut sm)] }
     }
 
     /// An independent stream for one worker (or one fault schedule) derived from the run seed.
@@ -69,9 +62,6 @@ mod tests {
         assert!(a.windows(2).all(|w| w[0] == w[1]));
         let mut x = Rng::derive(7, 1);
         let mut y = Rng::derive(7, 2);
-        assert_ne!(
-            (0..4).map(|_| x.next_u64()).collect::<Vec<_>>(),
-            (0..4).map(|_| y.next_u64()).collect::<Vec<_>>()
-        );
+        assert_ne!((0..4).map(|_| x.next_u64()).collect::<Vec<_>>(), (0..4).map(|_| y.next_u64()).collect::<Vec<_>>());
     }
 }

@@ -44,10 +44,7 @@ impl UserPicker {
         let cdf = match skew {
             Skew::Uniform => None,
             Skew::Zipf { exponent } => {
-                assert!(
-                    exponent.is_finite() && exponent > 0.0,
-                    "bad zipf exponent {exponent}"
-                );
+                assert!(exponent.is_finite() && exponent > 0.0, "bad zipf exponent {exponent}");
                 let mut acc = 0.0;
                 let mut cdf: Vec<f64> = (1..=n_users)
                     .map(|k| {
@@ -103,12 +100,7 @@ impl OpGen {
             acc += *w as u64;
             cumulative[i] = acc;
         }
-        OpGen {
-            rng: Rng::derive(seed, worker_idx),
-            cumulative,
-            total,
-            users,
-        }
+        OpGen { rng: Rng::derive(seed, worker_idx), cumulative, total, users }
     }
 
     pub fn next_op(&mut self) -> PlannedOp {
@@ -127,14 +119,7 @@ mod tests {
     use proptest::prelude::*;
     use std::sync::Arc;
 
-    fn gen_ops(
-        seed: u64,
-        worker: u64,
-        mix: Mix,
-        n_users: u64,
-        skew: Skew,
-        n: usize,
-    ) -> Vec<PlannedOp> {
+    fn gen_ops(seed: u64, worker: u64, mix: Mix, n_users: u64, skew: Skew, n: usize) -> Vec<PlannedOp> {
         let mut g = OpGen::new(seed, worker, mix, Arc::new(UserPicker::new(n_users, skew)));
         (0..n).map(|_| g.next_op()).collect()
     }
@@ -181,28 +166,10 @@ mod tests {
 
     #[test]
     fn zipf_makes_user_one_hottest() {
-        let ops = gen_ops(
-            1,
-            0,
-            Mix {
-                weights: [1, 0, 0, 0, 0, 0],
-            },
-            1000,
-            Skew::Zipf { exponent: 1.2 },
-            20_000,
-        );
+        let ops = gen_ops(1, 0, Mix { weights: [1, 0, 0, 0, 0, 0] }, 1000, Skew::Zipf { exponent: 1.2 }, 20_000);
         let count = |u: i64| ops.iter().filter(|op| op.user == u).count();
         assert!(count(1) > count(2) && count(2) > count(10) && count(10) > count(500));
-        let uniform = gen_ops(
-            1,
-            0,
-            Mix {
-                weights: [1, 0, 0, 0, 0, 0],
-            },
-            1000,
-            Skew::Uniform,
-            20_000,
-        );
+        let uniform = gen_ops(1, 0, Mix { weights: [1, 0, 0, 0, 0, 0] }, 1000, Skew::Uniform, 20_000);
         assert!(uniform.iter().filter(|op| op.user == 1).count() < count(1) / 10);
     }
 }

@@ -4,18 +4,9 @@
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
     #[error("cannot connect to {backend} at {url}: {detail}")]
-    Connect {
-        backend: &'static str,
-        url: String,
-        detail: String,
-    },
+    Connect { backend: &'static str, url: String, detail: String },
     #[error("{backend}: {step} failed in namespace {namespace}: {detail}")]
-    Step {
-        backend: &'static str,
-        step: &'static str,
-        namespace: String,
-        detail: String,
-    },
+    Step { backend: &'static str, step: &'static str, namespace: String, detail: String },
 }
 
 /// Replaces the password in a connection URL (userinfo or `password=` parameter) with
@@ -34,12 +25,7 @@ pub fn redact_url(url: &str) -> String {
     };
     let userinfo = &rest[..at];
     match userinfo.find(':') {
-        Some(colon) => format!(
-            "{}{}:***{}",
-            &url[..rest_start],
-            &userinfo[..colon],
-            &rest[at..]
-        ),
+        Some(colon) => format!("{}{}:***{}", &url[..rest_start], &userinfo[..colon], &rest[at..]),
         None => url.to_string(),
     }
 }
@@ -64,15 +50,9 @@ mod tests {
 
     #[test]
     fn passwords_are_hidden() {
-        assert_eq!(
-            redact_url("postgres://bob:s3cr:et@db:5432/x"),
-            "postgres://bob:***@db:5432/x"
-        );
+        assert_eq!(redact_url("postgres://bob:s3cr:et@db:5432/x"), "postgres://bob:***@db:5432/x");
         assert_eq!(redact_url("postgres://bob@db/x"), "postgres://bob@db/x");
-        assert_eq!(
-            redact_url("postgres://db/x?sslmode=a&password=no"),
-            "postgres://db/x?sslmode=a&password=***"
-        );
+        assert_eq!(redact_url("postgres://db/x?sslmode=a&password=no"), "postgres://db/x?sslmode=a&password=***");
         assert_eq!(redact_url("not a url"), "not a url");
     }
 }

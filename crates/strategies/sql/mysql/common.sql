@@ -1,0 +1,57 @@
+-- Statements shared by every SQL strategy on MySQL/MariaDB. Each statement follows a
+-- `-- name:` line; the Rust side looks them up by name and binds arguments in the order
+-- given in the comment after the name (the same order in every dialect).
+
+-- MySQL 8 has no INSERT ... RETURNING: the id is the statement's last_insert_id.
+-- name: insert_notification  (user) -> id
+INSERT INTO notifications (user_id) VALUES (?);
+
+-- name: counter_increment  (user)
+UPDATE unread_counts SET unread = unread + 1 WHERE user_id = ?;
+
+-- name: counter_decrement  (user)
+UPDATE unread_counts SET unread = unread - 1 WHERE user_id = ?;
+
+-- name: counter_subtract  (n, user)
+UPDATE unread_counts SET unread = unread - ? WHERE user_id = ?;
+
+-- name: counter_zero  (user)
+UPDATE unread_counts SET unread = 0 WHERE user_id = ?;
+
+-- name: counter_read  (user) -> unread
+SELECT unread FROM unread_counts WHERE user_id = ?;
+
+-- name: read_state  (id, user) -> is_read, without a lock
+SELECT is_read FROM notifications WHERE id = ? AND user_id = ?;
+
+-- name: lock_one  (id, user) -> is_read, row locked until commit
+SELECT is_read FROM notifications WHERE id = ? AND user_id = ? FOR UPDATE;
+
+-- name: lock_unread  (user) -> ids, rows locked in id order
+SELECT id FROM notifications WHERE user_id = ? AND NOT is_read ORDER BY id FOR UPDATE;
+
+-- sqlx sets CLIENT_FOUND_ROWS: rows_affected counts rows matched, not changed.
+-- name: set_read  (id, user): no guard, rows_affected counts matched rows
+UPDATE notifications SET is_read = true WHERE id = ? AND user_id = ?;
+
+-- name: set_read_if_unread  (id, user): rows_affected is 1 only for a real transition
+UPDATE notifications SET is_read = true WHERE id = ? AND user_id = ? AND NOT is_read;
+
+-- name: delete_unread  (id, user)
+DELETE FROM notifications WHERE id = ? AND user_id = ? AND NOT is_read;
+
+-- name: delete_any  (id, user)
+DELETE FROM notifications WHERE id = ? AND user_id = ?;
+
+-- name: mark_all_rows  (user)
+UPDATE notifications SET is_read = true WHERE user_id = ? AND NOT is_read;
+
+-- The ground truth beside every counter (NULL: no counter row), for every user that has
+-- a counter or a notification; users with neither are filled in as (none, 0).
+-- name: check_rows  () -> user_id, unread, truth
+SELECT u.user_id, c.unread, COALESCE(t.truth, 0) AS truth
+FROM (SELECT user_id FROM unread_counts UNION SELECT user_id FROM notifications) u
+LEFT JOIN unread_counts c ON c.user_id = u.user_id
+LEFT JOIN (SELECT user_id, COUNT(*) AS truth
+           FROM notifications WHERE NOT is_read GROUP BY user_id) t ON t.user_id = u.user_id
+ORDER BY u.user_id;

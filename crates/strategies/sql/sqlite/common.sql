@@ -1,0 +1,57 @@
+-- Statements shared by every SQL strategy on SQLite. Each statement follows a
+-- `-- name:` line; the Rust side looks them up by name and binds arguments in the order
+-- given in the comment after the name (the same order in every dialect).
+
+-- name: insert_notification  (user) -> id
+INSERT INTO notifications (user_id) VALUES (?1) RETURNING id;
+
+-- name: counter_increment  (user)
+UPDATE unread_counts SET unread = unread + 1 WHERE user_id = ?1;
+
+-- name: counter_decrement  (user)
+UPDATE unread_counts SET unread = unread - 1 WHERE user_id = ?1;
+
+-- name: counter_subtract  (n, user)
+UPDATE unread_counts SET unread = unread - ?1 WHERE user_id = ?2;
+
+-- name: counter_zero  (user)
+UPDATE unread_counts SET unread = 0 WHERE user_id = ?1;
+
+-- name: counter_read  (user) -> unread
+SELECT unread FROM unread_counts WHERE user_id = ?1;
+
+-- name: read_state  (id, user) -> is_read, without a lock
+SELECT is_read FROM notifications WHERE id = ?1 AND user_id = ?2;
+
+-- SQLite has no row locks: select-for-update opens its transactions with BEGIN
+-- IMMEDIATE (the database write lock), so a plain read under it is already exclusive.
+-- name: lock_one  (id, user) -> is_read, under BEGIN IMMEDIATE
+SELECT is_read FROM notifications WHERE id = ?1 AND user_id = ?2;
+
+-- name: lock_unread  (user) -> ids, under BEGIN IMMEDIATE
+SELECT id FROM notifications WHERE user_id = ?1 AND NOT is_read ORDER BY id;
+
+-- name: set_read  (id, user): no guard, rows_affected counts matched rows
+UPDATE notifications SET is_read = 1 WHERE id = ?1 AND user_id = ?2;
+
+-- name: set_read_if_unread  (id, user): rows_affected is 1 only for a real transition
+UPDATE notifications SET is_read = 1 WHERE id = ?1 AND user_id = ?2 AND NOT is_read;
+
+-- name: delete_unread  (id, user)
+DELETE FROM notifications WHERE id = ?1 AND user_id = ?2 AND NOT is_read;
+
+-- name: delete_any  (id, user)
+DELETE FROM notifications WHERE id = ?1 AND user_id = ?2;
+
+-- name: mark_all_rows  (user)
+UPDATE notifications SET is_read = 1 WHERE user_id = ?1 AND NOT is_read;
+
+-- The ground truth beside every counter (NULL: no counter row), for every user that has
+-- a counter or a notification; users with neither are filled in as (none, 0).
+-- name: check_rows  () -> user_id, unread, truth
+SELECT u.user_id, c.unread, COALESCE(t.truth, 0) AS truth
+FROM (SELECT user_id FROM unread_counts UNION SELECT user_id FROM notifications) u
+LEFT JOIN unread_counts c ON c.user_id = u.user_id
+LEFT JOIN (SELECT user_id, count(*) AS truth
+           FROM notifications WHERE NOT is_read GROUP BY user_id) t ON t.user_id = u.user_id
+ORDER BY u.user_id;

@@ -1,0 +1,17 @@
+-- counterlab SQLite schema, in the run's own database file (one file per namespace).
+-- WAL lets readers run beside the single writer; keys come with the tables (INTEGER
+-- PRIMARY KEY is the rowid), the secondary index after the seed.
+
+PRAGMA journal_mode = WAL;
+
+CREATE TABLE notifications (
+    id         INTEGER PRIMARY KEY,
+    user_id    INTEGER NOT NULL,
+    is_read    BOOLEAN NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
+);
+
+CREATE TABLE unread_counts (
+    user_id INTEGER PRIMARY KEY,
+    unread  INTEGER NOT NULL
+);

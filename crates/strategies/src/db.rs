@@ -1,0 +1,284 @@
+//! One small interface over the three sqlx drivers, so each strategy is written once and
+//! runs on PostgreSQL, MySQL/MariaDB and SQLite; only the SQL files differ per dialect.
+//! Every argument is an `i64` (user ids, notification ids, counts), bound, never spliced.
+
+use counterlab_core::{ErrorClass, OpError, Outcome};
+use sqlx::{Database, MySql, MySqlPool, PgPool, Postgres, Sqlite, SqlitePool, Transaction};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    Postgres,
+    Mysql,
+    Sqlite,
+}
+
+impl Dialect {
+    pub const ALL: [Dialect; 3] = [Dialect::Postgres, Dialect::Mysql, Dialect::Sqlite];
+
+    /// Stable name used in scenarios and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Postgres => "postgres",
+            Dialect::Mysql => "mysql",
+            Dialect::Sqlite => "sqlite",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Dialect> {
+        Dialect::ALL.into_iter().find(|d| d.name() == s)
+    }
+}
+
+/// Transaction isolation a namespace's connections use by default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Isolation {
+    ReadCommitted,
+    RepeatableRead,
+    Serializable,
+}
+
+impl Isolation {
+    pub const ALL: [Isolation; 3] = [Isolation::ReadCommitted, Isolation::RepeatableRead, Isolation::Serializable];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "read-committed",
+            Isolation::RepeatableRead => "repeatable-read",
+            Isolation::Serializable => "serializable",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Isolation> {
+        Isolation::ALL.into_iter().find(|i| i.name() == s)
+    }
+
+    /// The SQL spelling, as in `SET TRANSACTION ISOLATION LEVEL <sql>`.
+    pub fn sql(self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "READ COMMITTED",
+            Isolation::RepeatableRead => "REPEATABLE READ",
+            Isolation::Serializable => "SERIALIZABLE",
+        }
+    }
+}
+
+/// A namespace's connection pool, whichever the driver.
+#[derive(Clone, Debug)]
+pub enum Db {
+    Pg(PgPool),
+    My(MySqlPool),
+    Lite(SqlitePool),
+}
+
+/// An open transaction on one pooled connection.
+pub enum Tx {
+    Pg(Transaction<'static, Postgres>),
+    My(Transaction<'static, MySql>),
+    Lite(Transaction<'static, Sqlite>),
+}
+
+/// How a transaction starts. `Locking` matters only on SQLite, which has no row locks:
+/// there it is `BEGIN IMMEDIATE`, taking the write lock up front.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Begin {
+    Plain,
+    Locking,
+}
+
+fn bind_all<'q, DB>(
+    mut q: sqlx::query::Query<'q, DB, <DB as Database>::Arguments>,
+    args: &[i64],
+) -> sqlx::query::Query<'q, DB, <DB as Database>::Arguments>
+where
+    DB: Database,
+    i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    for a in args {
+        q = q.bind(*a);
+    }
+    q
+}
+
+fn bind_scalar<'q, DB, O>(
+    mut q: sqlx::query::QueryScalar<'q, DB, O, <DB as Database>::Arguments>,
+    args: &[i64],
+) -> sqlx::query::QueryScalar<'q, DB, O, <DB as Database>::Arguments>
+where
+    DB: Database,
+    i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    for a in args {
+        q = q.bind(*a);
+    }
+    q
+}
+
+/// Runs the same expression for whichever driver `$self` holds, with `$c` the inner value.
+macro_rules! each {
+    ($self:expr, $c:ident => $body:expr) => {
+        match $self {
+            Self::Pg($c) => $body.map_err(|e| classify(Dialect::Postgres, e)),
+            Self::My($c) => $body.map_err(|e| classify(Dialect::Mysql, e)),
+            Self::Lite($c) => $body.map_err(|e| classify(Dialect::Sqlite, e)),
+        }
+    };
+}
+
+impl Db {
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            Db::Pg(_) => Dialect::Postgres,
+            Db::My(_) => Dialect::Mysql,
+            Db::Lite(_) => Dialect::Sqlite,
+        }
+    }
+
+    pub async fn begin(&self, how: Begin) -> Result<Tx, OpError> {
+        match self {
+            Db::Pg(p) => p.begin().await.map(Tx::Pg).map_err(|e| classify(Dialect::Postgres, e)),
+            Db::My(p) => p.begin().await.map(Tx::My).map_err(|e| classify(Dialect::Mysql, e)),
+            Db::Lite(p) => match how {
+                Begin::Plain => p.begin().await,
+                Begin::Locking => p.begin_with("BEGIN IMMEDIATE").await,
+            }
+            .map(Tx::Lite)
+            .map_err(|e| classify(Dialect::Sqlite, e)),
+        }
+    }
+
+    /// One statement outside a transaction (autocommit), returning an optional integer.
+    pub async fn opt_i64(&self, sql: &'static str, args: &[i64]) -> Result<Option<i64>, OpError> {
+        each!(self, p => bind_scalar(sqlx::query_scalar(sql), args).fetch_optional(p).await)
+    }
+
+    pub async fn close(&self) {
+        match self {
+            Db::Pg(p) => p.close().await,
+            Db::My(p) => p.close().await,
+            Db::Lite(p) => p.close().await,
+        }
+    }
+}
+
+impl Tx {
+    /// Executes a statement; returns rows affected as the driver reports them.
+    pub async fn exec(&mut self, sql: &'static str, args: &[i64]) -> Result<u64, OpError> {
+        match self {
+            Tx::Pg(t) => bind_all(sqlx::query(sql), args)
+                .execute(&mut **t)
+                .await
+                .map(|r| r.rows_affected())
+                .map_err(|e| classify(Dialect::Postgres, e)),
+            Tx::My(t) => bind_all(sqlx::query(sql), args)
+                .execute(&mut **t)
+                .await
+                .map(|r| r.rows_affected())
+                .map_err(|e| classify(Dialect::Mysql, e)),
+            Tx::Lite(t) => bind_all(sqlx::query(sql), args)
+                .execute(&mut **t)
+                .await
+                .map(|r| r.rows_affected())
+                .map_err(|e| classify(Dialect::Sqlite, e)),
+        }
+    }
+
+    /// Runs an INSERT and returns the new row's id (RETURNING on PostgreSQL and SQLite,
+    /// last_insert_id on MySQL, which has no INSERT ... RETURNING).
+    pub async fn insert_id(&mut self, sql: &'static str, args: &[i64]) -> Result<i64, OpError> {
+        match self {
+            Tx::Pg(t) => bind_scalar(sqlx::query_scalar(sql), args)
+                .fetch_one(&mut **t)
+                .await
+                .map_err(|e| classify(Dialect::Postgres, e)),
+            Tx::My(t) => bind_all(sqlx::query(sql), args)
+                .execute(&mut **t)
+                .await
+                .map(|r| r.last_insert_id() as i64)
+                .map_err(|e| classify(Dialect::Mysql, e)),
+            Tx::Lite(t) => bind_scalar(sqlx::query_scalar(sql), args)
+                .fetch_one(&mut **t)
+                .await
+                .map_err(|e| classify(Dialect::Sqlite, e)),
+        }
+    }
+
+    pub async fn opt_bool(&mut self, sql: &'static str, args: &[i64]) -> Result<Option<bool>, OpError> {
+        match self {
+            Tx::Pg(t) => bind_scalar(sqlx::query_scalar(sql), args)
+                .fetch_optional(&mut **t)
+                .await
+                .map_err(|e| classify(Dialect::Postgres, e)),
+            Tx::My(t) => bind_scalar(sqlx::query_scalar(sql), args)
+                .fetch_optional(&mut **t)
+                .await
+                .map_err(|e| classify(Dialect::Mysql, e)),
+            Tx::Lite(t) => bind_scalar(sqlx::query_scalar(sql), args)
+                .fetch_optional(&mut **t)
+                .await
+                .map_err(|e| classify(Dialect::Sqlite, e)),
+        }
+    }
+
+    pub async fn all_i64(&mut self, sql: &'static str, args: &[i64]) -> Result<Vec<i64>, OpError> {
+        match self {
+            Tx::Pg(t) => bind_scalar(sqlx::query_scalar(sql), args)
+                .fetch_all(&mut **t)
+                .await
+                .map_err(|e| classify(Dialect::Postgres, e)),
+            Tx::My(t) => bind_scalar(sqlx::query_scalar(sql), args)
+                .fetch_all(&mut **t)
+                .await
+                .map_err(|e| classify(Dialect::Mysql, e)),
+            Tx::Lite(t) => bind_scalar(sqlx::query_scalar(sql), args)
+                .fetch_all(&mut **t)
+                .await
+                .map_err(|e| classify(Dialect::Sqlite, e)),
+        }
+    }
+
+    pub async fn commit(self) -> Result<(), OpError> {
+        each!(self, t => t.commit().await)
+    }
+}
+
+/// Classifies a driver error. Errors the server reported mean the statement (and, for
+/// the retryable classes, the transaction) did not take effect: `fail`. Errors on the
+/// wire may have struck after the commit: `unknown`.
+pub fn classify(dialect: Dialect, e: sqlx::Error) -> OpError {
+    use sqlx::Error as E;
+    let (class, outcome) = match &e {
+        E::Database(db) => {
+            let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
+            match dialect {
+                Dialect::Postgres => match code.as_str() {
+                    "40001" => (ErrorClass::Serialization, Outcome::Fail),
+                    "40P01" => (ErrorClass::Deadlock, Outcome::Fail),
+                    "55P03" => (ErrorClass::LockTimeout, Outcome::Fail),
+                    "57014" => (ErrorClass::Timeout, Outcome::Fail),
+                    c if c.starts_with("08") || c.starts_with("57P") => (ErrorClass::Connection, Outcome::Unknown),
+                    _ => (ErrorClass::Other, Outcome::Fail),
+                },
+                Dialect::Mysql => {
+                    let number = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().map(|m| m.number());
+                    match number {
+                        Some(1213) => (ErrorClass::Deadlock, Outcome::Fail),
+                        Some(1205) => (ErrorClass::LockTimeout, Outcome::Fail),
+                        Some(1020) => (ErrorClass::Serialization, Outcome::Fail),
+                        Some(2006) | Some(2013) => (ErrorClass::Connection, Outcome::Unknown),
+                        _ => (ErrorClass::Other, Outcome::Fail),
+                    }
+                }
+                Dialect::Sqlite => match code.parse::<u32>().map(|c| c & 0xff) {
+                    // SQLITE_BUSY (and BUSY_SNAPSHOT etc.), SQLITE_LOCKED
+                    Ok(5) | Ok(6) => (ErrorClass::Busy, Outcome::Fail),
+                    _ => (ErrorClass::Other, Outcome::Fail),
+                },
+            }
+        }
+        E::PoolTimedOut => (ErrorClass::Timeout, Outcome::Fail),
+        E::PoolClosed => (ErrorClass::Connection, Outcome::Fail),
+        E::Io(_) | E::Tls(_) | E::Protocol(_) | E::WorkerCrashed => (ErrorClass::Connection, Outcome::Unknown),
+        _ => (ErrorClass::Other, Outcome::Unknown),
+    };
+    OpError::new(class, outcome, format!("{}: {e}", dialect.name()))
+}

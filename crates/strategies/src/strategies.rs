@@ -1,0 +1,187 @@
+//! The SQL strategies, written once over `Db`: each op is one transaction at the
+//! namespace's isolation level; they differ only in how they decide what changed.
+
+use async_trait::async_trait;
+use counterlab_core::{NotificationId, OpError, Strategy, StrategyInfo, UserId};
+
+use crate::db::{Begin, Db};
+use crate::sqlfile::{common, statement};
+
+/// Every statement a strategy may use, looked up once in its dialect's file.
+#[derive(Clone, Copy, Debug)]
+struct Stmts {
+    insert: &'static str,
+    increment: &'static str,
+    decrement: &'static str,
+    subtract: &'static str,
+    zero: &'static str,
+    read: &'static str,
+    read_state: &'static str,
+    lock_one: &'static str,
+    lock_unread: &'static str,
+    set_read: &'static str,
+    set_read_if_unread: &'static str,
+    delete_unread: &'static str,
+    delete_any: &'static str,
+    mark_all_rows: &'static str,
+}
+
+impl Stmts {
+    fn load(db: &Db) -> Stmts {
+        let f = common(db.dialect());
+        let s = |n| statement(f, n);
+        Stmts {
+            insert: s("insert_notification"),
+            increment: s("counter_increment"),
+            decrement: s("counter_decrement"),
+            subtract: s("counter_subtract"),
+            zero: s("counter_zero"),
+            read: s("counter_read"),
+            read_state: s("read_state"),
+            lock_one: s("lock_one"),
+            lock_unread: s("lock_unread"),
+            set_read: s("set_read"),
+            set_read_if_unread: s("set_read_if_unread"),
+            delete_unread: s("delete_unread"),
+            delete_any: s("delete_any"),
+            mark_all_rows: s("mark_all_rows"),
+        }
+    }
+}
+
+/// The four designs, one struct: they share create and read_count and differ in how
+/// mark_read, delete and mark_all_read decide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Design {
+    /// Read is_read, decide in the app, write; no lock. mark_all_read zeroes the counter.
+    DirectUpdate,
+    /// Lock the row(s) first (`FOR UPDATE`; `BEGIN IMMEDIATE` on SQLite), then decide.
+    SelectForUpdate,
+    /// The guarded UPDATE/DELETE decides; the counter moves by the rows it changed.
+    ConditionalUpdate,
+    /// The mutant: UPDATE without `AND NOT is_read`, trusting rows_affected.
+    ConditionalUpdateUnguarded,
+}
+
+pub struct SqlStrategy {
+    info: StrategyInfo,
+    design: Design,
+    db: Db,
+    s: Stmts,
+}
+
+impl SqlStrategy {
+    pub fn new(info: StrategyInfo, design: Design, db: Db) -> SqlStrategy {
+        SqlStrategy { info, design, s: Stmts::load(&db), db }
+    }
+
+    fn begin_mode(&self) -> Begin {
+        match self.design {
+            Design::SelectForUpdate => Begin::Locking,
+            _ => Begin::Plain,
+        }
+    }
+}
+
+#[async_trait]
+impl Strategy for SqlStrategy {
+    fn info(&self) -> StrategyInfo {
+        self.info
+    }
+
+    async fn create(&self, user: UserId) -> Result<NotificationId, OpError> {
+        let mut tx = self.db.begin(self.begin_mode()).await?;
+        let id = tx.insert_id(self.s.insert, &[user]).await?;
+        tx.exec(self.s.increment, &[user]).await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    async fn mark_read(&self, user: UserId, id: NotificationId) -> Result<bool, OpError> {
+        let s = &self.s;
+        let mut tx = self.db.begin(self.begin_mode()).await?;
+        let changed = match self.design {
+            Design::DirectUpdate | Design::SelectForUpdate => {
+                let check = if self.design == Design::DirectUpdate { s.read_state } else { s.lock_one };
+                if tx.opt_bool(check, &[id, user]).await? == Some(false) {
+                    tx.exec(s.set_read, &[id, user]).await?;
+                    true
+                } else {
+                    false
+                }
+            }
+            Design::ConditionalUpdate => tx.exec(s.set_read_if_unread, &[id, user]).await? == 1,
+            Design::ConditionalUpdateUnguarded => tx.exec(s.set_read, &[id, user]).await? == 1,
+        };
+        if changed {
+            tx.exec(s.decrement, &[user]).await?;
+        }
+        tx.commit().await?;
+        Ok(changed)
+    }
+
+    async fn delete(&self, user: UserId, id: NotificationId) -> Result<bool, OpError> {
+        let s = &self.s;
+        let mut tx = self.db.begin(self.begin_mode()).await?;
+        let (deleted, was_unread) = match self.design {
+            Design::DirectUpdate | Design::SelectForUpdate => {
+                let check = if self.design == Design::DirectUpdate { s.read_state } else { s.lock_one };
+                match tx.opt_bool(check, &[id, user]).await? {
+                    None => (false, false),
+                    // direct-update decrements on what it read even if a concurrent
+                    // delete got there first: that is its delete race.
+                    Some(is_read) => (tx.exec(s.delete_any, &[id, user]).await? > 0, !is_read),
+                }
+            }
+            Design::ConditionalUpdate | Design::ConditionalUpdateUnguarded => {
+                // Two guarded statements instead of DELETE ... RETURNING (which MySQL
+                // lacks): the first deletes only an unread row, the second a read one.
+                if tx.exec(s.delete_unread, &[id, user]).await? == 1 {
+                    (true, true)
+                } else {
+                    (tx.exec(s.delete_any, &[id, user]).await? == 1, false)
+                }
+            }
+        };
+        if was_unread {
+            tx.exec(s.decrement, &[user]).await?;
+        }
+        tx.commit().await?;
+        Ok(deleted)
+    }
+
+    async fn mark_all_read(&self, user: UserId) -> Result<u64, OpError> {
+        let s = &self.s;
+        let mut tx = self.db.begin(self.begin_mode()).await?;
+        let n = match self.design {
+            Design::DirectUpdate => {
+                let n = tx.exec(s.mark_all_rows, &[user]).await?;
+                // A create committed between these two statements is wiped from the count.
+                tx.exec(s.zero, &[user]).await?;
+                n
+            }
+            Design::SelectForUpdate => {
+                // Lock the unread rows in id order, then change them; a row created after
+                // the lock is neither locked nor, under READ COMMITTED, necessarily
+                // unseen, so the counter moves by what the UPDATE really changed.
+                tx.all_i64(s.lock_unread, &[user]).await?;
+                let n = tx.exec(s.mark_all_rows, &[user]).await?;
+                tx.exec(s.subtract, &[n as i64, user]).await?;
+                n
+            }
+            Design::ConditionalUpdate | Design::ConditionalUpdateUnguarded => {
+                let n = tx.exec(s.mark_all_rows, &[user]).await?;
+                if n > 0 {
+                    tx.exec(s.subtract, &[n as i64, user]).await?;
+                }
+                n
+            }
+        };
+        tx.commit().await?;
+        Ok(n)
+    }
+
+    async fn read_count(&self, user: UserId) -> Result<i64, OpError> {
+        Ok(self.db.opt_i64(self.s.read, &[user]).await?.unwrap_or(0))
+    }
+}
