@@ -55,6 +55,9 @@ struct RunArgs {
     /// MySQL/MariaDB URL; else COUNTERLAB_MYSQL_URL, else mysql://root@127.0.0.1:3306/test.
     #[arg(long, value_name = "URL")]
     mysql: Option<String>,
+    /// Redis URL for the Redis strategies; else COUNTERLAB_REDIS_URL, else redis://127.0.0.1:6379.
+    #[arg(long, value_name = "URL")]
+    redis: Option<String>,
     /// Directory for SQLite namespace files [default: a temporary directory, removed after the run].
     #[arg(long, value_name = "DIR")]
     sqlite: Option<PathBuf>,
@@ -96,7 +99,8 @@ enum Failure {
 
 fn list() {
     for s in CATALOG {
-        println!("{:<20} guarantee: {:<6} {}", s.name, s.guarantee.name(), s.summary);
+        let needs = if counterlab_strategies::needs_redis(s.name) { "SQL + Redis" } else { "SQL" };
+        println!("{:<29} guarantee: {:<8} needs: {:<11} {}", s.name, s.guarantee.name(), needs, s.summary);
     }
 }
 
@@ -127,7 +131,8 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         scenario::load(&args.scenario, &overrides, &known, default_seed).map_err(|e| Failure::Input(e.into()))?;
     let postgres = configured(args.postgres, "--postgres", &["COUNTERLAB_POSTGRES_URL", "DATABASE_URL"]);
     let mysql = configured(args.mysql, "--mysql", &["COUNTERLAB_MYSQL_URL"]);
-    let sources: Vec<String> = [("postgres", &postgres), ("mysql", &mysql)]
+    let redis = configured(args.redis, "--redis", &["COUNTERLAB_REDIS_URL"]);
+    let sources: Vec<String> = [("postgres", &postgres), ("mysql", &mysql), ("redis", &redis)]
         .iter()
         .map(|(b, c)| format!("{b} URL from {}", c.as_ref().map_or("the local default", |c| c.1)))
         .collect();
@@ -135,6 +140,7 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         postgres_url: postgres.map(|c| c.0),
         postgres_default: counterlab_strategies::DEFAULT_POSTGRES_URL.to_string(),
         mysql_url: mysql.map(|c| c.0),
+        redis_url: redis.map(|c| c.0),
         sqlite_dir: args.sqlite,
         keep: args.keep,
         connect_timeout: Duration::from_secs(5),

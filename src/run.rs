@@ -7,11 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use counterlab_core::check_counters;
-use counterlab_report::{REPORT_SCHEMA_VERSION, Report, ServerInfo, Skipped, StrategyReport, StrategyRun};
+use counterlab_core::{CheckInput, Fault, Guarantee, Strategy, check_counters};
+use counterlab_report::{FaultEvent, REPORT_SCHEMA_VERSION, Report, ServerInfo, Skipped, StrategyReport, StrategyRun};
 use counterlab_sim::{DriverConfig, IdPool, Mix, RetryPolicy, Skew, Stop, run_load};
 use counterlab_strategies::{
-    BackendError, DEFAULT_MYSQL_URL, Dialect, Isolation, PoolSpec, SeedSpec, Server, build, find,
+    BackendError, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Dialect, Isolation, PoolSpec, RedisConfig, RedisServer,
+    SeedSpec, Server, build, build_redis, find, needs_redis,
 };
 
 use crate::clock;
@@ -26,6 +27,9 @@ pub struct RunOptions {
     /// Where a local PostgreSQL is looked for when none is configured.
     pub postgres_default: String,
     pub mysql_url: Option<String>,
+    /// A configured Redis URL; None: the local default, and Redis strategies are skipped
+    /// (with the reason) when it does not answer.
+    pub redis_url: Option<String>,
     /// Directory for SQLite namespace files; None: a fresh temporary directory, removed
     /// after the run unless `keep`.
     pub sqlite_dir: Option<PathBuf>,
@@ -163,11 +167,39 @@ async fn resolve_backends(
     Ok((servers, temp_dir))
 }
 
+/// Connects Redis when a strategy of the plan needs it. A configured URL must answer;
+/// the default may be absent, and then Redis strategies are skipped with the reason.
+async fn resolve_redis(
+    plan: &RunPlan,
+    opts: &RunOptions,
+    log: &mut dyn FnMut(&str),
+) -> Result<Result<RedisServer, String>, BackendError> {
+    if !plan.strategies.iter().any(|s| needs_redis(s)) {
+        return Ok(Err("not needed".into()));
+    }
+    match &opts.redis_url {
+        Some(url) => Ok(Ok(RedisServer::connect(url, opts.connect_timeout).await?)),
+        None => match RedisServer::connect(DEFAULT_REDIS_URL, opts.connect_timeout).await {
+            Ok(r) => {
+                log(&format!("redis {} at {}", r.version(), r.location()));
+                Ok(Ok(r))
+            }
+            Err(e) => {
+                let why =
+                    format!("no Redis configured and none answering ({e}); use --redis URL or COUNTERLAB_REDIS_URL");
+                log(&why);
+                Ok(Err(why))
+            }
+        },
+    }
+}
+
 /// Runs every backend x strategy x isolation level of the plan. Progress goes to `log`.
 pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&str)) -> Result<Report, BackendError> {
     let run_id = new_run_id();
     let started = clock::iso8601(clock::now_unix().0);
     let (servers, temp_dir) = resolve_backends(plan, opts, &run_id, log).await?;
+    let redis = resolve_redis(plan, opts, log).await?;
     log(&format!("run {run_id}"));
     let cfg = driver_config(plan, opts.cancel.clone());
     let seed_spec = SeedSpec {
@@ -186,6 +218,24 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
                     .iter()
                     .map(|l| Isolation::from_name(l).expect("validated level"))
                     .collect();
+                let redis = if needs_redis(name) {
+                    match &redis {
+                        Ok(r) => Some(r),
+                        Err(why) => {
+                            for l in &levels {
+                                skipped.push(Skipped {
+                                    strategy: name.clone(),
+                                    backend: format!("{}+redis", server.dialect().name()),
+                                    isolation: l.name().into(),
+                                    reason: why.clone(),
+                                });
+                            }
+                            continue;
+                        }
+                    }
+                } else {
+                    None
+                };
                 if server.dialect() == Dialect::Sqlite {
                     for l in levels.iter().filter(|l| !server.supports(**l)) {
                         skipped.push(Skipped {
@@ -207,8 +257,8 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
                         ));
                         continue;
                     }
-                    reports
-                        .push(run_one(plan, opts, &cfg, server, &run_id, name, info, isolation, seed_spec, log).await?);
+                    let target = Target { server, redis, run_id: &run_id, name, info, isolation, seed: seed_spec };
+                    reports.push(run_one(plan, opts, &cfg, target, log).await?);
                 }
             }
         }
@@ -220,6 +270,21 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
     }
     result?;
     let all_held = reports.iter().all(|r| r.check.matches_guarantee);
+    let mut server_infos: Vec<ServerInfo> = servers
+        .iter()
+        .map(|s| ServerInfo {
+            backend: s.dialect().name().into(),
+            url: s.location().into(),
+            version: s.version().into(),
+        })
+        .collect();
+    if let Ok(r) = &redis {
+        server_infos.push(ServerInfo {
+            backend: "redis".into(),
+            url: r.location().into(),
+            version: r.version().into(),
+        });
+    }
     Ok(Report {
         report_schema_version: REPORT_SCHEMA_VERSION,
         counterlab_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -230,14 +295,7 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
         run_id,
         started_at_utc: started,
         plan: serde_json::to_value(plan).expect("plan serializes"),
-        servers: servers
-            .iter()
-            .map(|s| ServerInfo {
-                backend: s.dialect().name().into(),
-                url: s.location().into(),
-                version: s.version().into(),
-            })
-            .collect(),
+        servers: server_infos,
         strategies: reports,
         skipped,
         all_guarantees_held: all_held,
@@ -246,43 +304,140 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
     })
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One cell of the run: a strategy on a backend (and Redis) at an isolation level.
+struct Target<'a> {
+    server: &'a Server,
+    redis: Option<&'a RedisServer>,
+    run_id: &'a str,
+    name: &'a str,
+    info: counterlab_core::StrategyInfo,
+    isolation: Isolation,
+    seed: SeedSpec,
+}
+
+/// A scheduled fault: its report entry and the task that fires it (when, what it did).
+type ScheduledFault = (FaultEvent, tokio::task::JoinHandle<(Option<u64>, String)>);
+
+/// Fires the plan's faults at their offsets from `start`, in the background.
+fn schedule_faults(plan: &RunPlan, strategy: &Arc<dyn Strategy>, start: Instant) -> Vec<ScheduledFault> {
+    let name = strategy.info().name;
+    plan.faults
+        .iter()
+        .filter(|f| f.strategies.is_empty() || f.strategies.iter().any(|s| s == name))
+        .map(|f| {
+            let s = strategy.clone();
+            let (kind, at_ms, times) = (Fault::from_name(&f.kind).expect("validated fault"), f.at_ms, f.times);
+            let h = tokio::spawn(async move {
+                tokio::time::sleep_until((start + Duration::from_millis(at_ms)).into()).await;
+                let fired = start.elapsed().as_millis() as u64;
+                let mut outcomes = Vec::new();
+                for _ in 0..times {
+                    outcomes.push(match s.inject(kind).await {
+                        Ok(what) => what,
+                        Err(e) => format!("failed: {e}"),
+                    });
+                }
+                outcomes.dedup();
+                let outcome =
+                    if times > 1 { format!("{times} x {}", outcomes.join("; ")) } else { outcomes.join("; ") };
+                (Some(fired), outcome)
+            });
+            (FaultEvent { kind: f.kind.clone(), at_ms, fired_at_ms: None, outcome: String::new() }, h)
+        })
+        .collect()
+}
+
 async fn run_one(
     plan: &RunPlan,
     opts: &RunOptions,
     cfg: &DriverConfig,
-    server: &Server,
-    run_id: &str,
-    name: &str,
-    info: counterlab_core::StrategyInfo,
-    isolation: Isolation,
-    seed_spec: SeedSpec,
+    t: Target<'_>,
     log: &mut dyn FnMut(&str),
 ) -> Result<StrategyReport, BackendError> {
-    let backend = server.dialect().name();
-    let ns_name = scoped_namespace(run_id, server.dialect(), isolation, name);
+    let (name, isolation, seed_spec) = (t.name, t.isolation, t.seed);
+    let sql_backend = t.server.dialect().name();
+    let backend = if t.redis.is_some() { format!("{sql_backend}+redis") } else { sql_backend.to_string() };
+    let ns_name = scoped_namespace(t.run_id, t.server.dialect(), isolation, name);
+    let op_timeout = Duration::from_millis(plan.workload.op_timeout_ms);
     let spec = PoolSpec {
         max_connections: plan.workload.connections,
         // Bounds the wait for a pooled connection (and SQLite's write lock).
-        acquire_timeout: Duration::from_millis(plan.workload.op_timeout_ms),
+        acquire_timeout: op_timeout,
         isolation,
     };
-    let ns = server.create_namespace(&ns_name, spec).await?;
+    let ns = t.server.create_namespace(&ns_name, spec).await?;
+    let mut strategy_for_teardown: Option<Arc<dyn Strategy>> = None;
     let result = async {
         let in_effect = ns.isolation_in_effect().await?;
-        let t = Instant::now();
+        let started = Instant::now();
         ns.seed(seed_spec).await?;
-        let seed_s = t.elapsed().as_secs_f64();
+        let strategy: Arc<dyn Strategy> = match t.redis {
+            None => build(name, ns.db().clone()).expect("catalog strategies build"),
+            Some(r) => {
+                let space = r.space(&ns_name, op_timeout).await?;
+                let rcfg = RedisConfig {
+                    n_users: seed_spec.n_users,
+                    flush_interval: Duration::from_millis(plan.redis.flush_interval_ms),
+                    flush_batch: plan.redis.flush_batch,
+                    reconcile_interval: plan.redis.reconcile_interval_ms.map(Duration::from_millis),
+                };
+                let s = build_redis(name, ns.db().clone(), space, rcfg).expect("catalog strategies build");
+                let seeded =
+                    s.seed(seed_spec.n_users, seed_spec.notifications_per_user, seed_spec.initial_read_per_user).await;
+                strategy_for_teardown = Some(s.clone());
+                seeded.map_err(|e| BackendError::Step {
+                    backend: "redis",
+                    step: "seed",
+                    namespace: ns_name.clone(),
+                    detail: e.to_string(),
+                })?;
+                s
+            }
+        };
+        let seed_s = started.elapsed().as_secs_f64();
         log(&format!(
             "{name} on {backend} at {} (server says {in_effect}): seeded {} notifications in {seed_s:.2}s into {ns_name}",
             isolation.name(),
             seed_spec.n_users * seed_spec.notifications_per_user
         ));
-        let strategy = build(name, ns.db().clone()).expect("catalog strategies build");
-        let pool = Arc::new(IdPool::seeded(seed_spec.n_users, seed_spec.notifications_per_user, seed_spec.initial_read_per_user));
-        let load = run_load(strategy, pool, cfg).await;
-        let rows = ns.check_rows(seed_spec.n_users).await?;
-        let check = check_counters(&rows, info.guarantee);
+        let pool = Arc::new(IdPool::seeded(
+            seed_spec.n_users,
+            seed_spec.notifications_per_user,
+            seed_spec.initial_read_per_user,
+        ));
+        strategy.start().await;
+        let load_start = Instant::now();
+        let scheduled = schedule_faults(plan, &strategy, load_start);
+        let load = run_load(strategy.clone(), pool, cfg).await;
+        let mut faults = Vec::new();
+        for (mut ev, h) in scheduled {
+            if h.is_finished() {
+                if let Ok((fired, outcome)) = h.await {
+                    ev.fired_at_ms = fired;
+                    ev.outcome = outcome;
+                }
+            } else {
+                h.abort();
+                ev.outcome = "the load ended first".into();
+            }
+            faults.push(ev);
+        }
+        let settle_start = Instant::now();
+        let settle_error =
+            strategy.settle(Duration::from_millis(plan.redis.settle_timeout_ms)).await.err().map(|e| e.to_string());
+        let settle_s = settle_start.elapsed().as_secs_f64();
+        let mut rows = ns.check_rows(seed_spec.n_users).await?;
+        let counters = strategy.counters(seed_spec.n_users).await.map_err(|e| BackendError::Step {
+            backend: "redis",
+            step: "read counters",
+            namespace: ns_name.clone(),
+            detail: e.to_string(),
+        })?;
+        if let Some(counters) = counters {
+            rows = rows.iter().zip(counters).map(|(r, c)| CheckInput { counter: c, ..*r }).collect();
+        }
+        let guarantee = if plan.expect_drift.iter().any(|s| s == name) { Guarantee::None } else { t.info.guarantee };
+        let check = check_counters(&rows, guarantee);
         log(&format!(
             "{name} on {backend} at {}: {} ops at {:.0} ops/s, {} of {} users mismatched: {}",
             isolation.name(),
@@ -293,14 +448,18 @@ async fn run_one(
             check.verdict.name()
         ));
         Ok::<_, BackendError>(StrategyReport::new(StrategyRun {
-            info,
-            backend,
+            info: t.info,
+            backend: &backend,
             isolation: isolation.name(),
             isolation_in_effect: &in_effect,
             namespace: &ns_name,
             namespace_kept: opts.keep,
             seed_s,
             load: &load,
+            settle_s,
+            settle_error,
+            faults,
+            figures: strategy.figures(),
             check: &check,
         }))
     }
@@ -308,9 +467,19 @@ async fn run_one(
     if opts.keep {
         ns.keep().await;
     } else {
+        let redis_gone = match &strategy_for_teardown {
+            Some(s) => s.teardown().await.map_err(|e| BackendError::Step {
+                backend: "redis",
+                step: "delete keys",
+                namespace: ns_name.clone(),
+                detail: e.to_string(),
+            }),
+            None => Ok(()),
+        };
         let dropped = ns.drop_namespace().await;
-        // A failed run reports its own error; a failed drop after a good run is one.
+        // A failed run reports its own error; a failed cleanup after a good run is one.
         if result.is_ok() {
+            redis_gone?;
             dropped?;
         }
     }

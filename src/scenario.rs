@@ -23,6 +23,10 @@ pub mod limits {
     pub const MAX_ZIPF_EXPONENT: f64 = 10.0;
     pub const MAX_ATTEMPTS: u32 = 100;
     pub const MAX_BACKOFF_MS: u64 = 10_000;
+    pub const MAX_INTERVAL_MS: u64 = 3_600_000;
+    pub const MAX_FLUSH_BATCH: u32 = 100_000;
+    pub const MAX_FAULTS: usize = 100;
+    pub const MAX_FAULT_TIMES: u32 = 10_000;
 }
 
 /// Bad input, located.
@@ -55,8 +59,29 @@ struct RawScenario {
     isolation: Option<Vec<Spanned<String>>>,
     strategy_isolation: Option<BTreeMap<String, Spanned<Vec<Spanned<String>>>>>,
     retry: Option<Spanned<RawRetry>>,
+    expect_drift: Option<Vec<Spanned<String>>>,
+    redis: Option<Spanned<RawRedis>>,
+    faults: Option<Vec<Spanned<RawFault>>>,
     data: RawData,
     workload: Spanned<RawWorkload>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRedis {
+    flush_interval_ms: Option<Spanned<u64>>,
+    flush_batch: Option<Spanned<u32>>,
+    reconcile_interval_ms: Option<Spanned<u64>>,
+    settle_timeout_ms: Option<Spanned<u64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFault {
+    kind: Spanned<String>,
+    at_ms: Spanned<u64>,
+    times: Option<Spanned<u32>>,
+    strategies: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -116,6 +141,11 @@ pub struct RunPlan {
     pub isolation: Vec<String>,
     pub strategy_isolation: BTreeMap<String, Vec<String>>,
     pub retry: RetryPlan,
+    /// Strategies whose drift this scenario expects (a fault it schedules breaks them):
+    /// judged as if they had no guarantee.
+    pub expect_drift: Vec<String>,
+    pub redis: RedisPlan,
+    pub faults: Vec<FaultPlan>,
     pub data: DataPlan,
     pub workload: WorkloadPlan,
 }
@@ -125,6 +155,28 @@ impl RunPlan {
     pub fn isolation_for(&self, strategy: &str) -> &[String] {
         self.strategy_isolation.get(strategy).unwrap_or(&self.isolation)
     }
+}
+
+/// Tunables of the Redis strategies.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+pub struct RedisPlan {
+    pub flush_interval_ms: u64,
+    /// Users a flush pass takes at most.
+    pub flush_batch: u32,
+    /// None: no reconciler.
+    pub reconcile_interval_ms: Option<u64>,
+    /// Bound on settle: stopping background tasks and draining buffers.
+    pub settle_timeout_ms: u64,
+}
+
+/// A fault fired `at_ms` after the load starts, `times` times in a row, in the runs of
+/// `strategies` (empty: every strategy of the plan).
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct FaultPlan {
+    pub kind: String,
+    pub at_ms: u64,
+    pub times: u32,
+    pub strategies: Vec<String>,
 }
 
 /// Conflict retries: attempts in all (1 = none) and the exponential backoff bounds.
@@ -178,6 +230,9 @@ pub const DEFAULT_DUP_K: u32 = 4;
 pub const BACKENDS: [&str; 4] = ["auto", "postgres", "mysql", "sqlite"];
 pub const ISOLATION_LEVELS: [&str; 3] = ["read-committed", "repeatable-read", "serializable"];
 pub const DEFAULT_ISOLATION: &str = "read-committed";
+pub const DEFAULT_REDIS: RedisPlan =
+    RedisPlan { flush_interval_ms: 100, flush_batch: 1000, reconcile_interval_ms: None, settle_timeout_ms: 10_000 };
+pub const FAULT_KINDS: [&str; 2] = ["redis_data_loss", "flusher_crash"];
 pub const DEFAULT_RETRY: RetryPlan = RetryPlan { max_attempts: 5, backoff_base_ms: 2, backoff_max_ms: 100 };
 pub const DEFAULT_OP_TIMEOUT_MS: u64 = 5_000;
 
@@ -314,6 +369,74 @@ pub fn parse(
             RetryPlan { max_attempts, backoff_base_ms: base, backoff_max_ms: max }
         }
     };
+
+    let expect_drift = pick_names(&cx, "strategy", &[], raw.expect_drift.as_deref(), known, &[])?;
+    let bounded_ms = |v: &Option<Spanned<u64>>, what: &str, default: u64| -> Result<u64, ScenarioError> {
+        match v {
+            Some(x) if *x.get_ref() == 0 || *x.get_ref() > MAX_INTERVAL_MS => {
+                Err(cx.at(x.span(), format!("{what} must be in 1..={MAX_INTERVAL_MS}, got {}", x.get_ref())))
+            }
+            Some(x) => Ok(*x.get_ref()),
+            None => Ok(default),
+        }
+    };
+    let redis = match &raw.redis {
+        None => DEFAULT_REDIS,
+        Some(r) => {
+            let r = r.get_ref();
+            let flush_batch = match &r.flush_batch {
+                Some(b) if *b.get_ref() == 0 || *b.get_ref() > MAX_FLUSH_BATCH => {
+                    return Err(
+                        cx.at(b.span(), format!("flush_batch must be in 1..={MAX_FLUSH_BATCH}, got {}", b.get_ref()))
+                    );
+                }
+                Some(b) => *b.get_ref(),
+                None => DEFAULT_REDIS.flush_batch,
+            };
+            RedisPlan {
+                flush_interval_ms: bounded_ms(
+                    &r.flush_interval_ms,
+                    "flush_interval_ms",
+                    DEFAULT_REDIS.flush_interval_ms,
+                )?,
+                flush_batch,
+                reconcile_interval_ms: match &r.reconcile_interval_ms {
+                    None => None,
+                    some => Some(bounded_ms(some, "reconcile_interval_ms", 0)?),
+                },
+                settle_timeout_ms: bounded_ms(
+                    &r.settle_timeout_ms,
+                    "settle_timeout_ms",
+                    DEFAULT_REDIS.settle_timeout_ms,
+                )?,
+            }
+        }
+    };
+    let mut faults = Vec::new();
+    for f in raw.faults.iter().flatten() {
+        let f = f.get_ref();
+        if !FAULT_KINDS.contains(&f.kind.get_ref().as_str()) {
+            return Err(cx.at(
+                f.kind.span(),
+                format!("unknown fault {:?}; valid: {}", f.kind.get_ref(), FAULT_KINDS.join(", ")),
+            ));
+        }
+        if *f.at_ms.get_ref() > MAX_INTERVAL_MS {
+            return Err(cx.at(f.at_ms.span(), format!("at_ms must be at most {MAX_INTERVAL_MS}")));
+        }
+        let times = match &f.times {
+            Some(t) if *t.get_ref() == 0 || *t.get_ref() > MAX_FAULT_TIMES => {
+                return Err(cx.at(t.span(), format!("times must be in 1..={MAX_FAULT_TIMES}, got {}", t.get_ref())));
+            }
+            Some(t) => *t.get_ref(),
+            None => 1,
+        };
+        let strategies = pick_names(&cx, "strategy", &[], f.strategies.as_deref(), known, &[])?;
+        faults.push(FaultPlan { kind: f.kind.get_ref().clone(), at_ms: *f.at_ms.get_ref(), times, strategies });
+    }
+    if faults.len() > MAX_FAULTS {
+        return Err(cx.flag(format!("at most {MAX_FAULTS} faults")));
+    }
 
     let d = &raw.data;
     let n_users = *d.users.get_ref();
@@ -460,6 +583,9 @@ pub fn parse(
         isolation,
         strategy_isolation,
         retry,
+        expect_drift,
+        redis,
+        faults,
         data: DataPlan { n_users, notifications_per_user: per_user, initial_read_per_user: initial_read },
         workload: WorkloadPlan {
             n_workers: workers,

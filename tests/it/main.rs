@@ -16,6 +16,9 @@ mod checker;
 /// Strategy x backend x isolation findings, and the embedded SQLite fallback.
 mod matrix;
 
+/// Redis strategies: convergence, flusher crash, data loss and the reconciler.
+mod redis;
+
 /// Scenario files: every shipped scenario runs at small size; bad input is located.
 mod scenarios;
 

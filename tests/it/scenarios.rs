@@ -35,10 +35,12 @@ async fn every_shipped_scenario_runs_small() {
         assert!(!report.strategies.is_empty());
         for s in &report.strategies {
             let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, Some(&dir)).await;
-            let mismatched = stored.iter().filter(|(_, c, t)| c != t).count() as u64;
-            assert_eq!(mismatched, s.check.users_mismatched, "{}: {}", f.display(), s.strategy);
-            if s.guarantee == "exact" {
-                assert_eq!(mismatched, 0, "{}: {} broke its guarantee", f.display(), s.strategy);
+            if !s.backend.ends_with("+redis") {
+                let mismatched = stored.iter().filter(|(_, c, t)| c != t).count() as u64;
+                assert_eq!(mismatched, s.check.users_mismatched, "{}: {}", f.display(), s.strategy);
+            }
+            if s.guarantee != "none" && !plan.expect_drift.contains(&s.strategy) {
+                assert_eq!(s.check.users_mismatched, 0, "{}: {} broke its guarantee", f.display(), s.strategy);
             }
             assert_eq!(s.ops_total + s.ops.values().map(|o| o.skipped).sum::<u64>(), 300);
         }

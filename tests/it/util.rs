@@ -55,6 +55,7 @@ pub fn options(keep: bool, sqlite: Option<PathBuf>) -> RunOptions {
         postgres_url: Some(pg_url()),
         postgres_default: DEFAULT_POSTGRES_URL.to_string(),
         mysql_url: Some(mysql_url()),
+        redis_url: Some(crate::redis::redis_url()),
         sqlite_dir: sqlite,
         keep,
         connect_timeout: Duration::from_secs(5),
@@ -72,7 +73,25 @@ const DRIFT_SQL: &str = "SELECT c.user_id, c.unread, (SELECT COUNT(*) FROM {ns}n
 
 /// (user, counter, truth) for every counter row of a kept namespace, computed here with
 /// our own SQL; then the namespace is removed.
+/// For `<sql>+redis` backends the run's Redis keys are deleted too (the SQL counter
+/// column is then not the strategy's counter; see `redis.rs` for those checks).
 pub async fn stored_drift_and_drop(backend: &str, namespace: &str, sqlite: Option<&PathBuf>) -> Vec<(i64, i64, i64)> {
+    let backend = match backend.strip_suffix("+redis") {
+        Some(sql) => {
+            use redis::AsyncCommands;
+            let mut c = redis::Client::open(crate::redis::redis_url())
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap();
+            let keys: Vec<String> = c.keys(format!("cl:{namespace}:*")).await.unwrap();
+            if !keys.is_empty() {
+                c.del::<_, ()>(keys).await.unwrap();
+            }
+            sql
+        }
+        None => backend,
+    };
     match backend {
         "postgres" => {
             let a = admin().await;

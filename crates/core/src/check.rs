@@ -122,8 +122,8 @@ pub fn check_counters(rows: &[CheckInput], guarantee: Guarantee) -> CheckResult 
     result.worst = mismatched;
     let exact = result.users_mismatched == 0 && result.negative_counters == 0;
     result.verdict = match (guarantee, exact) {
-        (Guarantee::Exact, true) => Verdict::Pass,
-        (Guarantee::Exact, false) => Verdict::Fail,
+        (Guarantee::Exact | Guarantee::Eventual, true) => Verdict::Pass,
+        (Guarantee::Exact | Guarantee::Eventual, false) => Verdict::Fail,
         (Guarantee::None, true) => Verdict::NoDriftObserved,
         (Guarantee::None, false) => Verdict::DriftExpected,
     };

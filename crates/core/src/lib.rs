@@ -8,4 +8,4 @@ mod strategy;
 
 pub use check::{CheckInput, CheckResult, UserDrift, Verdict, check_counters};
 pub use model::{ErrorClass, Guarantee, NotificationId, OpError, OpKind, Outcome, UserId};
-pub use strategy::{Strategy, StrategyInfo};
+pub use strategy::{Fault, Strategy, StrategyInfo};

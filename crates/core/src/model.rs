@@ -158,6 +158,8 @@ impl std::error::Error for OpError {}
 pub enum Guarantee {
     /// Counter equals the truth whenever no operation is in flight.
     Exact,
+    /// Counter equals the truth after settle (buffers drained).
+    Eventual,
     /// Known racy: drift is expected and is reported, not failed.
     None,
 }
@@ -166,6 +168,7 @@ impl Guarantee {
     pub fn name(self) -> &'static str {
         match self {
             Guarantee::Exact => "exact",
+            Guarantee::Eventual => "eventual",
             Guarantee::None => "none",
         }
     }

@@ -2,7 +2,34 @@
 
 use async_trait::async_trait;
 
-use crate::model::{Guarantee, NotificationId, OpError, UserId};
+use std::time::Duration;
+
+use crate::model::{ErrorClass, Guarantee, NotificationId, OpError, Outcome, UserId};
+
+/// Faults a scenario can schedule. Each strategy says which it can suffer; all of them
+/// touch only the run's own keys and connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// Every key of the run's prefix deleted: a Redis restart without persistence.
+    RedisDataLoss,
+    /// The flusher dies after taking a delta and before its SQL commit, then restarts.
+    FlusherCrash,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 2] = [Fault::RedisDataLoss, Fault::FlusherCrash];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::RedisDataLoss => "redis_data_loss",
+            Fault::FlusherCrash => "flusher_crash",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Fault> {
+        Fault::ALL.into_iter().find(|f| f.name() == s)
+    }
+}
 
 /// Static description of a strategy, shown by `counterlab list` and in reports.
 #[derive(Clone, Copy, Debug)]
@@ -36,4 +63,40 @@ pub trait Strategy: Send + Sync {
 
     /// The number the application would show on the badge.
     async fn read_count(&self, user: UserId) -> Result<i64, OpError>;
+
+    /// Starts the strategy's background tasks (flusher, reconciler) before the load.
+    async fn start(&self) {}
+
+    /// After the load: stops background tasks and drains buffers, within `bound`. An
+    /// error means it did not become quiescent in time.
+    async fn settle(&self, bound: Duration) -> Result<(), OpError> {
+        let _ = bound;
+        Ok(())
+    }
+
+    /// The counter of users 1..=n_users as the application would show it, when the
+    /// strategy keeps it outside the SQL `unread_counts` table (None: read that table).
+    async fn counters(&self, n_users: u64) -> Result<Option<Vec<Option<i64>>>, OpError> {
+        let _ = n_users;
+        Ok(None)
+    }
+
+    /// Injects a fault now; returns what it did. Unsupported faults are errors.
+    async fn inject(&self, fault: Fault) -> Result<String, OpError> {
+        Err(OpError::new(
+            ErrorClass::Other,
+            Outcome::Fail,
+            format!("{} does not support {}", self.info().name, fault.name()),
+        ))
+    }
+
+    /// Strategy-specific figures for the report (flushes, lost deltas, repairs...).
+    fn figures(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
+
+    /// Removes whatever the strategy keeps outside the SQL namespace (Redis keys).
+    async fn teardown(&self) -> Result<(), OpError> {
+        Ok(())
+    }
 }

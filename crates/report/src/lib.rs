@@ -80,7 +80,25 @@ pub struct StrategyReport {
     pub errors_by_class: BTreeMap<String, u64>,
     pub error_samples: Vec<String>,
     pub ops: BTreeMap<String, OpReport>,
+    /// Seconds settle took (stopping background tasks, draining buffers).
+    pub settle_s: f64,
+    /// Why settle did not finish within its bound, if it did not.
+    pub settle_error: Option<String>,
+    /// Faults fired during the load, in order.
+    pub faults: Vec<FaultEvent>,
+    /// Strategy-specific figures: flushes, lost flush claims, repairs, heal time...
+    pub figures: BTreeMap<String, f64>,
     pub check: CheckReport,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FaultEvent {
+    pub kind: String,
+    /// Planned offset from the start of the load.
+    pub at_ms: u64,
+    /// Measured offset when it fired; None when the load ended first.
+    pub fired_at_ms: Option<u64>,
+    pub outcome: String,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -155,6 +173,10 @@ pub struct StrategyRun<'a> {
     pub namespace_kept: bool,
     pub seed_s: f64,
     pub load: &'a LoadResult,
+    pub settle_s: f64,
+    pub settle_error: Option<String>,
+    pub faults: Vec<FaultEvent>,
+    pub figures: Vec<(&'static str, f64)>,
     pub check: &'a CheckResult,
 }
 
@@ -203,6 +225,10 @@ impl StrategyReport {
             errors_by_class,
             error_samples: load.error_samples.clone(),
             ops,
+            settle_s: run.settle_s,
+            settle_error: run.settle_error,
+            faults: run.faults,
+            figures: run.figures.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
             check: CheckReport {
                 users_checked: c.users_checked,
                 users_mismatched: c.users_mismatched,

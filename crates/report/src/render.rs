@@ -38,7 +38,7 @@ pub fn render_terminal(r: &Report) -> String {
     writeln!(w).unwrap();
     writeln!(
         w,
-        "{:<29} {:<8} {:<15} {:<9} {:>8} {:>8} {:>7} {:>7} {:>7} {:>6} {:>11} {:>6}  verdict",
+        "{:<29} {:<14} {:<15} {:<9} {:>8} {:>8} {:>7} {:>7} {:>7} {:>6} {:>11} {:>6}  verdict",
         "strategy",
         "backend",
         "isolation",
@@ -56,7 +56,7 @@ pub fn render_terminal(r: &Report) -> String {
     for s in &r.strategies {
         writeln!(
             w,
-            "{:<29} {:<8} {:<15} {:<9} {:>8} {:>8.0} {:>7} {:>7} {:>7} {:>6} {:>11} {:>6}  {}",
+            "{:<29} {:<14} {:<15} {:<9} {:>8} {:>8.0} {:>7} {:>7} {:>7} {:>6} {:>11} {:>6}  {}",
             s.strategy,
             s.backend,
             s.isolation,
@@ -76,7 +76,7 @@ pub fn render_terminal(r: &Report) -> String {
     writeln!(w).unwrap();
     writeln!(
         w,
-        "{:<29} {:<8} {:<15} {:<14} {:>8} {:>6} {:>7} {:>8} {:>8} {:>8} {:>8}",
+        "{:<29} {:<14} {:<15} {:<14} {:>8} {:>6} {:>7} {:>8} {:>8} {:>8} {:>8}",
         "latency (us)", "backend", "isolation", "op", "count", "errors", "retries", "p50", "p99", "p999", "max"
     )
     .unwrap();
@@ -87,7 +87,7 @@ pub fn render_terminal(r: &Report) -> String {
             }
             writeln!(
                 w,
-                "{:<29} {:<8} {:<15} {:<14} {:>8} {:>6} {:>7} {:>8} {:>8} {:>8} {:>8}",
+                "{:<29} {:<14} {:<15} {:<14} {:>8} {:>6} {:>7} {:>8} {:>8} {:>8} {:>8}",
                 s.strategy,
                 s.backend,
                 s.isolation,
@@ -114,6 +114,17 @@ pub fn render_terminal(r: &Report) -> String {
     }
     for s in r.strategies.iter().filter(|s| s.namespace_kept) {
         writeln!(w, "\n{}: namespace {} kept", label(s), s.namespace).unwrap();
+    }
+    for s in r.strategies.iter().filter(|s| !s.figures.is_empty() || !s.faults.is_empty() || s.settle_error.is_some()) {
+        let figs: Vec<String> = s.figures.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        writeln!(w, "\n{}: {}", label(s), figs.join(" ")).unwrap();
+        for f in &s.faults {
+            let when = f.fired_at_ms.map_or("not fired".to_string(), |t| format!("fired at {t} ms"));
+            writeln!(w, "  fault {} (planned {} ms, {when}): {}", f.kind, f.at_ms, f.outcome).unwrap();
+        }
+        if let Some(e) = &s.settle_error {
+            writeln!(w, "  settle: {e}").unwrap();
+        }
     }
     for k in &r.skipped {
         writeln!(w, "\nskipped {} on {} at {}: {}", k.strategy, k.backend, k.isolation, k.reason).unwrap();
@@ -204,6 +215,16 @@ pub fn render_markdown(r: &Report) -> String {
         ));
         for e in &s.error_samples {
             line(format!("  - error: `{e}`"));
+        }
+        for (k, v) in &s.figures {
+            line(format!("  - {k}: {v}"));
+        }
+        for f in &s.faults {
+            let when = f.fired_at_ms.map_or("not fired".to_string(), |t| format!("fired at {t} ms"));
+            line(format!("  - fault `{}` (planned {} ms, {when}): {}", f.kind, f.at_ms, f.outcome));
+        }
+        if let Some(e) = &s.settle_error {
+            line(format!("  - settle: {e}"));
         }
     }
     for k in &r.skipped {

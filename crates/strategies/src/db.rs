@@ -113,6 +113,20 @@ where
     q
 }
 
+fn bind_as<'q, DB, O>(
+    mut q: sqlx::query::QueryAs<'q, DB, O, <DB as Database>::Arguments>,
+    args: &[i64],
+) -> sqlx::query::QueryAs<'q, DB, O, <DB as Database>::Arguments>
+where
+    DB: Database,
+    i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    for a in args {
+        q = q.bind(*a);
+    }
+    q
+}
+
 /// Runs the same expression for whichever driver `$self` holds, with `$c` the inner value.
 macro_rules! each {
     ($self:expr, $c:ident => $body:expr) => {
@@ -149,6 +163,32 @@ impl Db {
     /// One statement outside a transaction (autocommit), returning an optional integer.
     pub async fn opt_i64(&self, sql: &'static str, args: &[i64]) -> Result<Option<i64>, OpError> {
         each!(self, p => bind_scalar(sqlx::query_scalar(sql), args).fetch_optional(p).await)
+    }
+
+    /// All rows of a two-integer query, outside a transaction.
+    pub async fn pairs(&self, sql: &'static str, args: &[i64]) -> Result<Vec<(i64, i64)>, OpError> {
+        match self {
+            Db::Pg(p) => {
+                bind_as(sqlx::query_as(sql), args).fetch_all(p).await.map_err(|e| classify(Dialect::Postgres, e))
+            }
+            Db::My(p) => bind_as(sqlx::query_as(sql), args).fetch_all(p).await.map_err(|e| classify(Dialect::Mysql, e)),
+            Db::Lite(p) => {
+                bind_as(sqlx::query_as(sql), args).fetch_all(p).await.map_err(|e| classify(Dialect::Sqlite, e))
+            }
+        }
+    }
+
+    /// All rows of an (integer, boolean) query, outside a transaction.
+    pub async fn id_flags(&self, sql: &'static str, args: &[i64]) -> Result<Vec<(i64, bool)>, OpError> {
+        match self {
+            Db::Pg(p) => {
+                bind_as(sqlx::query_as(sql), args).fetch_all(p).await.map_err(|e| classify(Dialect::Postgres, e))
+            }
+            Db::My(p) => bind_as(sqlx::query_as(sql), args).fetch_all(p).await.map_err(|e| classify(Dialect::Mysql, e)),
+            Db::Lite(p) => {
+                bind_as(sqlx::query_as(sql), args).fetch_all(p).await.map_err(|e| classify(Dialect::Sqlite, e))
+            }
+        }
     }
 
     pub async fn close(&self) {

@@ -5,6 +5,7 @@
 mod backend;
 mod db;
 mod error;
+mod redis;
 mod sqlfile;
 mod strategies;
 
@@ -15,6 +16,9 @@ use counterlab_core::{Guarantee, Strategy, StrategyInfo};
 pub use backend::{DEFAULT_MYSQL_URL, DEFAULT_POSTGRES_URL, Namespace, PoolSpec, SeedSpec, Server};
 pub use db::{Db, Dialect, Isolation, classify};
 pub use error::{BackendError, redact_url};
+pub use redis::{DEFAULT_REDIS_URL, RedisConfig, RedisServer, RedisSpace, RedisStrategy, classify_redis};
+
+use redis::RedisDesign;
 
 use strategies::{Design, SqlStrategy};
 
@@ -40,7 +44,47 @@ pub const CATALOG: &[StrategyInfo] = &[
         guarantee: Guarantee::None,
         summary: "mutant: UPDATE ... WHERE id = ? without AND NOT is_read, trusting rows_affected, which counts an already-read row (MySQL reports matched rows): double decrements",
     },
+    StrategyInfo {
+        name: "zset-buffer",
+        guarantee: Guarantee::Eventual,
+        summary: "SQL conditional UPDATE, counter delta ZINCRBY'd into a Redis sorted set; a flusher takes it (ZSCORE + ZREM) then adds it to the SQL counter: a crash in between loses it",
+    },
+    StrategyInfo {
+        name: "zset-buffer-durable",
+        guarantee: Guarantee::Eventual,
+        summary: "the same buffer; the claim moves the delta to a processing hash under a claim id recorded in the SQL transaction: a flusher crash loses nothing, a replay applies nothing twice",
+    },
+    StrategyInfo {
+        name: "lua-script",
+        guarantee: Guarantee::Exact,
+        summary: "unread state and counter in Redis, every check-and-change one Lua script, SQL rows written after; exact while Redis keeps its data",
+    },
+    StrategyInfo {
+        name: "redis-counter",
+        guarantee: Guarantee::Exact,
+        summary: "SQL conditional UPDATE decides, INCRBY/DECRBY on the user's Redis key follows; exact while Redis keeps its data and every reply arrives",
+    },
 ];
+
+/// Strategies that need a Redis server beside the SQL backend.
+pub fn needs_redis(name: &str) -> bool {
+    redis_design(name).is_some()
+}
+
+fn redis_design(name: &str) -> Option<RedisDesign> {
+    Some(match name {
+        "zset-buffer" => RedisDesign::ZsetBuffer,
+        "zset-buffer-durable" => RedisDesign::ZsetBufferDurable,
+        "lua-script" => RedisDesign::LuaScript,
+        "redis-counter" => RedisDesign::RedisCounter,
+        _ => return None,
+    })
+}
+
+/// Builds a Redis strategy over a namespace's SQL pool and Redis key space.
+pub fn build_redis(name: &str, db: Db, space: RedisSpace, cfg: RedisConfig) -> Option<Arc<RedisStrategy>> {
+    Some(Arc::new(RedisStrategy::new(*find(name)?, redis_design(name)?, db, space, cfg)))
+}
 
 pub fn find(name: &str) -> Option<&'static StrategyInfo> {
     CATALOG.iter().find(|s| s.name == name)
@@ -70,7 +114,7 @@ mod tests {
         let my = sqlx::mysql::MySqlPoolOptions::new().connect_lazy("mysql://x@127.0.0.1:1/x").unwrap();
         let lite = sqlx::sqlite::SqlitePoolOptions::new().connect_lazy("sqlite::memory:").unwrap();
         for db in [Db::Pg(pg), Db::My(my), Db::Lite(lite)] {
-            for s in CATALOG {
+            for s in CATALOG.iter().filter(|s| !needs_redis(s.name)) {
                 let built = build(s.name, db.clone()).expect("in catalog");
                 assert_eq!(built.info().name, s.name);
             }

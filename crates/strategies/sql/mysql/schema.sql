@@ -13,3 +13,8 @@ CREATE TABLE unread_counts (
     user_id BIGINT NOT NULL PRIMARY KEY,
     unread  BIGINT NOT NULL
 ) ENGINE = InnoDB;
+
+-- Flush claims applied by zset-buffer-durable: the idempotence record of its write-back.
+CREATE TABLE flush_claims (
+    claim_id BIGINT NOT NULL PRIMARY KEY
+) ENGINE = InnoDB;

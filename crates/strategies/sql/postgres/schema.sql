@@ -13,3 +13,8 @@ CREATE TABLE unread_counts (
     user_id bigint NOT NULL,
     unread  bigint NOT NULL
 );
+
+-- Flush claims applied by zset-buffer-durable: the idempotence record of its write-back.
+CREATE TABLE flush_claims (
+    claim_id bigint PRIMARY KEY
+);

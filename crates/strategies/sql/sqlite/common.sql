@@ -46,6 +46,25 @@ DELETE FROM notifications WHERE id = ?1 AND user_id = ?2;
 -- name: mark_all_rows  (user)
 UPDATE notifications SET is_read = 1 WHERE user_id = ?1 AND NOT is_read;
 
+-- Statements of the Redis strategies' SQL side.
+
+-- name: counter_add  (n, user): a flushed delta
+UPDATE unread_counts SET unread = unread + ?1 WHERE user_id = ?2;
+
+-- Records a flush claim id in the same transaction as its counter change; affects 0 rows
+-- when the claim was already applied, which makes replaying a claim harmless.
+-- name: claim_record  (claim_id)
+INSERT OR IGNORE INTO flush_claims (claim_id) VALUES (?1);
+
+-- name: counters_all  () -> user_id, unread
+SELECT user_id, unread FROM unread_counts;
+
+-- name: truth_all  () -> user_id, unread rows
+SELECT user_id, COUNT(*) FROM notifications WHERE NOT is_read GROUP BY user_id;
+
+-- name: user_rows  (user) -> id, is_read
+SELECT id, is_read FROM notifications WHERE user_id = ?1 ORDER BY id;
+
 -- The ground truth beside every counter (NULL: no counter row), for every user that has
 -- a counter or a notification; users with neither are filled in as (none, 0).
 -- name: check_rows  () -> user_id, unread, truth

@@ -15,3 +15,8 @@ CREATE TABLE unread_counts (
     user_id INTEGER PRIMARY KEY,
     unread  INTEGER NOT NULL
 );
+
+-- Flush claims applied by zset-buffer-durable: the idempotence record of its write-back.
+CREATE TABLE flush_claims (
+    claim_id INTEGER PRIMARY KEY
+);

@@ -1,0 +1,154 @@
+//! The Redis strategies on real PostgreSQL and Redis: convergence without faults, the
+//! flusher crash that only the durable write-back survives, data loss healed by the
+//! reconciler; every assertion also reads the real Redis keys and SQL rows.
+
+use std::collections::HashMap;
+
+use counterlab_report::StrategyReport;
+use redis::AsyncCommands;
+
+use crate::util;
+
+const REDIS_STRATEGIES: [&str; 4] = ["zset-buffer", "zset-buffer-durable", "lua-script", "redis-counter"];
+
+pub fn redis_url() -> String {
+    std::env::var("COUNTERLAB_REDIS_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "redis://127.0.0.1:6379".into())
+}
+
+async fn redis_conn() -> redis::aio::MultiplexedConnection {
+    redis::Client::open(redis_url()).unwrap().get_multiplexed_async_connection().await.expect("test Redis is up")
+}
+
+/// What Redis holds for a kept run: per-user counters (Redis-held designs) or the
+/// pending buffer size (buffered designs). Deletes the keys afterwards.
+async fn redis_state_and_clean(s: &StrategyReport, n_users: i64) -> (Vec<Option<i64>>, u64) {
+    let mut c = redis_conn().await;
+    let prefix = format!("cl:{}:", s.namespace);
+    let mut counters = Vec::new();
+    for u in 1..=n_users {
+        let v: Option<i64> = c.get(format!("{prefix}{{u:{u}}}:unread")).await.unwrap();
+        counters.push(v);
+    }
+    let pending: u64 = c.zcard(format!("{prefix}{{buf}}:pending")).await.unwrap();
+    let keys: Vec<String> = c.keys(format!("{prefix}*")).await.unwrap();
+    if !keys.is_empty() {
+        c.del::<_, ()>(keys).await.unwrap();
+    }
+    (counters, pending)
+}
+
+/// Runs the plan kept, then checks each Redis strategy against the stored truth.
+async fn run_and_verify(toml: &str, n_users: i64) -> Vec<StrategyReport> {
+    let plan = util::plan(toml);
+    let report = util::run_kept(&plan, None).await;
+    for s in &report.strategies {
+        let (redis_counters, pending) = redis_state_and_clean(s, n_users).await;
+        let stored = util::stored_drift_and_drop("postgres", &s.namespace, None).await;
+        let truth: HashMap<i64, i64> = stored.iter().map(|(u, _, t)| (*u, *t)).collect();
+        let shown: Vec<(i64, i64)> = match s.strategy.as_str() {
+            "lua-script" | "redis-counter" => {
+                redis_counters.iter().enumerate().map(|(i, c)| (i as i64 + 1, c.unwrap_or(0))).collect()
+            }
+            _ => {
+                assert_eq!(pending, 0, "{}: buffer drained by settle", s.strategy);
+                stored.iter().map(|(u, c, _)| (*u, *c)).collect()
+            }
+        };
+        let mismatched = shown.iter().filter(|(u, c)| truth.get(u).copied().unwrap_or(0) != *c).count() as u64;
+        assert_eq!(mismatched, s.check.users_mismatched, "{}: report agrees with Redis and SQL", s.strategy);
+    }
+    report.strategies
+}
+
+fn find<'a>(r: &'a [StrategyReport], name: &str) -> &'a StrategyReport {
+    r.iter().find(|s| s.strategy == name).unwrap_or_else(|| panic!("{name} did not run"))
+}
+
+const DATA: &str = "[data]\nusers = 60\nnotifications_per_user = 10\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_faults_every_redis_strategy_is_exact_after_settle() {
+    let strategies = REDIS_STRATEGIES.map(|s| format!("\"{s}\"")).join(", ");
+    for (mix, skew) in [
+        ("create = 10\nmark_read_dup = 70\nread_count = 20\n", ""),
+        (
+            "create = 30\nmark_read = 30\nmark_read_dup = 5\ndelete = 10\nmark_all_read = 10\nread_count = 15\n",
+            "skew = \"zipf\"\nzipf_exponent = 1.2\n",
+        ),
+    ] {
+        let toml = format!(
+            "strategies = [{strategies}]\nbackends = [\"postgres\"]\n[redis]\nflush_interval_ms = 20\n{DATA}[workload]\nworkers = 4\nops = 800\n{skew}[workload.mix]\n{mix}"
+        );
+        let r = run_and_verify(&toml, 60).await;
+        for s in &r {
+            assert_eq!(s.check.users_mismatched, 0, "{}: {:?}", s.strategy, s.check.worst_users);
+            assert!(s.settle_error.is_none(), "{}: {:?}", s.strategy, s.settle_error);
+        }
+        assert!(find(&r, "zset-buffer").figures["flushes"] > 0.0, "the flusher ran during the load");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flusher_crash_loses_deltas_only_in_the_seed_design() {
+    let toml = format!(
+        "strategies = [\"zset-buffer\", \"zset-buffer-durable\"]\nbackends = [\"postgres\"]\nexpect_drift = [\"zset-buffer\"]\n\
+         [redis]\nflush_interval_ms = 20\n[[faults]]\nkind = \"flusher_crash\"\nat_ms = 0\ntimes = 8\n\
+         {DATA}[workload]\nworkers = 4\nduration_s = 1.5\n[workload.mix]\nmark_all_read = 1\ncreate = 3\n"
+    );
+    let r = run_and_verify(&toml, 60).await;
+    let seed = find(&r, "zset-buffer");
+    assert_eq!(seed.figures["flusher_crashes"], 8.0, "{:?}", seed.figures);
+    assert_eq!(seed.figures["lost_flush_claims"], 8.0);
+    assert!(seed.check.users_mismatched > 0, "lost deltas show as drift");
+    // Conservation: the drift is exactly the deltas the crashes lost.
+    assert_eq!(seed.check.drift_abs_total as f64, seed.figures["lost_flush_delta_abs"]);
+    assert_eq!(seed.check.verdict, "drift-expected");
+    let durable = find(&r, "zset-buffer-durable");
+    assert_eq!(durable.figures["flusher_crashes"], 8.0);
+    assert_eq!(durable.figures["recovered_claims"], 8.0, "{:?}", durable.figures);
+    assert_eq!(durable.figures["lost_flush_claims"], 0.0);
+    assert_eq!(durable.check.users_mismatched, 0, "{:?}", durable.check.worst_users);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_data_loss_drifts_until_the_reconciler_heals_it() {
+    for reconcile in [false, true] {
+        let toml = format!(
+            "strategies = [\"lua-script\", \"redis-counter\"]\nbackends = [\"postgres\"]\n{}\
+             [redis]\n{}[[faults]]\nkind = \"redis_data_loss\"\nat_ms = 300\n\
+             {DATA}[workload]\nworkers = 4\nduration_s = 1.5\n[workload.mix]\ncreate = 2\nmark_read = 3\nmark_all_read = 1\nread_count = 1\n",
+            if reconcile { "" } else { "expect_drift = [\"lua-script\", \"redis-counter\"]\n" },
+            if reconcile { "reconcile_interval_ms = 100\n" } else { "" },
+        );
+        let r = run_and_verify(&toml, 60).await;
+        for s in &r {
+            assert!(s.faults[0].fired_at_ms.is_some() && s.faults[0].outcome.starts_with("deleted"), "{:?}", s.faults);
+            if reconcile {
+                assert_eq!(s.check.users_mismatched, 0, "{} not healed: {:?}", s.strategy, s.check.worst_users);
+                assert!(s.figures["repairs"] > 0.0);
+                assert!(s.figures["heal_ms"] >= 0.0, "{:?}", s.figures);
+            } else {
+                assert!(s.check.users_mismatched > 0, "{}: data loss left no drift", s.strategy);
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_removes_its_keys_and_touches_no_other() {
+    let mut c = redis_conn().await;
+    c.set::<_, _, ()>("counterlab-test-sentinel", 42).await.unwrap();
+    let plan = util::plan(&format!(
+        "strategies = [\"lua-script\", \"zset-buffer\"]\nbackends = [\"postgres\"]\n{DATA}[workload]\nworkers = 2\nops = 200\n[workload.mix]\ncreate = 1\nmark_read = 1\n"
+    ));
+    let report = counterlab::run::run_plan(&plan, &util::options(false, None), &mut |_| {}).await.unwrap();
+    for s in &report.strategies {
+        let left: Vec<String> = c.keys(format!("cl:{}:*", s.namespace)).await.unwrap();
+        assert!(left.is_empty(), "{}: {left:?}", s.strategy);
+    }
+    let v: i64 = c.get("counterlab-test-sentinel").await.unwrap();
+    assert_eq!(v, 42);
+}
