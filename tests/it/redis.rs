@@ -106,6 +106,9 @@ async fn flusher_crash_loses_deltas_only_in_the_seed_design() {
     // Conservation: the drift is exactly the deltas the crashes lost.
     assert_eq!(seed.check.drift_abs_total as f64, seed.figures["lost_flush_delta_abs"]);
     assert_eq!(seed.check.verdict, "drift-expected");
+    assert_eq!(seed.anomalies.len(), 1);
+    assert_eq!((seed.anomalies[0].name.as_str(), seed.anomalies[0].count), ("lost_flush", 8));
+    assert!(seed.anomalies[0].detail.contains("all of it explained"), "{}", seed.anomalies[0].detail);
     let durable = find(&r, "zset-buffer-durable");
     assert_eq!(durable.figures["flusher_crashes"], 8.0);
     assert_eq!(durable.figures["recovered_claims"], 8.0, "{:?}", durable.figures);

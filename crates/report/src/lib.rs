@@ -88,7 +88,34 @@ pub struct StrategyReport {
     pub faults: Vec<FaultEvent>,
     /// Strategy-specific figures: flushes, lost flush claims, repairs, heal time...
     pub figures: BTreeMap<String, f64>,
+    /// Named anomalies the strategy's own accounting explains (e.g. `lost_flush`).
+    pub anomalies: Vec<Anomaly>,
     pub check: CheckReport,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Anomaly {
+    pub name: String,
+    pub count: u64,
+    pub detail: String,
+}
+
+/// Anomalies named from a strategy's figures and its check.
+fn anomalies(figures: &BTreeMap<String, f64>, check: &CheckResult) -> Vec<Anomaly> {
+    let mut out = Vec::new();
+    if let Some(&n) = figures.get("lost_flush_claims").filter(|n| **n > 0.0) {
+        let lost = figures.get("lost_flush_delta_abs").copied().unwrap_or(0.0);
+        out.push(Anomaly {
+            name: "lost_flush".into(),
+            count: n as u64,
+            detail: format!(
+                "{n} flush claims left Redis and never reached SQL, |delta| {lost}; the check found drift_abs_total {} ({})",
+                check.drift_abs_total,
+                if lost as u64 == check.drift_abs_total { "all of it explained" } else { "not all of it explained" }
+            ),
+        });
+    }
+    out
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -207,6 +234,7 @@ impl StrategyReport {
             .map(|c| (c.name().to_string(), load.ops.iter().map(|s| s.errors_by_class[c.index()]).sum()))
             .collect();
         let c = run.check;
+        let figures: BTreeMap<String, f64> = run.figures.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         StrategyReport {
             strategy: run.info.name.to_string(),
             backend: run.backend.to_string(),
@@ -228,7 +256,8 @@ impl StrategyReport {
             settle_s: run.settle_s,
             settle_error: run.settle_error,
             faults: run.faults,
-            figures: run.figures.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            anomalies: anomalies(&figures, c),
+            figures,
             check: CheckReport {
                 users_checked: c.users_checked,
                 users_mismatched: c.users_mismatched,

@@ -125,6 +125,9 @@ pub fn render_terminal(r: &Report) -> String {
         if let Some(e) = &s.settle_error {
             writeln!(w, "  settle: {e}").unwrap();
         }
+        for a in &s.anomalies {
+            writeln!(w, "  anomaly {} x{}: {}", a.name, a.count, a.detail).unwrap();
+        }
     }
     for k in &r.skipped {
         writeln!(w, "\nskipped {} on {} at {}: {}", k.strategy, k.backend, k.isolation, k.reason).unwrap();
@@ -225,6 +228,9 @@ pub fn render_markdown(r: &Report) -> String {
         }
         if let Some(e) = &s.settle_error {
             line(format!("  - settle: {e}"));
+        }
+        for a in &s.anomalies {
+            line(format!("  - anomaly **{}** x{}: {}", a.name, a.count, a.detail));
         }
     }
     for k in &r.skipped {
