@@ -374,7 +374,7 @@ async fn run_one(
         let strategy: Arc<dyn Strategy> = match t.redis {
             None => build(name, ns.db().clone()).expect("catalog strategies build"),
             Some(r) => {
-                let space = r.space(&ns_name, op_timeout).await?;
+                let space = r.space(&ns_name, op_timeout, plan.workload.n_workers).await?;
                 let rcfg = RedisConfig {
                     n_users: seed_spec.n_users,
                     flush_interval: Duration::from_millis(plan.redis.flush_interval_ms),
