@@ -232,7 +232,7 @@ pub const ISOLATION_LEVELS: [&str; 3] = ["read-committed", "repeatable-read", "s
 pub const DEFAULT_ISOLATION: &str = "read-committed";
 pub const DEFAULT_REDIS: RedisPlan =
     RedisPlan { flush_interval_ms: 100, flush_batch: 1000, reconcile_interval_ms: None, settle_timeout_ms: 10_000 };
-pub const FAULT_KINDS: [&str; 2] = ["redis_data_loss", "flusher_crash"];
+pub const FAULT_KINDS: [&str; 4] = ["redis_data_loss", "flusher_crash", "redis_disconnect", "redis_timeout"];
 pub const DEFAULT_RETRY: RetryPlan = RetryPlan { max_attempts: 5, backoff_base_ms: 2, backoff_max_ms: 100 };
 pub const DEFAULT_OP_TIMEOUT_MS: u64 = 5_000;
 

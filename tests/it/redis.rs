@@ -155,3 +155,46 @@ async fn a_run_removes_its_keys_and_touches_no_other() {
     let v: i64 = c.get("counterlab-test-sentinel").await.unwrap();
     assert_eq!(v, 42);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_replies_are_unknown_outcomes_that_still_applied() {
+    let toml = format!(
+        "strategies = [\"redis-counter\", \"zset-buffer-durable\"]\nbackends = [\"postgres\"]\n\
+         [redis]\nflush_interval_ms = 20\n[[faults]]\nkind = \"redis_timeout\"\nat_ms = 100\ntimes = 5\n\
+         {DATA}[workload]\nworkers = 4\nduration_s = 1\n[workload.mix]\ncreate = 1\nmark_read = 1\n"
+    );
+    let r = run_and_verify(&toml, 60).await;
+    for s in &r {
+        assert_eq!(s.figures["lost_replies"], 5.0, "{}: {:?}", s.strategy, s.figures);
+        let unknown: u64 = s.ops.values().map(|o| o.unknown).sum();
+        assert_eq!(unknown, 5, "{}: each lost reply is an unknown outcome", s.strategy);
+        assert_eq!(s.errors_by_class["timeout"], 5);
+        // Nothing retried an unknown outcome, and each lost command had run: exact.
+        assert_eq!(s.check.users_mismatched, 0, "{}: {:?}", s.strategy, s.check.worst_users);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disconnect_kills_only_the_runs_connections_and_the_load_goes_on() {
+    let mut c = redis_conn().await;
+    let id_before: i64 = redis::cmd("CLIENT").arg("ID").query_async(&mut c).await.unwrap();
+    let toml = format!(
+        "strategies = [\"redis-counter\", \"lua-script\"]\nbackends = [\"postgres\"]\n\
+         [[faults]]\nkind = \"redis_disconnect\"\nat_ms = 300\n\
+         {DATA}[workload]\nworkers = 4\nduration_s = 1\n[workload.mix]\ncreate = 1\nmark_read = 1\nread_count = 1\n"
+    );
+    let r = run_and_verify(&toml, 60).await;
+    for s in &r {
+        let f = &s.faults[0];
+        assert!(f.fired_at_ms.is_some(), "{f:?}");
+        let killed: u64 = f.outcome.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0);
+        assert!(killed >= 1, "{}: {}", s.strategy, f.outcome);
+        assert!(s.ops_total > 100, "{}: the load went on after the kill", s.strategy);
+        let classes: u64 =
+            ["serialization", "deadlock", "lock_timeout", "busy", "other"].iter().map(|k| s.errors_by_class[*k]).sum();
+        assert_eq!(classes, 0, "{}: only connection/timeout errors expected: {:?}", s.strategy, s.errors_by_class);
+    }
+    // Our own test connection was not among the killed.
+    let id_after: i64 = redis::cmd("CLIENT").arg("ID").query_async(&mut c).await.unwrap();
+    assert_eq!(id_before, id_after);
+}

@@ -14,15 +14,22 @@ pub enum Fault {
     RedisDataLoss,
     /// The flusher dies after taking a delta and before its SQL commit, then restarts.
     FlusherCrash,
+    /// The run's Redis connections are killed (CLIENT KILL); they reconnect.
+    RedisDisconnect,
+    /// The next Redis write runs but its reply is lost: the op's outcome is unknown.
+    RedisTimeout,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 2] = [Fault::RedisDataLoss, Fault::FlusherCrash];
+    pub const ALL: [Fault; 4] =
+        [Fault::RedisDataLoss, Fault::FlusherCrash, Fault::RedisDisconnect, Fault::RedisTimeout];
 
     pub fn name(self) -> &'static str {
         match self {
             Fault::RedisDataLoss => "redis_data_loss",
             Fault::FlusherCrash => "flusher_crash",
+            Fault::RedisDisconnect => "redis_disconnect",
+            Fault::RedisTimeout => "redis_timeout",
         }
     }
 

@@ -169,6 +169,26 @@ impl RedisSpace {
         Lease { c: Some(c), idle: self.idle.clone() }
     }
 
+    /// Kills every connection of this space on the server (`CLIENT ID` on each, then
+    /// `CLIENT KILL ID` from another): only the run's own clients, never anyone else's.
+    /// The connection managers reconnect on their next command.
+    pub async fn kill_connections(&self) -> Result<u64, OpError> {
+        let mut ids = Vec::new();
+        for c in self.conns.iter() {
+            let mut c = c.clone();
+            let id: i64 = redis::cmd("CLIENT").arg("ID").query_async(&mut c).await.map_err(classify_redis)?;
+            ids.push(id);
+        }
+        let mut killed = 0u64;
+        for (i, id) in ids.iter().enumerate() {
+            // Issue the kill on a different connection of the space than the victim.
+            let mut c = self.conns[(i + 1) % self.conns.len()].clone();
+            let n: Result<i64, _> = redis::cmd("CLIENT").arg("KILL").arg("ID").arg(*id).query_async(&mut c).await;
+            killed += n.unwrap_or(0).max(0) as u64;
+        }
+        Ok(killed)
+    }
+
     /// Deletes every key under the prefix (SCAN + UNLINK), at most `MAX_SCAN_ROUNDS`
     /// rounds of 1000; returns how many were deleted.
     pub async fn delete_all(&self) -> Result<u64, OpError> {
@@ -213,7 +233,6 @@ struct Scripts {
     lua_delete: Script,
     lua_mark_all_read: Script,
     repair: Script,
-    zset_take: Script,
     zset_claim: Script,
 }
 
@@ -228,7 +247,6 @@ impl Scripts {
             lua_delete: Script::new(include_str!("../lua/lua_delete.lua")),
             lua_mark_all_read: Script::new(include_str!("../lua/lua_mark_all_read.lua")),
             repair: Script::new(include_str!("../lua/repair.lua")),
-            zset_take: Script::new(include_str!("../lua/zset_take.lua")),
             zset_claim: Script::new(include_str!("../lua/zset_claim.lua")),
         }
     }
@@ -265,6 +283,7 @@ struct Figures {
     flushes: AtomicU64,
     deltas_flushed_abs: AtomicU64,
     flusher_crashes: AtomicU64,
+    lost_replies: AtomicU64,
     lost_claims: AtomicU64,
     lost_delta_abs: AtomicU64,
     recovered_claims: AtomicU64,
@@ -287,6 +306,8 @@ struct Shared {
     sql: Sql,
     stop: AtomicBool,
     crashes_armed: AtomicU32,
+    /// Replies still to lose (`redis_timeout`): the command runs, the reply is dropped.
+    replies_to_lose: AtomicU32,
     data_loss_at: Mutex<Option<Instant>>,
     figures: Figures,
 }
@@ -344,6 +365,7 @@ impl RedisStrategy {
             sql,
             stop: AtomicBool::new(false),
             crashes_armed: AtomicU32::new(0),
+            replies_to_lose: AtomicU32::new(0),
             data_loss_at: Mutex::new(None),
             figures: Figures { heal_ms: AtomicI64::new(-1), ..Figures::default() },
         };
@@ -423,6 +445,20 @@ impl Shared {
         }
     }
 
+    /// Fault point "after the Redis command ran, before its reply arrived": when a
+    /// `redis_timeout` is armed, the command has run and the caller gets an unknown.
+    fn lose_reply(&self) -> Result<(), OpError> {
+        if self.replies_to_lose.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok() {
+            self.figures.lost_replies.fetch_add(1, Ordering::Relaxed);
+            return Err(OpError::new(
+                ErrorClass::Timeout,
+                Outcome::Unknown,
+                "redis: reply lost after the command ran (injected)",
+            ));
+        }
+        Ok(())
+    }
+
     /// redis-counter's Redis step: counter += delta, leaving the guard in the same script.
     async fn counter_apply(&self, user: UserId, delta: i64, guarded: bool) -> Result<(), OpError> {
         if delta == 0 {
@@ -439,13 +475,14 @@ impl Shared {
             .invoke_async::<i64>(&mut c)
             .await
             .map_err(classify_redis)?;
-        Ok(())
+        self.lose_reply()
     }
 
     async fn buffer(&self, user: UserId, delta: i64) -> Result<(), OpError> {
         if delta != 0 {
             let mut c = self.space.conn();
             c.zincr::<_, _, _, f64>(self.space.buf_key("pending"), user, delta).await.map_err(classify_redis)?;
+            return self.lose_reply();
         }
         Ok(())
     }
@@ -500,12 +537,13 @@ impl Shared {
                 && self.crashes_armed.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok();
             match self.design {
                 RedisDesign::ZsetBuffer => {
-                    let d: Option<String> = self
-                        .scripts
-                        .zset_take
-                        .key(self.space.buf_key("pending"))
-                        .arg(user)
-                        .invoke_async(&mut c)
+                    // The seed design: ZSCORE + ZREM in MULTI/EXEC.
+                    let pending = self.space.buf_key("pending");
+                    let (d, _): (Option<String>, i64) = redis::pipe()
+                        .atomic()
+                        .zscore(&pending, user)
+                        .zrem(&pending, user)
+                        .query_async(&mut c)
                         .await
                         .map_err(classify_redis)?;
                     let Some(d) = d.map(|d| parse_delta(&d)) else { continue };
@@ -965,6 +1003,14 @@ impl Strategy for RedisStrategy {
                 *sh.data_loss_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
                 Ok(format!("deleted {n} keys under {}", sh.space.prefix()))
             }
+            Fault::RedisDisconnect => {
+                let n = sh.space.kill_connections().await?;
+                Ok(format!("killed {n} of the run's Redis connections (CLIENT KILL ID); they reconnect"))
+            }
+            Fault::RedisTimeout if sh.design != RedisDesign::LuaScript => {
+                sh.replies_to_lose.fetch_add(1, Ordering::Relaxed);
+                Ok("the next Redis write runs but its reply is lost: outcome unknown".into())
+            }
             Fault::FlusherCrash if matches!(sh.design, RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable) => {
                 sh.crashes_armed.fetch_add(1, Ordering::Relaxed);
                 Ok("the flusher will die after its next claim, before the SQL commit, and restart".into())
@@ -982,11 +1028,15 @@ impl Strategy for RedisStrategy {
                 ("flushes", g(&f.flushes)),
                 ("deltas_flushed_abs", g(&f.deltas_flushed_abs)),
                 ("flusher_crashes", g(&f.flusher_crashes)),
+                ("lost_replies", g(&f.lost_replies)),
                 ("lost_flush_claims", g(&f.lost_claims)),
                 ("lost_flush_delta_abs", g(&f.lost_delta_abs)),
                 ("recovered_claims", g(&f.recovered_claims)),
                 ("replayed_claims_skipped", g(&f.replayed_claims_skipped)),
             ]);
+        }
+        if self.shared.design == RedisDesign::RedisCounter {
+            v.push(("lost_replies", g(&f.lost_replies)));
         }
         if self.guarded() {
             v.extend([
