@@ -432,26 +432,27 @@ fn insert_batches(
     t: &str,
     f: &str,
 ) -> Vec<String> {
-    const BATCH: usize = 1000;
     let mut out = Vec::new();
+    batch_into(
+        &mut out,
+        "INSERT INTO notifications (id, user_id, is_read) VALUES ",
+        rows.map(|(id, user, read)| format!("({id},{user},{})", if read { t } else { f })),
+    );
+    batch_into(
+        &mut out,
+        "INSERT INTO unread_counts (user_id, unread) VALUES ",
+        (1..=spec.n_users).map(|u| format!("({u},{unread})")),
+    );
+    out
+}
+
+fn batch_into(out: &mut Vec<String>, head: &str, values: impl Iterator<Item = String>) {
+    const BATCH: usize = 1000;
     let mut sql = String::new();
     let mut n = 0;
-    for (id, user, read) in rows {
-        sql += if n == 0 { "INSERT INTO notifications (id, user_id, is_read) VALUES " } else { "," };
-        write!(sql, "({id},{user},{})", if read { t } else { f }).expect("write to String");
-        n += 1;
-        if n == BATCH {
-            out.push(std::mem::take(&mut sql));
-            n = 0;
-        }
-    }
-    if n > 0 {
-        out.push(std::mem::take(&mut sql));
-    }
-    n = 0;
-    for user in 1..=spec.n_users {
-        sql += if n == 0 { "INSERT INTO unread_counts (user_id, unread) VALUES " } else { "," };
-        write!(sql, "({user},{unread})").expect("write to String");
+    for v in values {
+        sql += if n == 0 { head } else { "," };
+        sql += &v;
         n += 1;
         if n == BATCH {
             out.push(std::mem::take(&mut sql));
@@ -461,5 +462,4 @@ fn insert_batches(
     if n > 0 {
         out.push(sql);
     }
-    out
 }

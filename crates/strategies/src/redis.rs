@@ -5,6 +5,7 @@
 //! (`cl:<namespace>:{buf}:pending`), so scripts and MULTI also work on Redis Cluster.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -445,6 +446,44 @@ impl Shared {
         }
     }
 
+    /// Runs one of lua-script's per-user scripts (keys: unread, state, inflight).
+    async fn user_script<T: redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        user: UserId,
+        args: &[String],
+    ) -> Result<T, OpError> {
+        let mut c = self.space.conn();
+        let mut inv = script.prepare_invoke();
+        inv.key(self.k(user, "unread")).key(self.k(user, "state")).key(self.k(user, "inflight"));
+        for a in args {
+            inv.arg(a);
+        }
+        inv.invoke_async(&mut c).await.map_err(classify_redis)
+    }
+
+    /// An op's SQL step; on failure the reconciler guard is released before returning.
+    async fn sql_step<T>(
+        &self,
+        user: UserId,
+        guarded: bool,
+        step: impl Future<Output = Result<T, OpError>>,
+    ) -> Result<T, OpError> {
+        let r = step.await;
+        if r.is_err() {
+            self.guard_end(user, guarded).await;
+        }
+        r
+    }
+
+    /// The Redis step of the SQL-decided designs: counter or buffer moves by `delta`.
+    async fn apply_delta(&self, user: UserId, delta: i64, guarded: bool) -> Result<(), OpError> {
+        match self.design {
+            RedisDesign::RedisCounter => self.counter_apply(user, delta, guarded).await,
+            _ => self.buffer(user, delta).await,
+        }
+    }
+
     /// Fault point "after the Redis command ran, before its reply arrived": when a
     /// `redis_timeout` is armed, the command has run and the caller gets an unknown.
     fn lose_reply(&self) -> Result<(), OpError> {
@@ -686,36 +725,19 @@ impl Strategy for RedisStrategy {
         let sh = &self.shared;
         let g = self.guarded();
         sh.guard_begin(user, g).await?;
-        let inserted = async {
-            let mut tx = sh.db.begin(Begin::Plain).await?;
-            let id = tx.insert_id(sh.sql.insert, &[user]).await?;
-            tx.commit().await?;
-            Ok::<_, OpError>(id)
-        }
-        .await;
-        let id = match inserted {
-            Ok(id) => id,
-            Err(e) => {
-                sh.guard_end(user, g).await;
-                return Err(e);
-            }
-        };
-        match sh.design {
-            RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable => sh.buffer(user, 1).await?,
-            RedisDesign::RedisCounter => sh.counter_apply(user, 1, g).await?,
-            RedisDesign::LuaScript => {
-                let mut c = sh.space.conn();
-                sh.scripts
-                    .lua_create
-                    .key(sh.k(user, "unread"))
-                    .key(sh.k(user, "state"))
-                    .key(sh.k(user, "inflight"))
-                    .arg(id)
-                    .arg(if g { "1" } else { "0" })
-                    .invoke_async::<i64>(&mut c)
-                    .await
-                    .map_err(classify_redis)?;
-            }
+        let id = sh
+            .sql_step(user, g, async {
+                let mut tx = sh.db.begin(Begin::Plain).await?;
+                let id = tx.insert_id(sh.sql.insert, &[user]).await?;
+                tx.commit().await?;
+                Ok(id)
+            })
+            .await?;
+        if sh.design == RedisDesign::LuaScript {
+            let flag = if g { "1" } else { "0" };
+            sh.user_script::<i64>(&sh.scripts.lua_create, user, &[id.to_string(), flag.into()]).await?;
+        } else {
+            sh.apply_delta(user, 1, g).await?;
         }
         Ok(id)
     }
@@ -727,19 +749,9 @@ impl Strategy for RedisStrategy {
         if sh.design == RedisDesign::LuaScript {
             // Redis decides; the SQL row follows; the guard ends only after the SQL write
             // so the reconciler never reads a truth this op is about to change.
-            let mut c = sh.space.conn();
             let r = async {
-                let changed: i64 = sh
-                    .scripts
-                    .lua_mark_read
-                    .key(sh.k(user, "unread"))
-                    .key(sh.k(user, "state"))
-                    .key(sh.k(user, "inflight"))
-                    .arg(id)
-                    .arg("0")
-                    .invoke_async(&mut c)
-                    .await
-                    .map_err(classify_redis)?;
+                let changed: i64 =
+                    sh.user_script(&sh.scripts.lua_mark_read, user, &[id.to_string(), "0".into()]).await?;
                 if changed == 1 {
                     let mut tx = sh.db.begin(Begin::Plain).await?;
                     tx.exec(sh.sql.set_read, &[id, user]).await?;
@@ -751,25 +763,15 @@ impl Strategy for RedisStrategy {
             sh.guard_end(user, g).await;
             return r;
         }
-        let changed = async {
-            let mut tx = sh.db.begin(Begin::Plain).await?;
-            let n = tx.exec(sh.sql.set_read_if_unread, &[id, user]).await?;
-            tx.commit().await?;
-            Ok::<_, OpError>(n == 1)
-        }
-        .await;
-        let changed = match changed {
-            Ok(c) => c,
-            Err(e) => {
-                sh.guard_end(user, g).await;
-                return Err(e);
-            }
-        };
-        let delta = if changed { -1 } else { 0 };
-        match sh.design {
-            RedisDesign::RedisCounter => sh.counter_apply(user, delta, g).await?,
-            _ => sh.buffer(user, delta).await?,
-        }
+        let changed = sh
+            .sql_step(user, g, async {
+                let mut tx = sh.db.begin(Begin::Plain).await?;
+                let n = tx.exec(sh.sql.set_read_if_unread, &[id, user]).await?;
+                tx.commit().await?;
+                Ok(n == 1)
+            })
+            .await?;
+        sh.apply_delta(user, if changed { -1 } else { 0 }, g).await?;
         Ok(changed)
     }
 
@@ -778,19 +780,8 @@ impl Strategy for RedisStrategy {
         let g = self.guarded();
         sh.guard_begin(user, g).await?;
         if sh.design == RedisDesign::LuaScript {
-            let mut c = sh.space.conn();
             let r = async {
-                let was: i64 = sh
-                    .scripts
-                    .lua_delete
-                    .key(sh.k(user, "unread"))
-                    .key(sh.k(user, "state"))
-                    .key(sh.k(user, "inflight"))
-                    .arg(id)
-                    .arg("0")
-                    .invoke_async(&mut c)
-                    .await
-                    .map_err(classify_redis)?;
+                let was: i64 = sh.user_script(&sh.scripts.lua_delete, user, &[id.to_string(), "0".into()]).await?;
                 if was >= 0 {
                     let mut tx = sh.db.begin(Begin::Plain).await?;
                     tx.exec(sh.sql.delete_any, &[id, user]).await?;
@@ -802,29 +793,19 @@ impl Strategy for RedisStrategy {
             sh.guard_end(user, g).await;
             return r;
         }
-        let r = async {
-            let mut tx = sh.db.begin(Begin::Plain).await?;
-            let r = if tx.exec(sh.sql.delete_unread, &[id, user]).await? == 1 {
-                (true, true)
-            } else {
-                (tx.exec(sh.sql.delete_any, &[id, user]).await? == 1, false)
-            };
-            tx.commit().await?;
-            Ok::<_, OpError>(r)
-        }
-        .await;
-        let (deleted, was_unread) = match r {
-            Ok(r) => r,
-            Err(e) => {
-                sh.guard_end(user, g).await;
-                return Err(e);
-            }
-        };
-        let delta = if was_unread { -1 } else { 0 };
-        match sh.design {
-            RedisDesign::RedisCounter => sh.counter_apply(user, delta, g).await?,
-            _ => sh.buffer(user, delta).await?,
-        }
+        let (deleted, was_unread) = sh
+            .sql_step(user, g, async {
+                let mut tx = sh.db.begin(Begin::Plain).await?;
+                let r = if tx.exec(sh.sql.delete_unread, &[id, user]).await? == 1 {
+                    (true, true)
+                } else {
+                    (tx.exec(sh.sql.delete_any, &[id, user]).await? == 1, false)
+                };
+                tx.commit().await?;
+                Ok(r)
+            })
+            .await?;
+        sh.apply_delta(user, if was_unread { -1 } else { 0 }, g).await?;
         Ok(deleted)
     }
 
@@ -833,18 +814,8 @@ impl Strategy for RedisStrategy {
         let g = self.guarded();
         sh.guard_begin(user, g).await?;
         if sh.design == RedisDesign::LuaScript {
-            let mut c = sh.space.conn();
             let r = async {
-                let ids: Vec<i64> = sh
-                    .scripts
-                    .lua_mark_all_read
-                    .key(sh.k(user, "unread"))
-                    .key(sh.k(user, "state"))
-                    .key(sh.k(user, "inflight"))
-                    .arg("0")
-                    .invoke_async(&mut c)
-                    .await
-                    .map_err(classify_redis)?;
+                let ids: Vec<i64> = sh.user_script(&sh.scripts.lua_mark_all_read, user, &["0".into()]).await?;
                 if !ids.is_empty() {
                     let mut tx = sh.db.begin(Begin::Plain).await?;
                     for id in &ids {
@@ -858,24 +829,15 @@ impl Strategy for RedisStrategy {
             sh.guard_end(user, g).await;
             return r;
         }
-        let n = async {
-            let mut tx = sh.db.begin(Begin::Plain).await?;
-            let n = tx.exec(sh.sql.mark_all_rows, &[user]).await?;
-            tx.commit().await?;
-            Ok::<_, OpError>(n)
-        }
-        .await;
-        let n = match n {
-            Ok(n) => n,
-            Err(e) => {
-                sh.guard_end(user, g).await;
-                return Err(e);
-            }
-        };
-        match sh.design {
-            RedisDesign::RedisCounter => sh.counter_apply(user, -(n as i64), g).await?,
-            _ => sh.buffer(user, -(n as i64)).await?,
-        }
+        let n = sh
+            .sql_step(user, g, async {
+                let mut tx = sh.db.begin(Begin::Plain).await?;
+                let n = tx.exec(sh.sql.mark_all_rows, &[user]).await?;
+                tx.commit().await?;
+                Ok(n)
+            })
+            .await?;
+        sh.apply_delta(user, -(n as i64), g).await?;
         Ok(n)
     }
 
