@@ -190,9 +190,11 @@ async fn disconnect_kills_only_the_runs_connections_and_the_load_goes_on() {
         let killed: u64 = f.outcome.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0);
         assert!(killed >= 1, "{}: {}", s.strategy, f.outcome);
         assert!(s.ops_total > 100, "{}: the load went on after the kill", s.strategy);
-        let classes: u64 =
-            ["serialization", "deadlock", "lock_timeout", "busy", "other"].iter().map(|k| s.errors_by_class[*k]).sum();
-        assert_eq!(classes, 0, "{}: only connection/timeout errors expected: {:?}", s.strategy, s.errors_by_class);
+        // Ops cut by the kill may have run: each such op must be an unknown outcome of the
+        // connection or timeout class, never silently counted as failed or ok.
+        let unknown: u64 = s.ops.values().map(|o| o.unknown).sum();
+        let wire = s.errors_by_class["connection"] + s.errors_by_class["timeout"];
+        assert!(unknown <= wire, "{}: {unknown} unknown vs {:?}", s.strategy, s.errors_by_class);
     }
     // Our own test connection was not among the killed.
     let id_after: i64 = redis::cmd("CLIENT").arg("ID").query_async(&mut c).await.unwrap();
