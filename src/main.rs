@@ -1,6 +1,7 @@
 //! The `counterlab` binary: parses flags, resolves the backend URL, runs a scenario,
 //! writes the report files and maps the result to an exit code
-//! (0 guarantees held, 1 a guarantee broken, 2 bad input or unreachable backend,
+//! (0 guarantees held, 1 a guarantee broken or a threshold breached, 2 bad input or
+//! unreachable backend,
 //! 130 interrupted).
 
 use std::path::PathBuf;
@@ -189,10 +190,18 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         println!("interrupted: the report covers the strategies that ran");
         return Ok(Ending::Interrupted);
     }
+    if report.thresholds_breached > 0 {
+        println!("{} threshold(s) breached:", report.thresholds_breached);
+        for s in &report.strategies {
+            for t in s.thresholds.iter().filter(|t| !t.passed) {
+                println!("  {} on {} at {}: {}", s.strategy, s.backend, s.isolation, t.detail);
+            }
+        }
+    }
     if !report.all_guarantees_held {
         println!("a strategy broke its declared guarantee; replay with: {}", report.replay_command);
     }
-    Ok(if report.all_guarantees_held { Ending::Held } else { Ending::Broken })
+    Ok(if report.all_guarantees_held && report.thresholds_breached == 0 { Ending::Held } else { Ending::Broken })
 }
 
 fn main() -> ExitCode {

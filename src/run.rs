@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use counterlab_core::{CheckInput, Fault, Guarantee, Strategy, check_counters};
-use counterlab_report::{FaultEvent, REPORT_SCHEMA_VERSION, Report, ServerInfo, Skipped, StrategyReport, StrategyRun};
+use counterlab_report::{
+    FaultEvent, REPORT_SCHEMA_VERSION, Report, ServerInfo, Skipped, StrategyReport, StrategyRun, evaluate,
+};
 use counterlab_sim::{DriverConfig, IdPool, Mix, RetryPolicy, Skew, Stop, run_load};
 use counterlab_strategies::{
     BackendError, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Dialect, Isolation, PoolSpec, RedisConfig, RedisServer,
@@ -270,6 +272,7 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
     }
     result?;
     let all_held = reports.iter().all(|r| r.check.matches_guarantee);
+    let breached = reports.iter().flat_map(|r| &r.thresholds).filter(|t| !t.passed).count() as u64;
     let mut server_infos: Vec<ServerInfo> = servers
         .iter()
         .map(|s| ServerInfo {
@@ -299,6 +302,7 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
         strategies: reports,
         skipped,
         all_guarantees_held: all_held,
+        thresholds_breached: breached,
         interrupted: opts.cancel.load(Ordering::Relaxed),
         replay_command: replay_command(plan),
     })
@@ -447,7 +451,7 @@ async fn run_one(
             check.users_checked,
             check.verdict.name()
         ));
-        Ok::<_, BackendError>(StrategyReport::new(StrategyRun {
+        let mut report = StrategyReport::new(StrategyRun {
             info: t.info,
             backend: &backend,
             isolation: isolation.name(),
@@ -461,7 +465,12 @@ async fn run_one(
             faults,
             figures: strategy.figures(),
             check: &check,
-        }))
+        });
+        report.thresholds = plan.thresholds.iter().filter_map(|t| evaluate(t, &report)).collect();
+        for b in report.thresholds.iter().filter(|t| !t.passed) {
+            log(&format!("{name} on {backend} at {}: threshold breached: {}", isolation.name(), b.detail));
+        }
+        Ok::<_, BackendError>(report)
     }
     .await;
     if opts.keep {

@@ -62,6 +62,7 @@ struct RawScenario {
     expect_drift: Option<Vec<Spanned<String>>>,
     redis: Option<Spanned<RawRedis>>,
     faults: Option<Vec<Spanned<RawFault>>>,
+    thresholds: Option<Vec<Spanned<RawThreshold>>>,
     data: RawData,
     workload: Spanned<RawWorkload>,
 }
@@ -82,6 +83,15 @@ struct RawFault {
     at_ms: Spanned<u64>,
     times: Option<Spanned<u32>>,
     strategies: Option<Vec<Spanned<String>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawThreshold {
+    metric: Spanned<String>,
+    op: Option<Spanned<String>>,
+    strategies: Option<Vec<Spanned<String>>>,
+    limit: Spanned<f64>,
 }
 
 #[derive(Deserialize)]
@@ -146,6 +156,8 @@ pub struct RunPlan {
     pub expect_drift: Vec<String>,
     pub redis: RedisPlan,
     pub faults: Vec<FaultPlan>,
+    /// Limits that fail the run (exit code 1) when breached.
+    pub thresholds: Vec<counterlab_report::Threshold>,
     pub data: DataPlan,
     pub workload: WorkloadPlan,
 }
@@ -434,8 +446,37 @@ pub fn parse(
         let strategies = pick_names(&cx, "strategy", &[], f.strategies.as_deref(), known, &[])?;
         faults.push(FaultPlan { kind: f.kind.get_ref().clone(), at_ms: *f.at_ms.get_ref(), times, strategies });
     }
-    if faults.len() > MAX_FAULTS {
-        return Err(cx.flag(format!("at most {MAX_FAULTS} faults")));
+    let mut thresholds = Vec::new();
+    for t in raw.thresholds.iter().flatten() {
+        let t = t.get_ref();
+        let metric = t.metric.get_ref();
+        let names: Vec<&str> = counterlab_report::METRICS.iter().map(|(m, _)| *m).collect();
+        if !names.contains(&metric.as_str()) {
+            return Err(cx.at(t.metric.span(), format!("unknown metric {metric:?}; valid: {}", names.join(", "))));
+        }
+        if let Some(op) = &t.op {
+            if !metric.starts_with('p') {
+                return Err(cx.at(op.span(), format!("`op` applies to latency metrics only, not {metric}")));
+            }
+            if OpKind::from_name(op.get_ref()).is_none() {
+                let ops: Vec<&str> = OpKind::ALL.iter().map(|k| k.name()).collect();
+                return Err(cx.at(op.span(), format!("unknown op {:?}; valid: {}", op.get_ref(), ops.join(", "))));
+            }
+        }
+        let limit = *t.limit.get_ref();
+        if !(limit.is_finite() && limit >= 0.0) {
+            return Err(cx.at(t.limit.span(), format!("limit must be a finite number >= 0, got {limit}")));
+        }
+        let strategies = pick_names(&cx, "strategy", &[], t.strategies.as_deref(), known, &[])?;
+        thresholds.push(counterlab_report::Threshold {
+            metric: metric.clone(),
+            op: t.op.as_ref().map(|o| o.get_ref().clone()),
+            strategies,
+            limit,
+        });
+    }
+    if faults.len() > MAX_FAULTS || thresholds.len() > MAX_FAULTS {
+        return Err(cx.flag(format!("at most {MAX_FAULTS} faults and {MAX_FAULTS} thresholds")));
     }
 
     let d = &raw.data;
@@ -586,6 +627,7 @@ pub fn parse(
         expect_drift,
         redis,
         faults,
+        thresholds,
         data: DataPlan { n_users, notifications_per_user: per_user, initial_read_per_user: initial_read },
         workload: WorkloadPlan {
             n_workers: workers,

@@ -205,3 +205,27 @@ fn quickstart_runs_on_sqlite_without_any_server() {
     assert!(text(&o).contains("backend sqlite"), "{}", text(&o));
     assert_eq!(json["strategies"].as_array().unwrap().len(), 3);
 }
+
+#[test]
+fn a_breached_threshold_exits_1_and_names_it() {
+    let dir = tempdir("threshold");
+    let f = dir.join("gate.toml");
+    std::fs::write(
+        &f,
+        "strategies = [\"conditional-update\"]\nbackends = [\"sqlite\"]\n\
+         [[thresholds]]\nmetric = \"min_ops_per_s\"\nlimit = 1000000000\n\
+         [[thresholds]]\nmetric = \"max_drift\"\nlimit = 0\n\
+         [data]\nusers = 10\nnotifications_per_user = 5\n[workload]\nworkers = 2\nops = 50\n[workload.mix]\nmark_read = 1\n",
+    )
+    .unwrap();
+    let o = counterlab(&["run", f.to_str().unwrap(), "--out", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("1 threshold(s) breached"), "{}", text(&o));
+    assert!(text(&o).contains("min_ops_per_s = "), "{}", text(&o));
+    assert!(text(&o).contains("breaches minimum 1000000000"), "{}", text(&o));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(json["thresholds_breached"], 1);
+    let t = json["strategies"][0]["thresholds"].as_array().unwrap();
+    assert_eq!((t[0]["passed"].as_bool(), t[1]["passed"].as_bool()), (Some(false), Some(true)), "{t:?}");
+}

@@ -95,6 +95,16 @@ fn malformed_input_is_located() {
             "unknown strategy \"naive\"",
         ),
         (&GOOD.replace("users = 10", "users = \"ten\""), "bad.toml:2:9:", "invalid type"),
+        (
+            &format!("[[thresholds]]\nmetric = \"p95\"\nlimit = 1\n{GOOD}"),
+            "bad.toml:2:10:",
+            "unknown metric \"p95\"; valid: p99_us",
+        ),
+        (
+            &format!("[[thresholds]]\nmetric = \"max_drift\"\nop = \"create\"\nlimit = 0\n{GOOD}"),
+            "bad.toml:3:6:",
+            "latency metrics only",
+        ),
         (&GOOD.replace("[workload]\n", "[workload\n"), "bad.toml:4:", ""),
         (&format!("{GOOD}[workload.extra]\n"), "bad.toml:", "unknown field"),
         (&GOOD.replace("ops = 10", "ops = 10\nskew = \"zipf\""), "bad.toml:7:8:", "needs zipf_exponent"),

@@ -3,6 +3,7 @@
 //! terminal table. Rendering returns strings; the CLI alone writes files.
 
 mod render;
+mod thresholds;
 
 use std::collections::BTreeMap;
 
@@ -11,6 +12,7 @@ use counterlab_sim::{LoadResult, OpStats};
 use serde::{Deserialize, Serialize};
 
 pub use render::{render_markdown, render_terminal};
+pub use thresholds::{METRICS, Threshold, ThresholdResult, evaluate};
 
 /// Version of the report.json layout; bumped on any incompatible change.
 pub const REPORT_SCHEMA_VERSION: u32 = 1;
@@ -33,6 +35,8 @@ pub struct Report {
     pub skipped: Vec<Skipped>,
     /// True when every strategy's verdict matches its declared guarantee.
     pub all_guarantees_held: bool,
+    /// Thresholds breached over all strategies (any makes the exit code 1).
+    pub thresholds_breached: u64,
     /// Ctrl-C stopped the run early: the strategies listed were checked and torn down,
     /// later ones did not run.
     pub interrupted: bool,
@@ -90,6 +94,8 @@ pub struct StrategyReport {
     pub figures: BTreeMap<String, f64>,
     /// Named anomalies the strategy's own accounting explains (e.g. `lost_flush`).
     pub anomalies: Vec<Anomaly>,
+    /// The scenario's thresholds that apply to this strategy, evaluated.
+    pub thresholds: Vec<ThresholdResult>,
     pub check: CheckReport,
 }
 
@@ -257,6 +263,7 @@ impl StrategyReport {
             settle_error: run.settle_error,
             faults: run.faults,
             anomalies: anomalies(&figures, c),
+            thresholds: Vec::new(),
             figures,
             check: CheckReport {
                 users_checked: c.users_checked,

@@ -129,6 +129,14 @@ pub fn render_terminal(r: &Report) -> String {
             writeln!(w, "  anomaly {} x{}: {}", a.name, a.count, a.detail).unwrap();
         }
     }
+    let breaches: Vec<String> = r
+        .strategies
+        .iter()
+        .flat_map(|s| s.thresholds.iter().filter(|t| !t.passed).map(move |t| format!("{}: {}", label(s), t.detail)))
+        .collect();
+    if !breaches.is_empty() {
+        writeln!(w, "\nthresholds breached:\n  {}", breaches.join("\n  ")).unwrap();
+    }
     for k in &r.skipped {
         writeln!(w, "\nskipped {} on {} at {}: {}", k.strategy, k.backend, k.isolation, k.reason).unwrap();
     }
@@ -231,6 +239,9 @@ pub fn render_markdown(r: &Report) -> String {
         }
         for a in &s.anomalies {
             line(format!("  - anomaly **{}** x{}: {}", a.name, a.count, a.detail));
+        }
+        for t in &s.thresholds {
+            line(format!("  - threshold {}: {}", if t.passed { "ok" } else { "**BREACHED**" }, t.detail));
         }
     }
     for k in &r.skipped {

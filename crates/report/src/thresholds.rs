@@ -1,0 +1,85 @@
+//! Thresholds (k6-like): limits on a strategy's latency, throughput, errors, drift and
+//! retries, evaluated on its report; a breach names the metric and by how much.
+
+use serde::{Deserialize, Serialize};
+
+use crate::StrategyReport;
+
+/// Metric names a scenario may use, and whether the limit is an upper bound.
+pub const METRICS: [(&str, bool); 7] = [
+    ("p99_us", true),
+    ("p999_us", true),
+    ("min_ops_per_s", false),
+    ("max_error_rate", true),
+    ("max_drift", true),
+    ("max_retries", true),
+    ("max_give_ups", true),
+];
+
+/// One threshold as the plan holds it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Threshold {
+    pub metric: String,
+    /// For the latency metrics: the operation; None means the worst operation.
+    pub op: Option<String>,
+    /// Strategies it applies to; empty means all.
+    pub strategies: Vec<String>,
+    pub limit: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ThresholdResult {
+    pub metric: String,
+    pub op: Option<String>,
+    pub limit: f64,
+    pub value: f64,
+    pub passed: bool,
+    /// Human sentence: the metric, value, limit and the excess in percent.
+    pub detail: String,
+}
+
+/// Evaluates `t` on one strategy's report; None when it does not apply to it.
+pub fn evaluate(t: &Threshold, s: &StrategyReport) -> Option<ThresholdResult> {
+    if !t.strategies.is_empty() && !t.strategies.contains(&s.strategy) {
+        return None;
+    }
+    let upper = METRICS.iter().find(|(m, _)| *m == t.metric).map(|(_, u)| *u)?;
+    let latency = |pick: fn(&crate::Latency) -> u64| -> f64 {
+        match &t.op {
+            Some(op) => s.ops.get(op).map_or(0, |o| pick(&o.latency_us)) as f64,
+            None => s.ops.values().filter(|o| o.count > 0).map(|o| pick(&o.latency_us)).max().unwrap_or(0) as f64,
+        }
+    };
+    let value = match t.metric.as_str() {
+        "p99_us" => latency(|l| l.p99),
+        "p999_us" => latency(|l| l.p999),
+        "min_ops_per_s" => s.throughput_ops_per_s,
+        "max_error_rate" => {
+            if s.ops_total == 0 {
+                0.0
+            } else {
+                s.errors_total as f64 / s.ops_total as f64
+            }
+        }
+        "max_drift" => s.check.drift_abs_total as f64,
+        "max_retries" => s.retries as f64,
+        "max_give_ups" => s.give_ups as f64,
+        _ => return None,
+    };
+    let passed = if upper { value <= t.limit } else { value >= t.limit };
+    let what = match &t.op {
+        Some(op) => format!("{} of {op}", t.metric),
+        None => t.metric.clone(),
+    };
+    let detail = if passed {
+        format!("{what} = {value} within {}", t.limit)
+    } else {
+        let excess = if t.limit != 0.0 {
+            format!(" ({:+.1}%)", (value - t.limit) / t.limit.abs() * 100.0)
+        } else {
+            String::new()
+        };
+        format!("{what} = {value} breaches {} {}{excess}", if upper { "maximum" } else { "minimum" }, t.limit)
+    };
+    Some(ThresholdResult { metric: t.metric.clone(), op: t.op.clone(), limit: t.limit, value, passed, detail })
+}
