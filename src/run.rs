@@ -130,41 +130,52 @@ async fn resolve_backends(
         Some(d) => d.clone(),
         None => temp_dir.get_or_insert_with(|| std::env::temp_dir().join(format!("counterlab-{run_id}"))).clone(),
     };
-    for name in &plan.backends {
-        let server = match name.as_str() {
-            "postgres" => {
-                Server::connect_postgres(
-                    opts.postgres_url.as_deref().unwrap_or(&opts.postgres_default),
-                    opts.connect_timeout,
-                )
-                .await?
-            }
-            "mysql" => {
-                Server::connect_mysql(opts.mysql_url.as_deref().unwrap_or(DEFAULT_MYSQL_URL), opts.connect_timeout)
+    let resolved = async {
+        for name in &plan.backends {
+            let server = match name.as_str() {
+                "postgres" => {
+                    Server::connect_postgres(
+                        opts.postgres_url.as_deref().unwrap_or(&opts.postgres_default),
+                        opts.connect_timeout,
+                    )
                     .await?
-            }
-            "sqlite" => Server::open_sqlite(&sqlite_dir(&mut temp_dir)).await?,
-            "auto" => match &opts.postgres_url {
-                Some(url) => Server::connect_postgres(url, opts.connect_timeout).await?,
-                None => match Server::connect_postgres(&opts.postgres_default, opts.connect_timeout).await {
-                    Ok(s) => s,
-                    Err(e) => {
-                        let dir = sqlite_dir(&mut temp_dir);
-                        log(&format!(
-                            "no PostgreSQL configured and none answering ({e}); running on embedded SQLite in {}. \
-                             For a server: --postgres URL or COUNTERLAB_POSTGRES_URL (docker compose up -d starts one)",
-                            dir.display()
-                        ));
-                        Server::open_sqlite(&dir).await?
-                    }
+                }
+                "mysql" => {
+                    Server::connect_mysql(opts.mysql_url.as_deref().unwrap_or(DEFAULT_MYSQL_URL), opts.connect_timeout)
+                        .await?
+                }
+                "sqlite" => Server::open_sqlite(&sqlite_dir(&mut temp_dir)).await?,
+                "auto" => match &opts.postgres_url {
+                    Some(url) => Server::connect_postgres(url, opts.connect_timeout).await?,
+                    None => match Server::connect_postgres(&opts.postgres_default, opts.connect_timeout).await {
+                        Ok(s) => s,
+                        Err(e) => {
+                            let dir = sqlite_dir(&mut temp_dir);
+                            log(&format!(
+                                "no PostgreSQL configured and none answering ({e}); running on embedded SQLite in {}. \
+                                 For a server: --postgres URL or COUNTERLAB_POSTGRES_URL (docker compose up -d starts one)",
+                                dir.display()
+                            ));
+                            Server::open_sqlite(&dir).await?
+                        }
+                    },
                 },
-            },
-            other => unreachable!("backend {other} was validated"),
-        };
-        if !servers.iter().any(|s| s.dialect() == server.dialect()) {
-            log(&format!("backend {}: {} at {}", server.dialect().name(), server.version(), server.location()));
-            servers.push(server);
+                other => unreachable!("backend {other} was validated"),
+            };
+            if !servers.iter().any(|s| s.dialect() == server.dialect()) {
+                log(&format!("backend {}: {} at {}", server.dialect().name(), server.version(), server.location()));
+                servers.push(server);
+            }
         }
+        Ok::<_, BackendError>(())
+    }
+    .await;
+    if let Err(e) = resolved {
+        // A temporary SQLite directory made before the failure is removed with it.
+        if let Some(dir) = &temp_dir {
+            std::fs::remove_dir_all(dir).ok();
+        }
+        return Err(e);
     }
     Ok((servers, temp_dir))
 }
@@ -201,7 +212,15 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
     let run_id = new_run_id();
     let started = clock::iso8601(clock::now_unix().0);
     let (servers, temp_dir) = resolve_backends(plan, opts, &run_id, log).await?;
-    let redis = resolve_redis(plan, opts, log).await?;
+    let redis = match resolve_redis(plan, opts, log).await {
+        Ok(r) => r,
+        Err(e) => {
+            if let Some(dir) = &temp_dir {
+                std::fs::remove_dir_all(dir).ok();
+            }
+            return Err(e);
+        }
+    };
     log(&format!("run {run_id}"));
     let cfg = driver_config(plan, opts.cancel.clone());
     let seed_spec = SeedSpec {
@@ -486,10 +505,15 @@ async fn run_one(
             None => Ok(()),
         };
         let dropped = ns.drop_namespace().await;
-        // A failed run reports its own error; a failed cleanup after a good run is one.
+        // A failed run reports its own error; a failed cleanup after a good run is one,
+        // and after a failed run it is still said.
         if result.is_ok() {
             redis_gone?;
             dropped?;
+        } else {
+            for e in [redis_gone.err(), dropped.err()].into_iter().flatten() {
+                log(&format!("cleanup after the failed run also failed: {e}"));
+            }
         }
     }
     result

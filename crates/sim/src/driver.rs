@@ -130,6 +130,10 @@ where
     loop {
         match bounded(cfg.op_timeout, call()).await {
             Err(e) if e.retryable() => {
+                // Ctrl-C ends retrying too, so a stop is bounded by one attempt.
+                if cfg.cancel.load(Ordering::Relaxed) {
+                    return Err(e);
+                }
                 if n >= cfg.retry.max_attempts {
                     tries.gave_up = cfg.retry.max_attempts > 1;
                     return Err(e);
@@ -178,8 +182,8 @@ async fn execute(
             let (results, group_tries): (Vec<_>, Vec<_>) = join_all(calls).await.into_iter().unzip();
             group_tries.iter().for_each(|t| tries.absorb(t));
             let transitions = results.iter().filter(|r| matches!(r, Ok(true))).count();
-            // The group is ok when every call replied; the first error otherwise, with
-            // unknown taking precedence because it may have applied.
+            // The group is ok when every call replied; otherwise one of its errors, an
+            // unknown one when there is any, because it may have applied.
             let worst = results
                 .iter()
                 .filter_map(|r| r.as_ref().err())

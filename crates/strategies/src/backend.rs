@@ -187,7 +187,9 @@ impl Server {
                     .create_if_missing(true)
                     .journal_mode(SqliteJournalMode::Wal)
                     .synchronous(SqliteSynchronous::Normal)
-                    .busy_timeout(spec.acquire_timeout);
+                    // Below the op timeout, so a long wait for the write lock ends as a
+                    // retryable SQLITE_BUSY rather than as an op timeout (unknown outcome).
+                    .busy_timeout(spec.acquire_timeout / 2);
                 let pool = SqlitePoolOptions::new()
                     .max_connections(spec.max_connections)
                     .acquire_timeout(spec.acquire_timeout)

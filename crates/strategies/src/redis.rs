@@ -91,6 +91,7 @@ impl RedisServer {
             })?);
         }
         Ok(RedisSpace {
+            client: self.client.clone(),
             idle: Arc::new(Mutex::new(conns.clone())),
             conns: Arc::new(conns),
             next: Arc::new(AtomicUsize::new(0)),
@@ -105,6 +106,7 @@ pub const MAX_REDIS_CONNS: u32 = 64;
 /// One strategy run's keys (everything under `prefix`) and its connections.
 #[derive(Clone)]
 pub struct RedisSpace {
+    client: redis::Client,
     conns: Arc<Vec<ConnectionManager>>,
     idle: Arc<Mutex<Vec<ConnectionManager>>>,
     next: Arc<AtomicUsize>,
@@ -116,13 +118,14 @@ pub struct RedisSpace {
 /// 34k when all share one multiplexed connection, 35k when spread round-robin.
 struct Lease {
     c: Option<ConnectionManager>,
-    idle: Arc<Mutex<Vec<ConnectionManager>>>,
+    /// Some when `c` came off the idle list and goes back on it; None for a shared one.
+    idle: Option<Arc<Mutex<Vec<ConnectionManager>>>>,
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if let Some(c) = self.c.take() {
-            self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(c);
+        if let (Some(c), Some(idle)) = (self.c.take(), &self.idle) {
+            idle.lock().unwrap_or_else(|e| e.into_inner()).push(c);
         }
     }
 }
@@ -163,11 +166,13 @@ impl RedisSpace {
     /// its own connection, as a client pool would), else a shared one.
     fn conn(&self) -> Lease {
         let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let c = idle.unwrap_or_else(|| {
-            let i = self.next.fetch_add(1, Ordering::Relaxed) % self.conns.len();
-            self.conns[i].clone()
-        });
-        Lease { c: Some(c), idle: self.idle.clone() }
+        match idle {
+            Some(c) => Lease { c: Some(c), idle: Some(self.idle.clone()) },
+            None => {
+                let i = self.next.fetch_add(1, Ordering::Relaxed) % self.conns.len();
+                Lease { c: Some(self.conns[i].clone()), idle: None }
+            }
+        }
     }
 
     /// Kills every connection of this space on the server (`CLIENT ID` on each, then
@@ -180,12 +185,18 @@ impl RedisSpace {
             let id: i64 = redis::cmd("CLIENT").arg("ID").query_async(&mut c).await.map_err(classify_redis)?;
             ids.push(id);
         }
+        // Kills go out on a connection of their own, so none is sent on a killed one.
+        let mut admin = self.client.get_multiplexed_async_connection().await.map_err(classify_redis)?;
         let mut killed = 0u64;
-        for (i, id) in ids.iter().enumerate() {
-            // Issue the kill on a different connection of the space than the victim.
-            let mut c = self.conns[(i + 1) % self.conns.len()].clone();
-            let n: Result<i64, _> = redis::cmd("CLIENT").arg("KILL").arg("ID").arg(*id).query_async(&mut c).await;
-            killed += n.unwrap_or(0).max(0) as u64;
+        for id in ids {
+            let n: i64 = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("ID")
+                .arg(id)
+                .query_async(&mut admin)
+                .await
+                .map_err(classify_redis)?;
+            killed += n.max(0) as u64;
         }
         Ok(killed)
     }
@@ -309,6 +320,11 @@ struct Shared {
     crashes_armed: AtomicU32,
     /// Replies still to lose (`redis_timeout`): the command runs, the reply is dropped.
     replies_to_lose: AtomicU32,
+    /// Claim ids come from here, not from a Redis counter that a data loss would reset
+    /// (and reissue ids that `flush_claims` already holds).
+    next_claim: AtomicI64,
+    /// Wakes the background loops when settle stops them.
+    stop_notify: tokio::sync::Notify,
     data_loss_at: Mutex<Option<Instant>>,
     figures: Figures,
 }
@@ -367,6 +383,8 @@ impl RedisStrategy {
             stop: AtomicBool::new(false),
             crashes_armed: AtomicU32::new(0),
             replies_to_lose: AtomicU32::new(0),
+            next_claim: AtomicI64::new(1),
+            stop_notify: tokio::sync::Notify::new(),
             data_loss_at: Mutex::new(None),
             figures: Figures { heal_ms: AtomicI64::new(-1), ..Figures::default() },
         };
@@ -615,8 +633,8 @@ impl Shared {
                         .zset_claim
                         .key(self.space.buf_key("pending"))
                         .key(self.space.buf_key("processing"))
-                        .key(self.space.buf_key("claim_seq"))
                         .arg(user)
+                        .arg(self.next_claim.fetch_add(1, Ordering::Relaxed))
                         .invoke_async(&mut c)
                         .await
                         .map_err(classify_redis)?;
@@ -703,12 +721,21 @@ impl Shared {
         self.figures.repair_standdowns.fetch_add(stood_down, Ordering::Relaxed);
         if wrong == 0 {
             let mut at = self.data_loss_at.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(t0) = at.take() {
+            // Only a pass that began after the loss can say the loss is healed.
+            if let Some(t0) = at.filter(|t0| started > *t0) {
                 self.figures.heal_ms.store(started.duration_since(t0).as_millis() as i64, Ordering::Relaxed);
+                *at = None;
             }
         }
         Ok(())
     }
+}
+
+/// An error after a script already changed Redis: the op is half applied, so its
+/// outcome is unknown (never a retryable fail: a retry would see Redis already changed
+/// and report no transition, leaving the counter off for good).
+fn half_applied(e: OpError) -> OpError {
+    OpError::new(e.class, Outcome::Unknown, format!("after the script changed Redis: {}", e.message))
 }
 
 fn other(msg: String) -> OpError {
@@ -753,9 +780,9 @@ impl Strategy for RedisStrategy {
                 let changed: i64 =
                     sh.user_script(&sh.scripts.lua_mark_read, user, &[id.to_string(), "0".into()]).await?;
                 if changed == 1 {
-                    let mut tx = sh.db.begin(Begin::Plain).await?;
-                    tx.exec(sh.sql.set_read, &[id, user]).await?;
-                    tx.commit().await?;
+                    let mut tx = sh.db.begin(Begin::Plain).await.map_err(half_applied)?;
+                    tx.exec(sh.sql.set_read, &[id, user]).await.map_err(half_applied)?;
+                    tx.commit().await.map_err(half_applied)?;
                 }
                 Ok(changed == 1)
             }
@@ -783,9 +810,9 @@ impl Strategy for RedisStrategy {
             let r = async {
                 let was: i64 = sh.user_script(&sh.scripts.lua_delete, user, &[id.to_string(), "0".into()]).await?;
                 if was >= 0 {
-                    let mut tx = sh.db.begin(Begin::Plain).await?;
-                    tx.exec(sh.sql.delete_any, &[id, user]).await?;
-                    tx.commit().await?;
+                    let mut tx = sh.db.begin(Begin::Plain).await.map_err(half_applied)?;
+                    tx.exec(sh.sql.delete_any, &[id, user]).await.map_err(half_applied)?;
+                    tx.commit().await.map_err(half_applied)?;
                 }
                 Ok(was >= 0)
             }
@@ -817,11 +844,11 @@ impl Strategy for RedisStrategy {
             let r = async {
                 let ids: Vec<i64> = sh.user_script(&sh.scripts.lua_mark_all_read, user, &["0".into()]).await?;
                 if !ids.is_empty() {
-                    let mut tx = sh.db.begin(Begin::Plain).await?;
+                    let mut tx = sh.db.begin(Begin::Plain).await.map_err(half_applied)?;
                     for id in &ids {
-                        tx.exec(sh.sql.set_read, &[*id, user]).await?;
+                        tx.exec(sh.sql.set_read, &[*id, user]).await.map_err(half_applied)?;
                     }
-                    tx.commit().await?;
+                    tx.commit().await.map_err(half_applied)?;
                 }
                 Ok(ids.len() as u64)
             }
@@ -866,7 +893,10 @@ impl Strategy for RedisStrategy {
             let s = sh.clone();
             tasks.push(tokio::spawn(async move {
                 while !s.stop.load(Ordering::Relaxed) {
-                    tokio::time::sleep(s.cfg.flush_interval).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(s.cfg.flush_interval) => {}
+                        _ = s.stop_notify.notified() => break,
+                    }
                     // An error ends this pass only; the next tick tries again.
                     let _ = s.flush_pass(true).await;
                 }
@@ -876,7 +906,10 @@ impl Strategy for RedisStrategy {
             let s = sh.clone();
             tasks.push(tokio::spawn(async move {
                 while !s.stop.load(Ordering::Relaxed) {
-                    tokio::time::sleep(every).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(every) => {}
+                        _ = s.stop_notify.notified() => break,
+                    }
                     let _ = s.reconcile_pass(false).await;
                 }
             }));
@@ -887,10 +920,12 @@ impl Strategy for RedisStrategy {
         let sh = &self.shared;
         let deadline = Instant::now() + bound;
         sh.stop.store(true, Ordering::Relaxed);
+        sh.stop_notify.notify_waiters();
         let tasks: Vec<_> = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
-        for t in tasks {
+        for mut t in tasks {
             // Each loop ends after its current pass; past the bound it is cut off.
-            if tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), t).await.is_err() {
+            if tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), &mut t).await.is_err() {
+                t.abort();
                 return Err(other(format!("background tasks still running after {} ms", bound.as_millis())));
             }
         }
