@@ -10,7 +10,7 @@ use counterlab_core::CheckInput;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{AssertSqlSafe, Executor, MySqlPool, PgPool, Row};
+use sqlx::{AssertSqlSafe, Executor, MySqlPool, PgPool};
 
 use crate::db::{Db, Dialect, Isolation};
 use crate::error::{BackendError, redact_url};
@@ -354,31 +354,8 @@ impl Namespace {
     /// the load has stopped, so one statement sees a quiescent state.
     pub async fn check_rows(&self, n_users: u64) -> Result<Vec<CheckInput>, BackendError> {
         let sql = statement(common(self.dialect()), "check_rows");
-        let err = |e: sqlx::Error| self.step_err("check", e);
-        let raw: Vec<(i64, Option<i64>, i64)> = match self.db() {
-            Db::Pg(p) => sqlx::query(sql)
-                .fetch_all(p)
-                .await
-                .map_err(err)?
-                .iter()
-                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
-                .collect::<Result<_, sqlx::Error>>(),
-            Db::My(p) => sqlx::query(sql)
-                .fetch_all(p)
-                .await
-                .map_err(err)?
-                .iter()
-                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
-                .collect::<Result<_, sqlx::Error>>(),
-            Db::Lite(p) => sqlx::query(sql)
-                .fetch_all(p)
-                .await
-                .map_err(err)?
-                .iter()
-                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
-                .collect::<Result<_, sqlx::Error>>(),
-        }
-        .map_err(err)?;
+        let raw: Vec<(i64, Option<i64>, i64)> =
+            self.db().rows(sql, &[]).await.map_err(|e| self.step_err("check", e))?;
         if let Some((u, _, _)) = raw.iter().find(|(u, _, _)| *u < 1 || *u as u64 > n_users) {
             return Err(self.step_err("check", format!("rows for user {u}, outside 1..={n_users}")));
         }

@@ -165,30 +165,16 @@ impl Db {
         each!(self, p => bind_scalar(sqlx::query_scalar(sql), args).fetch_optional(p).await)
     }
 
-    /// All rows of a two-integer query, outside a transaction.
-    pub async fn pairs(&self, sql: &'static str, args: &[i64]) -> Result<Vec<(i64, i64)>, OpError> {
-        match self {
-            Db::Pg(p) => {
-                bind_as(sqlx::query_as(sql), args).fetch_all(p).await.map_err(|e| classify(Dialect::Postgres, e))
-            }
-            Db::My(p) => bind_as(sqlx::query_as(sql), args).fetch_all(p).await.map_err(|e| classify(Dialect::Mysql, e)),
-            Db::Lite(p) => {
-                bind_as(sqlx::query_as(sql), args).fetch_all(p).await.map_err(|e| classify(Dialect::Sqlite, e))
-            }
-        }
-    }
-
-    /// All rows of an (integer, boolean) query, outside a transaction.
-    pub async fn id_flags(&self, sql: &'static str, args: &[i64]) -> Result<Vec<(i64, bool)>, OpError> {
-        match self {
-            Db::Pg(p) => {
-                bind_as(sqlx::query_as(sql), args).fetch_all(p).await.map_err(|e| classify(Dialect::Postgres, e))
-            }
-            Db::My(p) => bind_as(sqlx::query_as(sql), args).fetch_all(p).await.map_err(|e| classify(Dialect::Mysql, e)),
-            Db::Lite(p) => {
-                bind_as(sqlx::query_as(sql), args).fetch_all(p).await.map_err(|e| classify(Dialect::Sqlite, e))
-            }
-        }
+    /// All rows of a query as tuples (or any `FromRow` type), outside a transaction.
+    pub async fn rows<O>(&self, sql: &'static str, args: &[i64]) -> Result<Vec<O>, OpError>
+    where
+        O: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
+            + for<'r> sqlx::FromRow<'r, sqlx::mysql::MySqlRow>
+            + for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+            + Send
+            + Unpin,
+    {
+        each!(self, p => bind_as(sqlx::query_as(sql), args).fetch_all(p).await)
     }
 
     pub async fn close(&self) {
@@ -203,23 +189,7 @@ impl Db {
 impl Tx {
     /// Executes a statement; returns rows affected as the driver reports them.
     pub async fn exec(&mut self, sql: &'static str, args: &[i64]) -> Result<u64, OpError> {
-        match self {
-            Tx::Pg(t) => bind_all(sqlx::query(sql), args)
-                .execute(&mut **t)
-                .await
-                .map(|r| r.rows_affected())
-                .map_err(|e| classify(Dialect::Postgres, e)),
-            Tx::My(t) => bind_all(sqlx::query(sql), args)
-                .execute(&mut **t)
-                .await
-                .map(|r| r.rows_affected())
-                .map_err(|e| classify(Dialect::Mysql, e)),
-            Tx::Lite(t) => bind_all(sqlx::query(sql), args)
-                .execute(&mut **t)
-                .await
-                .map(|r| r.rows_affected())
-                .map_err(|e| classify(Dialect::Sqlite, e)),
-        }
+        each!(self, t => bind_all(sqlx::query(sql), args).execute(&mut **t).await.map(|r| r.rows_affected()))
     }
 
     /// Runs an INSERT and returns the new row's id (RETURNING on PostgreSQL and SQLite,
@@ -243,37 +213,11 @@ impl Tx {
     }
 
     pub async fn opt_bool(&mut self, sql: &'static str, args: &[i64]) -> Result<Option<bool>, OpError> {
-        match self {
-            Tx::Pg(t) => bind_scalar(sqlx::query_scalar(sql), args)
-                .fetch_optional(&mut **t)
-                .await
-                .map_err(|e| classify(Dialect::Postgres, e)),
-            Tx::My(t) => bind_scalar(sqlx::query_scalar(sql), args)
-                .fetch_optional(&mut **t)
-                .await
-                .map_err(|e| classify(Dialect::Mysql, e)),
-            Tx::Lite(t) => bind_scalar(sqlx::query_scalar(sql), args)
-                .fetch_optional(&mut **t)
-                .await
-                .map_err(|e| classify(Dialect::Sqlite, e)),
-        }
+        each!(self, t => bind_scalar(sqlx::query_scalar(sql), args).fetch_optional(&mut **t).await)
     }
 
     pub async fn all_i64(&mut self, sql: &'static str, args: &[i64]) -> Result<Vec<i64>, OpError> {
-        match self {
-            Tx::Pg(t) => bind_scalar(sqlx::query_scalar(sql), args)
-                .fetch_all(&mut **t)
-                .await
-                .map_err(|e| classify(Dialect::Postgres, e)),
-            Tx::My(t) => bind_scalar(sqlx::query_scalar(sql), args)
-                .fetch_all(&mut **t)
-                .await
-                .map_err(|e| classify(Dialect::Mysql, e)),
-            Tx::Lite(t) => bind_scalar(sqlx::query_scalar(sql), args)
-                .fetch_all(&mut **t)
-                .await
-                .map_err(|e| classify(Dialect::Sqlite, e)),
-        }
+        each!(self, t => bind_scalar(sqlx::query_scalar(sql), args).fetch_all(&mut **t).await)
     }
 
     pub async fn commit(self) -> Result<(), OpError> {

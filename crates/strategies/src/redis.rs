@@ -686,7 +686,7 @@ impl Shared {
                 ));
             }
         }
-        let truth: HashMap<i64, i64> = self.db.pairs(self.sql.truth_all, &[]).await?.into_iter().collect();
+        let truth: HashMap<i64, i64> = self.db.rows::<(i64, i64)>(self.sql.truth_all, &[]).await?.into_iter().collect();
         let (mut wrong, mut stood_down) = (0u64, 0u64);
         for (i, (seq, inflight, counter)) in guards.into_iter().enumerate() {
             let user = i as i64 + 1;
@@ -707,7 +707,7 @@ impl Shared {
                 .key(self.k(user, "state"));
             inv.arg(&seq).arg(t).arg(if lua { "1" } else { "0" }).arg(if quiescent { "1" } else { "0" });
             if lua {
-                for (id, read) in self.db.id_flags(self.sql.user_rows, &[user]).await? {
+                for (id, read) in self.db.rows::<(i64, bool)>(self.sql.user_rows, &[user]).await? {
                     inv.arg(id).arg(if read { "1" } else { "0" });
                 }
             }
@@ -968,7 +968,7 @@ impl Strategy for RedisStrategy {
             RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable => {
                 // Conservation: SQL counter + pending + claimed-but-unapplied, per user.
                 let mut out: Vec<Option<i64>> = vec![None; n_users as usize];
-                for (u, v) in sh.db.pairs(sh.sql.counters_all, &[]).await? {
+                for (u, v) in sh.db.rows::<(i64, i64)>(sh.sql.counters_all, &[]).await? {
                     if u >= 1 && u as u64 <= n_users {
                         out[(u - 1) as usize] = Some(v);
                     }
