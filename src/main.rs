@@ -4,6 +4,7 @@
 //! unreachable backend,
 //! 130 interrupted).
 
+use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -74,13 +75,17 @@ struct RunArgs {
     /// Total operations per strategy; replaces the scenario's duration or op count.
     #[arg(long)]
     ops: Option<u64>,
+    /// Open loop at this many ops/s (with --workers as the most in flight); replaces the
+    /// scenario's load (give --duration-s when the scenario has stages).
+    #[arg(long, value_name = "OPS_PER_S")]
+    rate: Option<f64>,
     /// Output folder for report.json and report.md [default: reports/runs/<time>-<scenario>/].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Keep each strategy's schema after the run (the report names it).
     #[arg(long)]
     keep: bool,
-    /// Print only the final table.
+    /// Print only the final table (no progress line, no log).
     #[arg(long)]
     quiet: bool,
 }
@@ -124,6 +129,7 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         workers: args.workers,
         duration_s: args.duration_s,
         ops: args.ops,
+        rate: args.rate,
     };
     let known: Vec<&str> = CATALOG.iter().map(|s| s.name).collect();
     let (now_s, nanos) = clock::now_unix();
@@ -146,6 +152,7 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         keep: args.keep,
         connect_timeout: Duration::from_secs(5),
         cancel: Arc::new(AtomicBool::new(false)),
+        progress: None,
     };
     let cancel = opts.cancel.clone();
     tokio::spawn(async move {
@@ -159,7 +166,20 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         }
     });
     let quiet = args.quiet;
+    // A live line on a terminal only: CI logs and pipes get the plain log.
+    let live = !quiet && std::io::stderr().is_terminal();
+    let mut opts = opts;
+    if live {
+        opts.progress = Some(Arc::new(|line: &str| {
+            let mut err = std::io::stderr().lock();
+            write!(err, "\r\x1b[2K{line}").ok();
+            err.flush().ok();
+        }));
+    }
     let mut log = |line: &str| {
+        if live {
+            eprint!("\r\x1b[2K");
+        }
         if !quiet {
             eprintln!("{line}");
         }
@@ -179,6 +199,13 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
         std::fs::write(out.join("report.json"), render_json(&report)).context("cannot write report.json")?;
         std::fs::write(out.join("report.md"), render_markdown(&report)).context("cannot write report.md")?;
+        for (name, log) in &report.hdr_logs {
+            let path = out.join(name);
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            }
+            std::fs::write(&path, log).with_context(|| format!("cannot write {}", path.display()))?;
+        }
         Ok(())
     })();
     print!("{}", render_terminal(&report));

@@ -11,17 +11,20 @@ use counterlab_core::{CheckInput, Fault, Guarantee, Strategy, check_counters};
 use counterlab_report::{
     FaultEvent, REPORT_SCHEMA_VERSION, Report, ServerInfo, Skipped, StrategyReport, StrategyRun, evaluate,
 };
-use counterlab_sim::{DriverConfig, IdPool, Mix, RetryPolicy, Skew, Stop, run_load};
+use counterlab_sim::{
+    DriverConfig, IdPool, LoadModel, Mix, Monitor, RetryPolicy, Sample, Sampler, SamplerConfig, Skew, Stage, Stop,
+    run_load,
+};
 use counterlab_strategies::{
-    BackendError, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Dialect, Isolation, PoolSpec, RedisConfig, RedisServer,
-    SeedSpec, Server, build, build_redis, find, needs_redis,
+    BackendError, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Dialect, Isolation, Pausable, PoolSpec, RedisConfig,
+    RedisServer, SeedSpec, Server, build, build_redis, find, needs_redis,
 };
 
 use crate::clock;
 use crate::scenario::RunPlan;
 
 /// Where the backends are and how the run treats its namespaces.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct RunOptions {
     /// A configured PostgreSQL URL (flag or environment); None means `postgres_default`,
     /// which `auto` replaces with SQLite when it does not answer.
@@ -41,7 +44,12 @@ pub struct RunOptions {
     /// Set by Ctrl-C: the load stops, the run in flight is still checked and torn down,
     /// later runs do not start, and the report says `interrupted`.
     pub cancel: Arc<AtomicBool>,
+    /// Receives a live status line about once a second while a strategy runs.
+    pub progress: Option<Progress>,
 }
+
+/// A sink for the live status line.
+pub type Progress = Arc<dyn Fn(&str) + Send + Sync>;
 
 pub const COMMIT: &str = env!("COUNTERLAB_GIT_COMMIT");
 
@@ -74,14 +82,32 @@ fn scoped_namespace(run_id: &str, dialect: Dialect, isolation: Isolation, strate
 
 fn driver_config(plan: &RunPlan, cancel: Arc<AtomicBool>) -> DriverConfig {
     let w = &plan.workload;
+    let stages = w
+        .stages
+        .iter()
+        .map(|st| Stage {
+            name: st.name.clone(),
+            measured: st.measured,
+            stop: match (st.duration_s, st.ops) {
+                (Some(d), _) => Stop::Duration(Duration::from_secs_f64(d)),
+                (None, Some(n)) => Stop::Ops(n),
+                (None, None) => unreachable!("every stage has a stop condition"),
+            },
+            model: match (st.rate, st.workers) {
+                (Some(rate), _) => LoadModel::Open {
+                    rate_from: rate,
+                    rate_to: st.target.unwrap_or(rate),
+                    poisson: w.arrival == "poisson",
+                    max_in_flight: w.n_workers,
+                },
+                (None, Some(workers)) => LoadModel::Closed { workers },
+                (None, None) => unreachable!("every stage has a rate or workers"),
+            },
+        })
+        .collect();
     DriverConfig {
         seed: plan.seed,
-        n_workers: w.n_workers,
-        stop: match (w.duration_s, w.ops) {
-            (Some(d), _) => Stop::Duration(Duration::from_secs_f64(d)),
-            (None, Some(n)) => Stop::Ops(n),
-            (None, None) => unreachable!("the plan always has a stop condition"),
-        },
+        stages,
         mix: Mix { weights: w.mix_weights() },
         skew: match w.zipf_exponent {
             Some(exponent) => Skew::Zipf { exponent },
@@ -95,6 +121,7 @@ fn driver_config(plan: &RunPlan, cancel: Arc<AtomicBool>) -> DriverConfig {
             backoff_base: Duration::from_millis(plan.retry.backoff_base_ms),
             backoff_max: Duration::from_millis(plan.retry.backoff_max_ms),
         },
+        max_wait: Duration::from_millis(w.max_wait_ms),
     }
 }
 
@@ -102,10 +129,17 @@ fn driver_config(plan: &RunPlan, cancel: Arc<AtomicBool>) -> DriverConfig {
 pub fn replay_command(plan: &RunPlan) -> String {
     let mut cmd =
         format!("counterlab run {} --seed {} --workers {}", plan.scenario_path, plan.seed, plan.workload.n_workers);
+    if let Some(r) = plan.workload.rate {
+        cmd += &format!(" --rate {r}");
+    }
     match (plan.workload.duration_s, plan.workload.ops) {
         (Some(d), _) => cmd += &format!(" --duration-s {d}"),
         (None, Some(n)) => cmd += &format!(" --ops {n}"),
-        (None, None) => {}
+        // Stages from the file, possibly stretched by --duration-s: say the total.
+        (None, None) => {
+            let total: f64 = plan.workload.stages.iter().filter(|s| s.measured).filter_map(|s| s.duration_s).sum();
+            cmd += &format!(" --duration-s {total}");
+        }
     }
     for s in &plan.strategies {
         cmd += &format!(" --strategy {s}");
@@ -230,6 +264,7 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
     };
     let mut reports = Vec::new();
     let mut skipped = Vec::new();
+    let mut hdr_logs = Vec::new();
     let result = async {
         for server in &servers {
             for name in &plan.strategies {
@@ -279,7 +314,9 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
                         continue;
                     }
                     let target = Target { server, redis, run_id: &run_id, name, info, isolation, seed: seed_spec };
-                    reports.push(run_one(plan, opts, &cfg, target, log).await?);
+                    let (report, hdr_log) = run_one(plan, opts, &cfg, target, log).await?;
+                    reports.push(report);
+                    hdr_logs.push(hdr_log);
                 }
             }
         }
@@ -324,6 +361,7 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
         thresholds_breached: breached,
         interrupted: opts.cancel.load(Ordering::Relaxed),
         replay_command: replay_command(plan),
+        hdr_logs,
     })
 }
 
@@ -342,22 +380,32 @@ struct Target<'a> {
 type ScheduledFault = (FaultEvent, tokio::task::JoinHandle<(Option<u64>, String)>);
 
 /// Fires the plan's faults at their offsets from `start`, in the background.
-fn schedule_faults(plan: &RunPlan, strategy: &Arc<dyn Strategy>, start: Instant) -> Vec<ScheduledFault> {
+fn schedule_faults(
+    plan: &RunPlan,
+    strategy: &Arc<dyn Strategy>,
+    pausable: Option<&Arc<Pausable>>,
+    start: Instant,
+) -> Vec<ScheduledFault> {
     let name = strategy.info().name;
     plan.faults
         .iter()
         .filter(|f| f.strategies.is_empty() || f.strategies.iter().any(|s| s == name))
         .map(|f| {
             let s = strategy.clone();
-            let (kind, at_ms, times) = (Fault::from_name(&f.kind).expect("validated fault"), f.at_ms, f.times);
+            let pause = f.duration_ms.map(|d| (Duration::from_millis(d), pausable.expect("pause faults wrap").clone()));
+            let (kind, at_ms, times) = (Fault::from_name(&f.kind), f.at_ms, f.times);
             let h = tokio::spawn(async move {
                 tokio::time::sleep_until((start + Duration::from_millis(at_ms)).into()).await;
                 let fired = start.elapsed().as_millis() as u64;
                 let mut outcomes = Vec::new();
                 for _ in 0..times {
-                    outcomes.push(match s.inject(kind).await {
-                        Ok(what) => what,
-                        Err(e) => format!("failed: {e}"),
+                    outcomes.push(match (&pause, kind) {
+                        (Some((d, p)), _) => p.pause(*d),
+                        (None, Some(kind)) => match s.inject(kind).await {
+                            Ok(what) => what,
+                            Err(e) => format!("failed: {e}"),
+                        },
+                        (None, None) => unreachable!("validated fault"),
                     });
                 }
                 outcomes.dedup();
@@ -365,7 +413,14 @@ fn schedule_faults(plan: &RunPlan, strategy: &Arc<dyn Strategy>, start: Instant)
                     if times > 1 { format!("{times} x {}", outcomes.join("; ")) } else { outcomes.join("; ") };
                 (Some(fired), outcome)
             });
-            (FaultEvent { kind: f.kind.clone(), at_ms, fired_at_ms: None, outcome: String::new() }, h)
+            let ev = FaultEvent {
+                kind: f.kind.clone(),
+                at_ms,
+                fired_at_ms: None,
+                duration_ms: f.duration_ms,
+                outcome: String::new(),
+            };
+            (ev, h)
         })
         .collect()
 }
@@ -376,7 +431,7 @@ async fn run_one(
     cfg: &DriverConfig,
     t: Target<'_>,
     log: &mut dyn FnMut(&str),
-) -> Result<StrategyReport, BackendError> {
+) -> Result<(StrategyReport, (String, String)), BackendError> {
     let (name, isolation, seed_spec) = (t.name, t.isolation, t.seed);
     let sql_backend = t.server.dialect().name();
     let backend = if t.redis.is_some() { format!("{sql_backend}+redis") } else { sql_backend.to_string() };
@@ -428,10 +483,50 @@ async fn run_one(
             seed_spec.notifications_per_user,
             seed_spec.initial_read_per_user,
         ));
+        let applies = |f: &&crate::scenario::FaultPlan| f.strategies.is_empty() || f.strategies.iter().any(|s| s == name);
+        let pausable = plan
+            .faults
+            .iter()
+            .filter(applies)
+            .any(|f| f.kind == "pause")
+            .then(|| Arc::new(Pausable::new(strategy.clone())));
+        let strategy: Arc<dyn Strategy> = match &pausable {
+            Some(p) => p.clone(),
+            None => strategy,
+        };
         strategy.start().await;
+        let monitor = Monitor::new();
+        let label = format!("{name} on {backend} at {}", isolation.name());
+        let on_sample: Box<dyn FnMut(&Sample) + Send> = match opts.progress.clone() {
+            Some(progress) => {
+                let label = label.clone();
+                Box::new(move |s: &Sample| {
+                    progress(&format!(
+                        "{label} | {} | {:.0} s | {:.0} ops/s | {} errors | {} dropped | p99 {} us",
+                        s.phase,
+                        s.t_s,
+                        s.ops_per_s(),
+                        s.errors,
+                        s.dropped,
+                        s.p99_us
+                    ))
+                })
+            }
+            None => Box::new(|_: &Sample| {}),
+        };
+        let sampler = Sampler::start(
+            monitor.clone(),
+            strategy.clone(),
+            SamplerConfig {
+                interval: Duration::from_millis(plan.workload.sample_interval_ms),
+                sample_drift: plan.workload.sample_drift,
+                label: format!("{label}, seed {}, namespace {ns_name}", plan.seed),
+            },
+            on_sample,
+        );
         let load_start = Instant::now();
-        let scheduled = schedule_faults(plan, &strategy, load_start);
-        let load = run_load(strategy.clone(), pool, cfg).await;
+        let scheduled = schedule_faults(plan, &strategy, pausable.as_ref(), load_start);
+        let load = run_load(strategy.clone(), pool, cfg, monitor.clone()).await;
         let mut faults = Vec::new();
         for (mut ev, h) in scheduled {
             if h.is_finished() {
@@ -446,9 +541,12 @@ async fn run_one(
             faults.push(ev);
         }
         let settle_start = Instant::now();
+        monitor.set_phase("settle");
         let settle_error =
             strategy.settle(Duration::from_millis(plan.redis.settle_timeout_ms)).await.err().map(|e| e.to_string());
         let settle_s = settle_start.elapsed().as_secs_f64();
+        let series = sampler.finish().await;
+        let hdr_name = format!("hdr/{}.hlog", ns_name.strip_prefix(&format!("cl_{}_", t.run_id)).unwrap_or(&ns_name));
         let mut rows = ns.check_rows(seed_spec.n_users).await?;
         let counters = strategy.counters(seed_spec.n_users).await.map_err(|e| BackendError::Step {
             backend: "redis",
@@ -484,12 +582,14 @@ async fn run_one(
             faults,
             figures: strategy.figures(),
             check: &check,
+            series: &series.samples,
+            hdr_log: Some(hdr_name.clone()),
         });
         report.thresholds = plan.thresholds.iter().filter_map(|t| evaluate(t, &report)).collect();
         for b in report.thresholds.iter().filter(|t| !t.passed) {
             log(&format!("{name} on {backend} at {}: threshold breached: {}", isolation.name(), b.detail));
         }
-        Ok::<_, BackendError>(report)
+        Ok::<_, BackendError>((report, (hdr_name, series.hdr_log)))
     }
     .await;
     if opts.keep {

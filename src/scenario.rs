@@ -27,6 +27,9 @@ pub mod limits {
     pub const MAX_FLUSH_BATCH: u32 = 100_000;
     pub const MAX_FAULTS: usize = 100;
     pub const MAX_FAULT_TIMES: u32 = 10_000;
+    pub const MAX_RATE: f64 = 1_000_000.0;
+    pub const MAX_STAGES: usize = 100;
+    pub const MIN_SAMPLE_INTERVAL_MS: u64 = 100;
 }
 
 /// Bad input, located.
@@ -82,6 +85,7 @@ struct RawFault {
     kind: Spanned<String>,
     at_ms: Spanned<u64>,
     times: Option<Spanned<u32>>,
+    duration_ms: Option<Spanned<u64>>,
     strategies: Option<Vec<Spanned<String>>>,
 }
 
@@ -123,6 +127,23 @@ struct RawWorkload {
     skew: Option<Spanned<String>>,
     zipf_exponent: Option<Spanned<f64>>,
     mix: Spanned<RawMix>,
+    rate: Option<Spanned<f64>>,
+    warmup_s: Option<Spanned<f64>>,
+    arrival: Option<Spanned<String>>,
+    max_wait_ms: Option<Spanned<u64>>,
+    sample_interval_ms: Option<Spanned<u64>>,
+    sample_drift: Option<bool>,
+    stages: Option<Spanned<Vec<Spanned<RawStage>>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStage {
+    name: Option<String>,
+    duration_s: Spanned<f64>,
+    rate: Option<Spanned<f64>>,
+    target: Option<Spanned<f64>>,
+    workers: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize)]
@@ -188,6 +209,8 @@ pub struct FaultPlan {
     pub kind: String,
     pub at_ms: u64,
     pub times: u32,
+    /// `pause` only: how long every op stalls.
+    pub duration_ms: Option<u64>,
     pub strategies: Vec<String>,
 }
 
@@ -208,16 +231,44 @@ pub struct DataPlan {
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct WorkloadPlan {
+    /// Closed loop: workers; open loop: the most ops in flight at once.
     pub n_workers: u32,
-    /// Exactly one of `duration_s` and `ops` is set.
+    /// The single-stage shorthand: one of `duration_s` and `ops` (None with `stages`).
     pub duration_s: Option<f64>,
     pub ops: Option<u64>,
+    /// The single-stage open-loop shorthand: a constant rate in ops/s.
+    pub rate: Option<f64>,
+    /// Every phase in order, warm-up (not measured) first when there is one.
+    pub stages: Vec<StagePlan>,
+    /// Open loop: `constant` (even gaps) or `poisson` (exponential gaps).
+    pub arrival: String,
+    /// Open loop: an op not started this long after its intended time is dropped.
+    pub max_wait_ms: u64,
+    /// Time-series interval.
+    pub sample_interval_ms: u64,
+    /// Sample SUM(counters) - COUNT(unread) every interval (a SQL aggregate per interval).
+    pub sample_drift: bool,
     pub dup_k: u32,
     pub op_timeout_ms: u64,
     pub connections: u32,
     pub skew: String,
     pub zipf_exponent: Option<f64>,
     pub mix: BTreeMap<String, u32>,
+}
+
+/// One phase: closed loop (`workers`) or open loop (`rate`, ramping to `target`).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct StagePlan {
+    pub name: String,
+    pub measured: bool,
+    /// One of `duration_s` and `ops` (ops only for a single closed-loop stage).
+    pub duration_s: Option<f64>,
+    pub ops: Option<u64>,
+    /// Closed loop.
+    pub workers: Option<u32>,
+    /// Open loop: ops/s at the start and at the end of the stage.
+    pub rate: Option<f64>,
+    pub target: Option<f64>,
 }
 
 impl WorkloadPlan {
@@ -236,15 +287,18 @@ pub struct Overrides {
     pub workers: Option<u32>,
     pub duration_s: Option<f64>,
     pub ops: Option<u64>,
+    pub rate: Option<f64>,
 }
 
+pub const DEFAULT_MAX_WAIT_MS: u64 = 1_000;
+pub const DEFAULT_SAMPLE_INTERVAL_MS: u64 = 1_000;
 pub const DEFAULT_DUP_K: u32 = 4;
 pub const BACKENDS: [&str; 4] = ["auto", "postgres", "mysql", "sqlite"];
 pub const ISOLATION_LEVELS: [&str; 3] = ["read-committed", "repeatable-read", "serializable"];
 pub const DEFAULT_ISOLATION: &str = "read-committed";
 pub const DEFAULT_REDIS: RedisPlan =
     RedisPlan { flush_interval_ms: 100, flush_batch: 1000, reconcile_interval_ms: None, settle_timeout_ms: 10_000 };
-pub const FAULT_KINDS: [&str; 4] = ["redis_data_loss", "flusher_crash", "redis_disconnect", "redis_timeout"];
+pub const FAULT_KINDS: [&str; 5] = ["redis_data_loss", "flusher_crash", "redis_disconnect", "redis_timeout", "pause"];
 pub const DEFAULT_RETRY: RetryPlan = RetryPlan { max_attempts: 5, backoff_base_ms: 2, backoff_max_ms: 100 };
 pub const DEFAULT_OP_TIMEOUT_MS: u64 = 5_000;
 
@@ -443,8 +497,25 @@ pub fn parse(
             Some(t) => *t.get_ref(),
             None => 1,
         };
+        let duration_ms = match (&f.duration_ms, f.kind.get_ref().as_str()) {
+            (None, "pause") => return Err(cx.at(f.kind.span(), "a pause needs duration_ms")),
+            (Some(d), "pause") if *d.get_ref() == 0 || *d.get_ref() > MAX_INTERVAL_MS => {
+                return Err(
+                    cx.at(d.span(), format!("duration_ms must be in 1..={MAX_INTERVAL_MS}, got {}", d.get_ref()))
+                );
+            }
+            (Some(d), "pause") => Some(*d.get_ref()),
+            (Some(d), kind) => return Err(cx.at(d.span(), format!("duration_ms applies to pause only, not {kind}"))),
+            (None, _) => None,
+        };
         let strategies = pick_names(&cx, "strategy", &[], f.strategies.as_deref(), known, &[])?;
-        faults.push(FaultPlan { kind: f.kind.get_ref().clone(), at_ms: *f.at_ms.get_ref(), times, strategies });
+        faults.push(FaultPlan {
+            kind: f.kind.get_ref().clone(),
+            at_ms: *f.at_ms.get_ref(),
+            times,
+            duration_ms,
+            strategies,
+        });
     }
     let mut thresholds = Vec::new();
     for t in raw.thresholds.iter().flatten() {
@@ -529,33 +600,199 @@ pub fn parse(
 
     let check_duration = |d: f64| d.is_finite() && d > 0.0 && d <= MAX_DURATION_S;
     let check_ops = |n: u64| n > 0 && n <= MAX_OPS;
-    let (duration_s, ops) = match (overrides.duration_s, overrides.ops) {
-        (Some(_), Some(_)) => return Err(cx.flag("give --duration-s or --ops, not both")),
-        (Some(d), None) if !check_duration(d) => {
-            return Err(cx.flag(format!("--duration-s must be in (0, {MAX_DURATION_S}], got {d}")));
+    let check_rate = |r: f64| r.is_finite() && r > 0.0 && r <= MAX_RATE;
+    if let Some(r) = overrides.rate.filter(|r| !check_rate(*r)) {
+        return Err(cx.flag(format!("--rate must be in (0, {MAX_RATE}] ops/s, got {r}")));
+    }
+    let file_rate = match &w.rate {
+        Some(r) if !check_rate(*r.get_ref()) => {
+            return Err(cx.at(r.span(), format!("rate must be in (0, {MAX_RATE}] ops/s, got {}", r.get_ref())));
         }
-        (Some(d), None) => (Some(d), None),
-        (None, Some(n)) if !check_ops(n) => {
-            return Err(cx.flag(format!("--ops must be in 1..={MAX_OPS}, got {n}")));
-        }
-        (None, Some(n)) => (None, Some(n)),
-        (None, None) => match (&w.duration_s, &w.ops) {
-            (Some(_), Some(o)) => return Err(cx.at(o.span(), "give duration_s or ops, not both")),
-            (None, None) => {
-                return Err(cx.at(raw.workload.span(), "[workload] needs duration_s or ops"));
-            }
-            (Some(d), None) if !check_duration(*d.get_ref()) => {
-                return Err(
-                    cx.at(d.span(), format!("duration_s must be in (0, {MAX_DURATION_S}], got {}", d.get_ref()))
-                );
-            }
-            (Some(d), None) => (Some(*d.get_ref()), None),
-            (None, Some(o)) if !check_ops(*o.get_ref()) => {
-                return Err(cx.at(o.span(), format!("ops must be in 1..={MAX_OPS}, got {}", o.get_ref())));
-            }
-            (None, Some(o)) => (None, Some(*o.get_ref())),
-        },
+        r => r.as_ref().map(|r| *r.get_ref()),
     };
+    // The flags' single stage replaces the file's load; `--duration-s` alone stretches or
+    // shrinks the file's stages to that total instead.
+    let file_stages = w.stages.as_ref().filter(|_| overrides.rate.is_some() || overrides.ops.is_some()).is_none();
+    let (duration_s, ops, rate, mut stages) = match w.stages.as_ref().filter(|_| file_stages) {
+        None => {
+            let (duration_s, ops) = match (overrides.duration_s, overrides.ops) {
+                (Some(_), Some(_)) => return Err(cx.flag("give --duration-s or --ops, not both")),
+                (Some(d), None) if !check_duration(d) => {
+                    return Err(cx.flag(format!("--duration-s must be in (0, {MAX_DURATION_S}], got {d}")));
+                }
+                (Some(d), None) => (Some(d), None),
+                (None, Some(n)) if !check_ops(n) => {
+                    return Err(cx.flag(format!("--ops must be in 1..={MAX_OPS}, got {n}")));
+                }
+                (None, Some(n)) => (None, Some(n)),
+                (None, None) => match (&w.duration_s, &w.ops) {
+                    (Some(_), Some(o)) => return Err(cx.at(o.span(), "give duration_s or ops, not both")),
+                    (None, None) if w.stages.is_some() => {
+                        return Err(cx.flag("--rate replaces the scenario's stages: give --duration-s too"));
+                    }
+                    (None, None) => {
+                        return Err(
+                            cx.at(raw.workload.span(), "[workload] needs duration_s, ops or [[workload.stages]]")
+                        );
+                    }
+                    (Some(d), None) if !check_duration(*d.get_ref()) => {
+                        return Err(cx.at(
+                            d.span(),
+                            format!("duration_s must be in (0, {MAX_DURATION_S}], got {}", d.get_ref()),
+                        ));
+                    }
+                    (Some(d), None) => (Some(*d.get_ref()), None),
+                    (None, Some(o)) if !check_ops(*o.get_ref()) => {
+                        return Err(cx.at(o.span(), format!("ops must be in 1..={MAX_OPS}, got {}", o.get_ref())));
+                    }
+                    (None, Some(o)) => (None, Some(*o.get_ref())),
+                },
+            };
+            let rate = overrides.rate.or(file_rate);
+            if rate.is_some() && ops.is_some() {
+                let msg = "an open-loop rate runs for a duration: give duration_s, not ops";
+                return Err(match (&w.ops, overrides.ops) {
+                    (Some(o), None) => cx.at(o.span(), msg),
+                    _ => cx.flag(msg),
+                });
+            }
+            let stage = StagePlan {
+                name: "load".into(),
+                measured: true,
+                duration_s,
+                ops,
+                workers: rate.is_none().then_some(workers),
+                rate,
+                target: rate,
+            };
+            (duration_s, ops, rate, vec![stage])
+        }
+        Some(list) => {
+            for (given, what) in [
+                (w.duration_s.as_ref().map(|d| d.span()), "duration_s"),
+                (w.ops.as_ref().map(|o| o.span()), "ops"),
+                (w.rate.as_ref().map(|r| r.span()), "rate"),
+            ] {
+                if let Some(span) = given {
+                    return Err(cx.at(span, format!("{what} and [[workload.stages]] both describe the load: keep one")));
+                }
+            }
+            if list.get_ref().is_empty() || list.get_ref().len() > MAX_STAGES {
+                return Err(cx.at(list.span(), format!("give 1..={MAX_STAGES} stages")));
+            }
+            let mut stages = Vec::new();
+            for (i, st) in list.get_ref().iter().enumerate() {
+                let st = st.get_ref();
+                let d = *st.duration_s.get_ref();
+                if !check_duration(d) {
+                    return Err(
+                        cx.at(st.duration_s.span(), format!("duration_s must be in (0, {MAX_DURATION_S}], got {d}"))
+                    );
+                }
+                let (workers, rate, target) = match (&st.workers, &st.rate) {
+                    (Some(wk), Some(_)) => {
+                        return Err(cx.at(wk.span(), "a stage is closed loop (workers) or open loop (rate), not both"));
+                    }
+                    (None, None) => {
+                        return Err(
+                            cx.at(st.duration_s.span(), "a stage needs workers (closed loop) or rate (open loop)")
+                        );
+                    }
+                    (Some(wk), None) => {
+                        if let Some(t) = &st.target {
+                            return Err(cx.at(t.span(), "target (a ramp's final rate) needs rate"));
+                        }
+                        let n = *wk.get_ref();
+                        if n == 0 || n > MAX_WORKERS {
+                            return Err(cx.at(wk.span(), format!("workers must be in 1..={MAX_WORKERS}, got {n}")));
+                        }
+                        (Some(overrides.workers.unwrap_or(n)), None, None)
+                    }
+                    (None, Some(r)) => {
+                        let from = *r.get_ref();
+                        if !check_rate(from) {
+                            return Err(cx.at(r.span(), format!("rate must be in (0, {MAX_RATE}] ops/s, got {from}")));
+                        }
+                        let to = match &st.target {
+                            Some(t) if !check_rate(*t.get_ref()) => {
+                                return Err(cx.at(
+                                    t.span(),
+                                    format!("target must be in (0, {MAX_RATE}] ops/s, got {}", t.get_ref()),
+                                ));
+                            }
+                            Some(t) => *t.get_ref(),
+                            None => from,
+                        };
+                        (None, Some(from), Some(to))
+                    }
+                };
+                let name = st.name.clone().unwrap_or_else(|| format!("stage {}", i + 1));
+                if name == "warmup" || name == "settle" || stages.iter().any(|s: &StagePlan| s.name == name) {
+                    return Err(cx.at(
+                        st.duration_s.span(),
+                        format!("stage name {name:?} is taken; give each stage its own name"),
+                    ));
+                }
+                stages.push(StagePlan { name, measured: true, duration_s: Some(d), ops: None, workers, rate, target });
+            }
+            let total: f64 = stages.iter().filter_map(|s| s.duration_s).sum();
+            if total > MAX_DURATION_S {
+                return Err(cx.at(list.span(), format!("the stages last {total} s, more than {MAX_DURATION_S}")));
+            }
+            if let Some(d) = overrides.duration_s {
+                if !check_duration(d) {
+                    return Err(cx.flag(format!("--duration-s must be in (0, {MAX_DURATION_S}], got {d}")));
+                }
+                for s in &mut stages {
+                    s.duration_s = s.duration_s.map(|x| x * d / total);
+                }
+            }
+            (None, None, None, stages)
+        }
+    };
+    if let Some(wu) = &w.warmup_s {
+        let d = *wu.get_ref();
+        if !check_duration(d) {
+            return Err(cx.at(wu.span(), format!("warmup_s must be in (0, {MAX_DURATION_S}], got {d}")));
+        }
+        let first = &stages[0];
+        let warm = StagePlan {
+            name: "warmup".into(),
+            measured: false,
+            duration_s: Some(d),
+            ops: None,
+            workers: first.workers,
+            rate: first.rate,
+            target: first.rate,
+        };
+        stages.insert(0, warm);
+    }
+    let arrival = match w.arrival.as_ref().map(|a| (a.get_ref().as_str(), a.span())) {
+        None | Some(("constant", _)) => "constant",
+        Some(("poisson", _)) => "poisson",
+        Some((other, span)) => return Err(cx.at(span, format!("unknown arrival {other:?}; valid: constant, poisson"))),
+    };
+    let max_wait_ms = match &w.max_wait_ms {
+        Some(m) if *m.get_ref() == 0 || *m.get_ref() > MAX_OP_TIMEOUT_MS => {
+            return Err(cx.at(m.span(), format!("max_wait_ms must be in 1..={MAX_OP_TIMEOUT_MS}, got {}", m.get_ref())));
+        }
+        Some(m) => *m.get_ref(),
+        None => DEFAULT_MAX_WAIT_MS,
+    };
+    let sample_interval_ms = match &w.sample_interval_ms {
+        Some(m) if *m.get_ref() < MIN_SAMPLE_INTERVAL_MS || *m.get_ref() > MAX_OP_TIMEOUT_MS => {
+            return Err(cx.at(
+                m.span(),
+                format!(
+                    "sample_interval_ms must be in {MIN_SAMPLE_INTERVAL_MS}..={MAX_OP_TIMEOUT_MS}, got {}",
+                    m.get_ref()
+                ),
+            ));
+        }
+        Some(m) => *m.get_ref(),
+        None => DEFAULT_SAMPLE_INTERVAL_MS,
+    };
+    let max_in_flight = stages.iter().map(|s| s.workers.unwrap_or(workers)).max().unwrap_or(workers);
 
     let dup_k = match &w.dup_k {
         Some(k) if *k.get_ref() == 0 || *k.get_ref() > MAX_DUP_K => {
@@ -612,7 +849,7 @@ pub fn parse(
             return Err(cx.at(c.span(), format!("connections must be in 1..={MAX_CONNECTIONS}, got {}", c.get_ref())));
         }
         Some(c) => *c.get_ref(),
-        None => (workers * per_worker).min(MAX_CONNECTIONS),
+        None => (max_in_flight * per_worker).min(MAX_CONNECTIONS),
     };
 
     Ok(RunPlan {
@@ -633,6 +870,12 @@ pub fn parse(
             n_workers: workers,
             duration_s,
             ops,
+            rate,
+            stages,
+            arrival: arrival.into(),
+            max_wait_ms,
+            sample_interval_ms,
+            sample_drift: w.sample_drift.unwrap_or(false),
             dup_k,
             op_timeout_ms,
             connections,

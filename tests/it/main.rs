@@ -25,5 +25,6 @@ mod scenarios;
 /// The binary: exit codes, redacted URLs, report files, and namespace hygiene.
 mod cli;
 
+mod html;
 /// Repository hygiene: doc lines on every file.
 mod tidy;

@@ -72,7 +72,30 @@ fn malformed_input_is_located() {
         (&GOOD.replace("mark_read = 1", "mark_read = 0"), "bad.toml:7:1:", "every mix weight is 0"),
         (&GOOD.replace("mark_read = 1", "mark_red = 1"), "bad.toml:8:1:", "unknown field `mark_red`"),
         (&GOOD.replace("ops = 10", "ops = 10\nduration_s = 2"), "bad.toml:", "not both"),
-        (&GOOD.replace("ops = 10\n", ""), "bad.toml:4:1:", "needs duration_s or ops"),
+        (&GOOD.replace("ops = 10\n", ""), "bad.toml:4:1:", "needs duration_s, ops or [[workload.stages]]"),
+        (&GOOD.replace("ops = 10\n", "rate = 0.0\nduration_s = 1\n"), "bad.toml:6:8:", "rate must be in (0,"),
+        (&GOOD.replace("ops = 10\n", "ops = 10\nrate = 50.0\n"), "bad.toml:6:7:", "runs for a duration"),
+        (
+            &format!("{}[[workload.stages]]\nduration_s = 1\nrate = 5\nworkers = 2\n", GOOD.replace("ops = 10\n", "")),
+            "bad.toml:11:11:",
+            "closed loop (workers) or open loop (rate), not both",
+        ),
+        (
+            &format!(
+                "{}[[workload.stages]]\nduration_s = 1\nworkers = 2\ntarget = 5\n",
+                GOOD.replace("ops = 10\n", "")
+            ),
+            "bad.toml:11:10:",
+            "target (a ramp's final rate) needs rate",
+        ),
+        (&format!("{GOOD}[[workload.stages]]\nduration_s = 1\nrate = 5\n"), "bad.toml:6:7:", "both describe the load"),
+        (&GOOD.replace("ops = 10\n", "ops = 10\narrival = \"bursty\"\n"), "bad.toml:7:11:", "unknown arrival"),
+        (&format!("{GOOD}[[faults]]\nkind = \"pause\"\nat_ms = 5\n"), "bad.toml:10:8:", "a pause needs duration_ms"),
+        (
+            &format!("{GOOD}[[faults]]\nkind = \"flusher_crash\"\nat_ms = 5\nduration_ms = 3\n"),
+            "bad.toml:12:15:",
+            "applies to pause only",
+        ),
         (
             &format!("strategies = [\"direct-update\", \"nope\"]\n{GOOD}"),
             "bad.toml:1:32:",

@@ -60,6 +60,7 @@ pub fn options(keep: bool, sqlite: Option<PathBuf>) -> RunOptions {
         keep,
         connect_timeout: Duration::from_secs(5),
         cancel: Default::default(),
+        progress: None,
     }
 }
 

@@ -97,6 +97,18 @@ pub trait Strategy: Send + Sync {
         ))
     }
 
+    /// Sampled about once a second while the run goes on: the amount buffered and not
+    /// yet applied to the SQL counter (eventual strategies); None when nothing buffers.
+    async fn pending(&self) -> Option<i64> {
+        None
+    }
+
+    /// SUM(counters) - COUNT(unread rows) right now, when the strategy can say it
+    /// cheaply enough to sample during a run; None otherwise.
+    async fn net_drift(&self) -> Option<i64> {
+        None
+    }
+
     /// Strategy-specific figures for the report (flushes, lost deltas, repairs...).
     fn figures(&self) -> Vec<(&'static str, f64)> {
         Vec::new()

@@ -2,20 +2,23 @@
 //! results), built from simulator and checker output, rendered as JSON, Markdown and a
 //! terminal table. Rendering returns strings; the CLI alone writes files.
 
+mod html;
 mod render;
 mod thresholds;
 
 use std::collections::BTreeMap;
 
 use counterlab_core::{CheckResult, ErrorClass, OpKind, StrategyInfo};
-use counterlab_sim::{LoadResult, OpStats};
+use counterlab_sim::{LoadModel, LoadResult, Sample, StageResult};
+use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub use html::render_html;
 pub use render::{render_markdown, render_terminal};
 pub use thresholds::{METRICS, Threshold, ThresholdResult, evaluate};
 
 /// Version of the report.json layout; bumped on any incompatible change.
-pub const REPORT_SCHEMA_VERSION: u32 = 1;
+pub const REPORT_SCHEMA_VERSION: u32 = 2;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
@@ -42,6 +45,9 @@ pub struct Report {
     pub interrupted: bool,
     /// The command that replays this run.
     pub replay_command: String,
+    /// HDR interval logs to write beside the report: (relative file name, content).
+    #[serde(skip)]
+    pub hdr_logs: Vec<(String, String)>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -97,6 +103,85 @@ pub struct StrategyReport {
     /// The scenario's thresholds that apply to this strategy, evaluated.
     pub thresholds: Vec<ThresholdResult>,
     pub check: CheckReport,
+    /// The load model in words (`closed loop, 8 workers` / `open loop, 200 -> 2000 ops/s`).
+    pub load_model: String,
+    /// Each phase of the load in order: warm-up (not measured) then the measured stages.
+    pub stages: Vec<StageReport>,
+    /// Present when any stage was open loop: schedule adherence over the measured stages.
+    pub open_loop: Option<OpenLoopReport>,
+    /// One point per sampling interval (about 1 s) from the load's start through settle.
+    pub series: Vec<SeriesPoint>,
+    /// File (beside report.json) holding this strategy's HDR interval log, if written.
+    pub hdr_log: Option<String>,
+}
+
+/// One phase of the load.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StageReport {
+    pub name: String,
+    /// False for warm-up: its ops are not in the totals, percentiles or thresholds.
+    pub measured: bool,
+    /// `closed` or `open`.
+    pub model: String,
+    /// Closed loop: workers; open loop: the most ops in flight at once.
+    pub workers: u32,
+    /// Open loop: the arrival rate at the stage's start and end (ops/s; equal unless ramping).
+    pub rate_from: Option<f64>,
+    pub rate_to: Option<f64>,
+    /// `constant` or `poisson` (open loop only).
+    pub arrival: Option<String>,
+    pub duration_s: f64,
+    /// Open loop: ops the schedule called for; closed loop: ops issued.
+    pub scheduled: u64,
+    /// Ops issued (completed, ok or not).
+    pub ops: u64,
+    /// Open loop: scheduled ops that no worker could start within `max_wait_ms`.
+    pub dropped: u64,
+    pub achieved_ops_per_s: f64,
+    /// Latency p99 over the stage, all ops, from the intended start.
+    pub p99_us: u64,
+}
+
+/// How well the open-loop schedule was kept (measured stages only).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct OpenLoopReport {
+    pub scheduled: u64,
+    pub issued: u64,
+    pub dropped: u64,
+    /// Issued ops that started more than 1 ms after their intended time.
+    pub late: u64,
+    /// Intended start to actual start, over issued ops.
+    pub schedule_lag_us: Latency,
+    /// Mean target rate and the rate achieved (issued ops / time), and their ratio.
+    pub target_ops_per_s: f64,
+    pub achieved_ops_per_s: f64,
+    pub achieved_over_target: f64,
+}
+
+/// One sampling interval of one strategy's run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SeriesPoint {
+    /// End of the interval, seconds from the load's start.
+    pub t_s: f64,
+    /// Length of the interval in seconds.
+    pub dt_s: f64,
+    /// `warmup`, a stage name, or `settle`.
+    pub phase: String,
+    /// Ops completed in the interval, and of them errors (fail or unknown).
+    pub ops: u64,
+    pub errors: u64,
+    pub ops_per_s: f64,
+    /// Open loop: ops the schedule called for in the interval, and ops dropped.
+    pub scheduled: u64,
+    pub dropped: u64,
+    /// Latency of the interval's ops over every op kind, from the intended start.
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+    /// Eventual strategies: the buffered amount not yet applied to SQL.
+    pub pending: Option<i64>,
+    /// SUM(counters) - COUNT(unread rows), sampled when the plan asks for it.
+    pub drift: Option<i64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -131,6 +216,8 @@ pub struct FaultEvent {
     pub at_ms: u64,
     /// Measured offset when it fired; None when the load ended first.
     pub fired_at_ms: Option<u64>,
+    /// How long the fault lasts (a pause); None for instant faults.
+    pub duration_ms: Option<u64>,
     pub outcome: String,
 }
 
@@ -145,7 +232,11 @@ pub struct OpReport {
     pub transitioned: u64,
     pub retries: u64,
     pub give_ups: u64,
+    /// From the intended start (open loop) or the actual start (closed loop, where they
+    /// coincide): the honest latency, free of coordinated omission.
     pub latency_us: Latency,
+    /// From the moment a worker actually started the op (service time).
+    pub uncorrected_latency_us: Latency,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -156,6 +247,9 @@ pub struct Latency {
     pub p999: u64,
     pub max: u64,
     pub mean: f64,
+    /// The percentile curve: `[quantile, us]` at 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99,
+    /// 0.995, 0.999, 0.9995, 0.9999 and 1.0 (the max); empty when nothing was recorded.
+    pub curve: Vec<[f64; 2]>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -181,10 +275,13 @@ pub struct WorstUser {
     pub truth: i64,
 }
 
-fn latency(s: &OpStats) -> Latency {
-    let h = &s.latency_us;
+/// The quantiles of a latency curve (1.0 is the max).
+pub const CURVE_QUANTILES: [f64; 12] = [0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 1.0];
+
+/// Percentiles of a microsecond histogram.
+pub fn latency(h: &Histogram<u64>) -> Latency {
     if h.is_empty() {
-        return Latency { p50: 0, p90: 0, p99: 0, p999: 0, max: 0, mean: 0.0 };
+        return Latency { p50: 0, p90: 0, p99: 0, p999: 0, max: 0, mean: 0.0, curve: Vec::new() };
     }
     Latency {
         p50: h.value_at_quantile(0.50),
@@ -193,6 +290,112 @@ fn latency(s: &OpStats) -> Latency {
         p999: h.value_at_quantile(0.999),
         max: h.max(),
         mean: h.mean(),
+        curve: CURVE_QUANTILES.iter().map(|q| [*q, h.value_at_quantile(*q) as f64]).collect(),
+    }
+}
+
+fn stage_report(r: &StageResult) -> StageReport {
+    let (model, rate_from, rate_to, arrival) = match r.stage.model {
+        LoadModel::Closed { .. } => ("closed", None, None, None),
+        LoadModel::Open { rate_from, rate_to, poisson, .. } => {
+            ("open", Some(rate_from), Some(rate_to), Some(if poisson { "poisson" } else { "constant" }.to_string()))
+        }
+    };
+    let secs = r.elapsed.as_secs_f64();
+    let all = r.all_latency();
+    StageReport {
+        name: r.stage.name.clone(),
+        measured: r.stage.measured,
+        model: model.into(),
+        workers: r.stage.model.workers(),
+        rate_from,
+        rate_to,
+        arrival,
+        duration_s: secs,
+        scheduled: r.scheduled,
+        ops: r.issued(),
+        dropped: r.dropped,
+        achieved_ops_per_s: if secs > 0.0 { r.issued() as f64 / secs } else { 0.0 },
+        p99_us: if all.is_empty() { 0 } else { all.value_at_quantile(0.99) },
+    }
+}
+
+/// The load model in words, from the measured stages.
+fn load_model(load: &LoadResult) -> String {
+    let measured: Vec<&StageResult> = load.stages.iter().filter(|s| s.stage.measured).collect();
+    let parts: Vec<String> = measured
+        .iter()
+        .map(|s| match s.stage.model {
+            LoadModel::Closed { workers } => format!("closed loop, {workers} workers"),
+            LoadModel::Open { rate_from, rate_to, poisson, max_in_flight } => {
+                let arrival = if poisson { "poisson" } else { "constant" };
+                if rate_from == rate_to {
+                    format!("open loop, {rate_from} ops/s {arrival}, <= {max_in_flight} in flight")
+                } else {
+                    format!("open loop, {rate_from} -> {rate_to} ops/s {arrival}, <= {max_in_flight} in flight")
+                }
+            }
+        })
+        .collect();
+    let mut out: Vec<String> = Vec::new();
+    for p in parts {
+        if out.last() != Some(&p) {
+            out.push(p);
+        }
+    }
+    let warm = load.stages.iter().filter(|s| !s.stage.measured).map(|s| s.elapsed.as_secs_f64()).sum::<f64>();
+    let mut text = out.join("; then ");
+    if measured.len() > 1 {
+        text = format!("{} stages: {text}", measured.len());
+    }
+    if warm > 0.0 {
+        text += &format!(" (after {warm:.1} s warm-up)");
+    }
+    text
+}
+
+fn open_loop_report(load: &LoadResult) -> Option<OpenLoopReport> {
+    if !load.is_open_loop() {
+        return None;
+    }
+    let (scheduled, dropped, late, lag) = load.open_loop_totals();
+    let secs: f64 = load
+        .stages
+        .iter()
+        .filter(|s| s.stage.measured && matches!(s.stage.model, LoadModel::Open { .. }))
+        .map(|s| s.elapsed.as_secs_f64())
+        .sum();
+    let issued = scheduled.saturating_sub(dropped);
+    let achieved = if secs > 0.0 { issued as f64 / secs } else { 0.0 };
+    let target = load.target_rate();
+    Some(OpenLoopReport {
+        scheduled,
+        issued,
+        dropped,
+        late,
+        schedule_lag_us: latency(&lag),
+        target_ops_per_s: target,
+        achieved_ops_per_s: achieved,
+        achieved_over_target: if target > 0.0 { achieved / target } else { 0.0 },
+    })
+}
+
+/// A sampler point as the report shows it.
+pub fn series_point(s: &Sample) -> SeriesPoint {
+    SeriesPoint {
+        t_s: s.t_s,
+        dt_s: s.dt_s,
+        phase: s.phase.clone(),
+        ops: s.ops,
+        errors: s.errors,
+        ops_per_s: s.ops_per_s(),
+        scheduled: s.scheduled,
+        dropped: s.dropped,
+        p50_us: s.p50_us,
+        p99_us: s.p99_us,
+        max_us: s.max_us,
+        pending: s.pending,
+        drift: s.drift,
     }
 }
 
@@ -211,6 +414,8 @@ pub struct StrategyRun<'a> {
     pub faults: Vec<FaultEvent>,
     pub figures: Vec<(&'static str, f64)>,
     pub check: &'a CheckResult,
+    pub series: &'a [Sample],
+    pub hdr_log: Option<String>,
 }
 
 impl StrategyReport {
@@ -230,7 +435,8 @@ impl StrategyReport {
                     transitioned: s.transitioned,
                     retries: s.retries,
                     give_ups: s.give_ups,
-                    latency_us: latency(s),
+                    latency_us: latency(&s.latency_us),
+                    uncorrected_latency_us: latency(&s.service_us),
                 };
                 (k.name().to_string(), r)
             })
@@ -265,6 +471,11 @@ impl StrategyReport {
             anomalies: anomalies(&figures, c),
             thresholds: Vec::new(),
             figures,
+            load_model: load_model(load),
+            stages: load.stages.iter().map(stage_report).collect(),
+            open_loop: open_loop_report(load),
+            series: run.series.iter().map(series_point).collect(),
+            hdr_log: run.hdr_log,
             check: CheckReport {
                 users_checked: c.users_checked,
                 users_mismatched: c.users_mismatched,

@@ -1,34 +1,70 @@
-//! The closed-loop driver: N tokio workers, each with its own seeded op stream, issue
-//! operations back to back against one strategy until the op budget or the deadline.
-//! Errors are classified and counted; they never stop the run.
+//! The load driver: a run is a sequence of stages (warm-up first, not measured), each a
+//! closed loop (N workers issuing ops back to back) or an open loop (a paced schedule of
+//! intended start times, constant or Poisson, flat or ramping, served by at most N ops in
+//! flight). Open-loop latency is measured from the intended start (no coordinated
+//! omission); the service time from the actual start is kept too. Errors are classified
+//! and counted; they never stop the run.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use counterlab_core::{ErrorClass, OpError, OpKind, Outcome, Strategy};
 use futures_util::future::join_all;
+use hdrhistogram::Histogram;
 
-use crate::metrics::{OpStats, Tries};
+use crate::metrics::{OpStats, Tries, new_latency_histogram, record_us};
+use crate::monitor::Monitor;
 use crate::pool::IdPool;
 use crate::rng::Rng;
 use crate::workload::{Mix, OpGen, PlannedOp, Skew, UserPicker};
 
-/// When the load ends.
+/// When a stage ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stop {
-    /// Each worker stops issuing new ops once this much time has passed.
+    /// No new ops are started (closed loop) or scheduled (open loop) after this long.
     Duration(Duration),
-    /// A total op budget split evenly over workers (the first `total % n` take one more),
-    /// so each worker's sequence, and so the whole plan, depends only on the seed.
+    /// A total op budget. Closed loop: split evenly over workers (the first `total % n`
+    /// take one more), so each worker's sequence depends only on the seed. Open loop:
+    /// the schedule ends after this many intended starts.
     Ops(u64),
+}
+
+/// How ops arrive during a stage.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LoadModel {
+    /// `workers` tasks, each issuing its next op when the previous one completes.
+    Closed { workers: u32 },
+    /// Ops are scheduled at a rate going linearly from `rate_from` to `rate_to` ops/s
+    /// over the stage (equal: constant), evenly spaced or with exponential gaps
+    /// (`poisson`), and served by at most `max_in_flight` ops at once.
+    Open { rate_from: f64, rate_to: f64, poisson: bool, max_in_flight: u32 },
+}
+
+impl LoadModel {
+    pub fn workers(&self) -> u32 {
+        match *self {
+            LoadModel::Closed { workers } => workers,
+            LoadModel::Open { max_in_flight, .. } => max_in_flight,
+        }
+    }
+}
+
+/// One phase of the load.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stage {
+    pub name: String,
+    pub stop: Stop,
+    pub model: LoadModel,
+    /// False for warm-up: its ops change the data but are left out of every figure.
+    pub measured: bool,
 }
 
 #[derive(Clone, Debug)]
 pub struct DriverConfig {
     pub seed: u64,
-    pub n_workers: u32,
-    pub stop: Stop,
+    pub stages: Vec<Stage>,
     pub mix: Mix,
     pub skew: Skew,
     /// K for `mark_read_dup`.
@@ -38,6 +74,30 @@ pub struct DriverConfig {
     /// Set (by Ctrl-C) to stop issuing ops; ops in flight finish or time out.
     pub cancel: Arc<AtomicBool>,
     pub retry: RetryPolicy,
+    /// Open loop: an op no worker has started this long after its intended time is
+    /// dropped (counted, not run). Also bounds the schedule's queue.
+    pub max_wait: Duration,
+}
+
+impl DriverConfig {
+    /// A single measured closed-loop stage: the common case and the tests' shape.
+    pub fn closed_stage(workers: u32, stop: Stop) -> Vec<Stage> {
+        vec![Stage { name: "load".into(), stop, model: LoadModel::Closed { workers }, measured: true }]
+    }
+
+    /// The most ops in flight at once over all stages (sizes pools and histograms).
+    pub fn max_workers(&self) -> u32 {
+        self.stages.iter().map(|s| s.model.workers()).max().unwrap_or(1)
+    }
+
+    /// The largest latency a histogram must hold: a group of K calls, each retried, can
+    /// take K times every attempt's timeout and backoff, plus an open-loop queue wait.
+    pub fn max_latency_us(&self) -> u64 {
+        let per_attempt = self.op_timeout + self.retry.backoff_max;
+        (per_attempt.as_micros() as u64)
+            .saturating_mul(self.retry.max_attempts as u64 * (self.dup_k as u64 + 1))
+            .saturating_add(self.max_wait.as_micros() as u64)
+    }
 }
 
 /// How conflicts (serialization, deadlock, lock wait timeout, busy) are retried: the
@@ -59,17 +119,54 @@ impl RetryPolicy {
     }
 }
 
-/// Everything the load produced, merged over workers.
+/// What one stage produced, merged over workers.
+#[derive(Debug)]
+pub struct StageResult {
+    pub stage: Stage,
+    pub elapsed: Duration,
+    /// Open loop: intended starts the schedule produced; closed loop: ops issued.
+    pub scheduled: u64,
+    /// Open loop: scheduled ops dropped because no worker started them within `max_wait`.
+    pub dropped: u64,
+    /// Issued ops that started more than 1 ms after their intended time (open loop).
+    pub late: u64,
+    /// Indexed by `OpKind::index()`.
+    pub ops: Vec<OpStats>,
+    /// Open loop: intended start to actual start of each issued op.
+    pub lag_us: Histogram<u64>,
+}
+
+impl StageResult {
+    pub fn issued(&self) -> u64 {
+        self.ops.iter().map(|s| s.count).sum()
+    }
+
+    /// Latency (from the intended start) over every op kind.
+    pub fn all_latency(&self) -> Histogram<u64> {
+        let mut h = new_latency_histogram(1);
+        for s in &self.ops {
+            h.add(&s.latency_us).expect("auto-resizing histograms merge");
+        }
+        h
+    }
+}
+
+/// Everything the load produced. Totals cover the measured stages only.
 #[derive(Debug)]
 pub struct LoadResult {
     /// Indexed by `OpKind::index()`.
     pub ops: Vec<OpStats>,
+    /// Measured stages' time.
     pub elapsed: Duration,
     /// The first few distinct error messages, for the report.
     pub error_samples: Vec<String>,
+    /// Every stage run, warm-up included, in order.
+    pub stages: Vec<StageResult>,
 }
 
 pub const MAX_ERROR_SAMPLES: usize = 5;
+/// An op is late when it starts more than this after its intended time.
+pub const LATE_AFTER: Duration = Duration::from_millis(1);
 
 impl LoadResult {
     pub fn op(&self, kind: OpKind) -> &OpStats {
@@ -85,14 +182,63 @@ impl LoadResult {
         let secs = self.elapsed.as_secs_f64();
         if secs > 0.0 { self.total_ops() as f64 / secs } else { 0.0 }
     }
+
+    fn measured(&self) -> impl Iterator<Item = &StageResult> {
+        self.stages.iter().filter(|s| s.stage.measured)
+    }
+
+    pub fn is_open_loop(&self) -> bool {
+        self.measured().any(|s| matches!(s.stage.model, LoadModel::Open { .. }))
+    }
+
+    /// Over the measured open-loop stages: (scheduled, dropped, late, lag histogram).
+    pub fn open_loop_totals(&self) -> (u64, u64, u64, Histogram<u64>) {
+        let mut lag = new_latency_histogram(1);
+        let (mut scheduled, mut dropped, mut late) = (0, 0, 0);
+        for s in self.measured().filter(|s| matches!(s.stage.model, LoadModel::Open { .. })) {
+            scheduled += s.scheduled;
+            dropped += s.dropped;
+            late += s.late;
+            lag.add(&s.lag_us).expect("auto-resizing histograms merge");
+        }
+        (scheduled, dropped, late, lag)
+    }
+
+    /// Mean target rate over the measured open-loop stages (ops/s), weighted by time.
+    pub fn target_rate(&self) -> f64 {
+        let (mut ops, mut secs) = (0.0, 0.0);
+        for s in self.measured() {
+            if let (LoadModel::Open { rate_from, rate_to, .. }, Stop::Duration(d)) = (s.stage.model, s.stage.stop) {
+                ops += (rate_from + rate_to) / 2.0 * d.as_secs_f64();
+                secs += d.as_secs_f64();
+            }
+        }
+        if secs > 0.0 { ops / secs } else { 0.0 }
+    }
 }
 
+/// One worker's share of a stage.
 struct Worker {
     stats: Vec<OpStats>,
     error_samples: Vec<String>,
+    lag_us: Histogram<u64>,
+    late: u64,
+    dropped: u64,
+    issued_or_skipped: u64,
 }
 
 impl Worker {
+    fn new(max_us: u64) -> Worker {
+        Worker {
+            stats: OpKind::ALL.iter().map(|_| OpStats::new(max_us)).collect(),
+            error_samples: Vec::new(),
+            lag_us: new_latency_histogram(max_us),
+            late: 0,
+            dropped: 0,
+            issued_or_skipped: 0,
+        }
+    }
+
     fn note_error(&mut self, result: &Result<bool, OpError>) {
         if let Err(e) = result
             && self.error_samples.len() < MAX_ERROR_SAMPLES
@@ -213,81 +359,291 @@ async fn execute(
     })
 }
 
-async fn worker_loop(
+/// What a stage's workers share.
+struct Ctx {
     strategy: Arc<dyn Strategy>,
     pool: Arc<IdPool>,
     cfg: Arc<DriverConfig>,
-    mut ops: OpGen,
-    budget: Option<u64>,
-    deadline: Option<Instant>,
+    monitor: Arc<Monitor>,
     max_us: u64,
-) -> Worker {
-    let mut w = Worker { stats: OpKind::ALL.iter().map(|_| OpStats::new(max_us)).collect(), error_samples: Vec::new() };
-    let mut issued = 0u64;
+}
+
+impl Ctx {
+    /// Runs one op that was meant to start at `intended` and records it.
+    async fn run_op(&self, w: &mut Worker, op: PlannedOp, intended: Instant) {
+        let start = Instant::now();
+        let mut tries = Tries::default();
+        w.issued_or_skipped += 1;
+        match execute(self.strategy.as_ref(), &self.pool, op, &self.cfg, &mut tries).await {
+            None => w.stats[op.kind.index()].skipped += 1,
+            Some(result) => {
+                let end = Instant::now();
+                let us = |from: Instant| (end.saturating_duration_since(from).as_micros() as u64).min(self.max_us);
+                let (corrected, service) = (us(intended), us(start));
+                w.note_error(&result);
+                w.stats[op.kind.index()].record(corrected, service, &result, &tries);
+                self.monitor.record(op.kind, corrected, result.is_err());
+            }
+        }
+    }
+}
+
+async fn closed_worker(ctx: Arc<Ctx>, mut ops: OpGen, budget: Option<u64>, deadline: Option<Instant>) -> Worker {
+    let mut w = Worker::new(ctx.max_us);
     loop {
-        if budget.is_some_and(|b| issued >= b)
+        if budget.is_some_and(|b| w.issued_or_skipped >= b)
             || deadline.is_some_and(|d| Instant::now() >= d)
-            || cfg.cancel.load(Ordering::Relaxed)
+            || ctx.cfg.cancel.load(Ordering::Relaxed)
         {
             break;
         }
-        issued += 1;
         let op = ops.next_op();
-        let start = Instant::now();
-        let mut tries = Tries::default();
-        match execute(strategy.as_ref(), &pool, op, &cfg, &mut tries).await {
-            None => w.stats[op.kind.index()].skipped += 1,
-            Some(result) => {
-                let us = start.elapsed().as_micros() as u64;
-                w.note_error(&result);
-                w.stats[op.kind.index()].record(us, &result, &tries);
-            }
-        }
+        ctx.run_op(&mut w, op, Instant::now()).await;
     }
     w
 }
 
-/// Drives `strategy` with the configured closed-loop workload. The pool must describe
-/// the data the strategy's namespace was seeded with.
-pub async fn run_load(strategy: Arc<dyn Strategy>, pool: Arc<IdPool>, cfg: &DriverConfig) -> LoadResult {
-    assert!(cfg.n_workers > 0, "no workers");
-    assert!(cfg.dup_k > 0, "dup_k is 0");
-    let cfg = Arc::new(cfg.clone());
-    let users = Arc::new(UserPicker::new(pool.n_users(), cfg.skew));
-    // A group of K calls, each retried, can queue for K times every attempt's timeout and
-    // backoff in the worst case; the histogram range covers it so nothing saturates.
-    let per_attempt = cfg.op_timeout + cfg.retry.backoff_max;
-    let max_us =
-        (per_attempt.as_micros() as u64).saturating_mul(cfg.retry.max_attempts as u64 * (cfg.dup_k as u64 + 1));
-    let start = Instant::now();
-    let deadline = match cfg.stop {
-        Stop::Duration(d) => Some(start + d),
+/// The open loop's hand-off between the pacer thread and the workers: a bounded FIFO of
+/// (op, intended start) and a semaphore counting its items.
+struct Schedule {
+    items: Mutex<VecDeque<(PlannedOp, Instant)>>,
+    ready: tokio::sync::Semaphore,
+    bound: usize,
+}
+
+impl Schedule {
+    fn pop(&self) -> Option<(PlannedOp, Instant)> {
+        self.items.lock().expect("schedule lock").pop_front()
+    }
+}
+
+async fn open_worker(ctx: Arc<Ctx>, schedule: Arc<Schedule>) -> Worker {
+    let mut w = Worker::new(ctx.max_us);
+    let max_wait = ctx.cfg.max_wait;
+    loop {
+        if ctx.cfg.cancel.load(Ordering::Relaxed) {
+            break;
+        }
+        // Closed (the schedule ended): drain what is left, then stop.
+        let item = match schedule.ready.acquire().await {
+            Ok(permit) => {
+                permit.forget();
+                schedule.pop()
+            }
+            Err(_) => match schedule.pop() {
+                Some(item) => Some(item),
+                None => break,
+            },
+        };
+        let Some((op, intended)) = item else { continue };
+        let lag = Instant::now().saturating_duration_since(intended);
+        if lag > max_wait {
+            w.dropped += 1;
+            ctx.monitor.dropped(1);
+            continue;
+        }
+        record_us(&mut w.lag_us, (lag.as_micros() as u64).min(ctx.max_us));
+        if lag > LATE_AFTER {
+            w.late += 1;
+        }
+        ctx.run_op(&mut w, op, intended).await;
+    }
+    w
+}
+
+/// Sleeps until `t` on a plain thread: the OS sleep for most of the gap, then yields
+/// for the last stretch (a timer wheel's 1 ms ticks would be the schedule's error).
+fn sleep_until_precise(t: Instant) {
+    const SPIN: Duration = Duration::from_micros(80);
+    loop {
+        let now = Instant::now();
+        if now >= t {
+            return;
+        }
+        let left = t - now;
+        if left > SPIN {
+            std::thread::sleep(left - SPIN);
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// The pacer: produces the stage's intended start times and ops, on its own thread.
+/// Returns how many ops it scheduled and how many it dropped because the queue was full.
+#[allow(clippy::too_many_arguments)]
+fn pace(
+    schedule: &Schedule,
+    monitor: &Monitor,
+    cancel: &AtomicBool,
+    mut ops: OpGen,
+    mut gaps: Rng,
+    start: Instant,
+    stop: Stop,
+    (rate_from, rate_to, poisson): (f64, f64, bool),
+) -> (u64, u64) {
+    let (mut scheduled, mut dropped) = (0u64, 0u64);
+    let length = match stop {
+        Stop::Duration(d) => Some(d.as_secs_f64()),
         Stop::Ops(_) => None,
     };
-    let n = cfg.n_workers as u64;
-    let handles: Vec<_> = (0..n)
-        .map(|i| {
-            let budget = match cfg.stop {
-                Stop::Ops(total) => Some(total / n + u64::from(i < total % n)),
-                Stop::Duration(_) => None,
-            };
-            let ops = OpGen::new(cfg.seed, i, cfg.mix, users.clone());
-            tokio::spawn(worker_loop(strategy.clone(), pool.clone(), cfg.clone(), ops, budget, deadline, max_us))
-        })
-        .collect();
-    let mut ops: Vec<OpStats> = OpKind::ALL.iter().map(|_| OpStats::new(max_us)).collect();
-    let mut error_samples = Vec::new();
-    for h in handles {
-        // A worker panic is a bug in counterlab or a strategy, not a load result.
-        let w = h.await.expect("worker task panicked");
-        for (total, part) in ops.iter_mut().zip(&w.stats) {
-            total.merge(part);
+    let mut t = 0.0f64; // seconds from the stage's start
+    loop {
+        let rate = match length {
+            Some(len) if len > 0.0 => rate_from + (rate_to - rate_from) * (t / len).min(1.0),
+            _ => rate_from,
         }
+        .max(1e-3);
+        let gap = if poisson { -(1.0 - gaps.unit_f64()).ln() / rate } else { 1.0 / rate };
+        // The first op is due at t = 0; each later one a gap after the previous.
+        if scheduled > 0 {
+            t += gap;
+        }
+        let done = match stop {
+            Stop::Duration(_) => length.is_some_and(|len| t >= len),
+            Stop::Ops(n) => scheduled >= n,
+        };
+        if done || cancel.load(Ordering::Relaxed) {
+            break;
+        }
+        let intended = start + Duration::from_secs_f64(t);
+        sleep_until_precise(intended);
+        scheduled += 1;
+        monitor.scheduled(1);
+        let op = ops.next_op();
+        let mut q = schedule.items.lock().expect("schedule lock");
+        if q.len() >= schedule.bound {
+            drop(q);
+            dropped += 1;
+            monitor.dropped(1);
+        } else {
+            q.push_back((op, intended));
+            drop(q);
+            schedule.ready.add_permits(1);
+        }
+    }
+    (scheduled, dropped)
+}
+
+fn merge_workers(workers: Vec<Worker>, max_us: u64, error_samples: &mut Vec<String>) -> (Vec<OpStats>, Worker) {
+    let mut ops: Vec<OpStats> = OpKind::ALL.iter().map(|_| OpStats::new(max_us)).collect();
+    let mut total = Worker::new(max_us);
+    for w in workers {
+        for (t, part) in ops.iter_mut().zip(&w.stats) {
+            t.merge(part);
+        }
+        total.lag_us.add(&w.lag_us).expect("auto-resizing histograms merge");
+        total.late += w.late;
+        total.dropped += w.dropped;
+        total.issued_or_skipped += w.issued_or_skipped;
         for m in w.error_samples {
             if error_samples.len() < MAX_ERROR_SAMPLES && !error_samples.contains(&m) {
                 error_samples.push(m);
             }
         }
     }
-    LoadResult { ops, elapsed: start.elapsed(), error_samples }
+    (ops, total)
+}
+
+async fn run_stage(ctx: &Arc<Ctx>, idx: usize, stage: &Stage, error_samples: &mut Vec<String>) -> StageResult {
+    let cfg = &ctx.cfg;
+    let users = Arc::new(UserPicker::new(ctx.pool.n_users(), cfg.skew));
+    // Stage 0's worker streams are the seed's first streams, as before stages existed.
+    let stream = |i: u64| (idx as u64) << 20 | i;
+    let start = Instant::now();
+    let (workers, scheduled, queue_dropped) = match stage.model {
+        LoadModel::Closed { workers } => {
+            let n = workers as u64;
+            let deadline = match stage.stop {
+                Stop::Duration(d) => Some(start + d),
+                Stop::Ops(_) => None,
+            };
+            let handles: Vec<_> = (0..n)
+                .map(|i| {
+                    let budget = match stage.stop {
+                        Stop::Ops(total) => Some(total / n + u64::from(i < total % n)),
+                        Stop::Duration(_) => None,
+                    };
+                    let ops = OpGen::new(cfg.seed, stream(i), cfg.mix, users.clone());
+                    tokio::spawn(closed_worker(ctx.clone(), ops, budget, deadline))
+                })
+                .collect();
+            // A worker panic is a bug in counterlab or a strategy, not a load result.
+            let ws: Vec<Worker> = join_all(handles).await.into_iter().map(|r| r.expect("worker panicked")).collect();
+            let issued = ws.iter().map(|w| w.issued_or_skipped).sum();
+            (ws, issued, 0)
+        }
+        LoadModel::Open { rate_from, rate_to, poisson, max_in_flight } => {
+            let peak = rate_from.max(rate_to);
+            let bound = ((peak * cfg.max_wait.as_secs_f64()).ceil() as usize + max_in_flight as usize).min(1 << 20);
+            let schedule = Arc::new(Schedule {
+                items: Mutex::new(VecDeque::new()),
+                ready: tokio::sync::Semaphore::new(0),
+                bound: bound.max(1),
+            });
+            let handles: Vec<_> =
+                (0..max_in_flight).map(|_| tokio::spawn(open_worker(ctx.clone(), schedule.clone()))).collect();
+            let ops = OpGen::new(cfg.seed, stream(1 << 19), cfg.mix, users.clone());
+            let gaps = Rng::derive(cfg.seed, stream((1 << 19) + 1));
+            let (s, m, cancel, stop) = (schedule.clone(), ctx.monitor.clone(), cfg.cancel.clone(), stage.stop);
+            let pacer = std::thread::Builder::new()
+                .name("counterlab-pacer".into())
+                .spawn(move || {
+                    let r = pace(&s, &m, &cancel, ops, gaps, start, stop, (rate_from, rate_to, poisson));
+                    s.ready.close();
+                    r
+                })
+                .expect("spawn the pacer thread");
+            let (scheduled, queue_dropped) =
+                tokio::task::spawn_blocking(move || pacer.join().expect("pacer panicked")).await.expect("join pacer");
+            let ws: Vec<Worker> = join_all(handles).await.into_iter().map(|r| r.expect("worker panicked")).collect();
+            (ws, scheduled, queue_dropped)
+        }
+    };
+    let elapsed = start.elapsed();
+    let (ops, total) = merge_workers(workers, ctx.max_us, error_samples);
+    StageResult {
+        stage: stage.clone(),
+        elapsed,
+        scheduled,
+        dropped: total.dropped + queue_dropped,
+        late: total.late,
+        ops,
+        lag_us: total.lag_us,
+    }
+}
+
+/// Drives `strategy` through the configured stages. The pool must describe the data the
+/// strategy's namespace was seeded with; `monitor` receives every op for the time series.
+pub async fn run_load(
+    strategy: Arc<dyn Strategy>,
+    pool: Arc<IdPool>,
+    cfg: &DriverConfig,
+    monitor: Arc<Monitor>,
+) -> LoadResult {
+    assert!(!cfg.stages.is_empty(), "no stages");
+    assert!(cfg.stages.iter().all(|s| s.model.workers() > 0), "a stage without workers");
+    assert!(cfg.dup_k > 0, "dup_k is 0");
+    let max_us = cfg.max_latency_us();
+    let ctx = Arc::new(Ctx { strategy, pool, cfg: Arc::new(cfg.clone()), monitor: monitor.clone(), max_us });
+    let mut ops: Vec<OpStats> = OpKind::ALL.iter().map(|_| OpStats::new(max_us)).collect();
+    let mut error_samples = Vec::new();
+    let mut stages = Vec::new();
+    let mut elapsed = Duration::ZERO;
+    for (i, stage) in cfg.stages.iter().enumerate() {
+        if cfg.cancel.load(Ordering::Relaxed) {
+            break;
+        }
+        monitor.set_phase(&stage.name);
+        let mut samples = Vec::new();
+        let r = run_stage(&ctx, i, stage, if stage.measured { &mut error_samples } else { &mut samples }).await;
+        if stage.measured {
+            for (t, part) in ops.iter_mut().zip(&r.ops) {
+                t.merge(part);
+            }
+            elapsed += r.elapsed;
+        }
+        stages.push(r);
+    }
+    LoadResult { ops, elapsed, error_samples, stages }
 }

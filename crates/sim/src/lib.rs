@@ -1,15 +1,17 @@
 //! The simulator: a seeded workload generator, the pool of live notification ids the
-//! workload draws from, and the closed-loop tokio driver that times every operation.
+//! workload draws from, and the tokio driver (closed and open loop, in stages) that times every operation.
 //! No file I/O and no serde: the CLI turns results into reports.
 
 mod driver;
 mod metrics;
+mod monitor;
 mod pool;
 mod rng;
 mod workload;
 
-pub use driver::{DriverConfig, LoadResult, RetryPolicy, Stop, run_load};
+pub use driver::{DriverConfig, LATE_AFTER, LoadModel, LoadResult, RetryPolicy, Stage, StageResult, Stop, run_load};
 pub use metrics::{OpStats, Tries, new_latency_histogram};
+pub use monitor::{Monitor, Sample, Sampler, SamplerConfig, Series};
 pub use pool::IdPool;
 pub use rng::Rng;
 pub use workload::{Mix, OpGen, PlannedOp, Skew, UserPicker};

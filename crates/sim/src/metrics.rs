@@ -4,9 +4,19 @@
 use counterlab_core::{ErrorClass, OpError, Outcome};
 use hdrhistogram::Histogram;
 
-/// Microsecond histogram covering 1 us up to `max_us` at 3 significant digits.
+/// Microsecond histogram at 3 significant digits that grows as larger values arrive
+/// (callers clamp values to their bound), so idle workers cost little memory.
 pub fn new_latency_histogram(max_us: u64) -> Histogram<u64> {
-    Histogram::new_with_bounds(1, max_us.max(2), 3).expect("valid histogram bounds")
+    let mut h = Histogram::new_with_bounds(1, max_us.clamp(2, 1 << 20), 3).expect("valid histogram bounds");
+    h.auto(true);
+    h
+}
+
+/// Records `us` (at least 1), growing the histogram as needed; callers bound `us`.
+pub fn record_us(h: &mut Histogram<u64>, us: u64) {
+    if h.record(us.max(1)).is_err() {
+        h.saturating_record(us.max(1));
+    }
 }
 
 /// Retry accounting for one op (all K calls of a duplicate group together).
@@ -44,8 +54,11 @@ pub struct OpStats {
     pub retries: u64,
     /// Ops whose last allowed attempt still failed on a conflict.
     pub give_ups: u64,
-    /// Latency of every issued op, ok or not (skipped ops are not timed).
+    /// Latency of every issued op, ok or not (skipped ops are not timed), from its
+    /// intended start: the actual start in a closed loop, the schedule's in an open one.
     pub latency_us: Histogram<u64>,
+    /// From the actual start (service time); equals `latency_us` in a closed loop.
+    pub service_us: Histogram<u64>,
 }
 
 impl OpStats {
@@ -61,6 +74,7 @@ impl OpStats {
             retries: 0,
             give_ups: 0,
             latency_us: new_latency_histogram(max_us),
+            service_us: new_latency_histogram(max_us),
         }
     }
 
@@ -70,14 +84,15 @@ impl OpStats {
 
     /// Records one op: its latency, final result, and the retries it took. Every failed
     /// attempt (retried or final) is counted in `errors_by_class`.
-    pub(crate) fn record(&mut self, latency_us: u64, result: &Result<bool, OpError>, tries: &Tries) {
+    pub(crate) fn record(&mut self, latency_us: u64, service_us: u64, result: &Result<bool, OpError>, tries: &Tries) {
         self.count += 1;
         self.retries += tries.retries;
         self.give_ups += tries.gave_up as u64;
         for c in ErrorClass::ALL {
             self.errors_by_class[c.index()] += tries.retried_errors[c.index()];
         }
-        self.latency_us.saturating_record(latency_us.max(1));
+        record_us(&mut self.latency_us, latency_us);
+        record_us(&mut self.service_us, service_us);
         match result {
             Ok(changed) => {
                 self.ok += 1;
@@ -105,6 +120,7 @@ impl OpStats {
         for c in ErrorClass::ALL {
             self.errors_by_class[c.index()] += other.errors_by_class[c.index()];
         }
-        self.latency_us.add(&other.latency_us).expect("histograms share bounds");
+        self.latency_us.add(&other.latency_us).expect("auto-resizing histograms merge");
+        self.service_us.add(&other.service_us).expect("auto-resizing histograms merge");
     }
 }

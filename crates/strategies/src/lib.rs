@@ -5,6 +5,7 @@
 mod backend;
 mod db;
 mod error;
+mod pause;
 mod redis;
 mod sqlfile;
 mod strategies;
@@ -16,6 +17,7 @@ use counterlab_core::{Guarantee, Strategy, StrategyInfo};
 pub use backend::{DEFAULT_MYSQL_URL, DEFAULT_POSTGRES_URL, Namespace, PoolSpec, SeedSpec, Server};
 pub use db::{Db, Dialect, Isolation, classify};
 pub use error::{BackendError, redact_url};
+pub use pause::Pausable;
 pub use redis::{DEFAULT_REDIS_URL, RedisConfig, RedisServer, RedisSpace, RedisStrategy, classify_redis};
 
 use redis::RedisDesign;

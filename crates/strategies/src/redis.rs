@@ -1016,6 +1016,18 @@ impl Strategy for RedisStrategy {
         }
     }
 
+    /// Buffered designs: users with a pending delta plus claims not yet applied.
+    async fn pending(&self) -> Option<i64> {
+        let sh = &self.shared;
+        if !matches!(sh.design, RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable) {
+            return None;
+        }
+        let mut c = sh.space.conn();
+        let pending: u64 = c.zcard(sh.space.buf_key("pending")).await.ok()?;
+        let processing: u64 = c.hlen(sh.space.buf_key("processing")).await.ok()?;
+        Some((pending + processing) as i64)
+    }
+
     fn figures(&self) -> Vec<(&'static str, f64)> {
         let f = &self.shared.figures;
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;

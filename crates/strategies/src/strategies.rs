@@ -24,6 +24,7 @@ struct Stmts {
     delete_unread: &'static str,
     delete_any: &'static str,
     mark_all_rows: &'static str,
+    net_drift: &'static str,
 }
 
 impl Stmts {
@@ -42,6 +43,7 @@ impl Stmts {
             lock_unread: s("lock_unread"),
             set_read: s("set_read"),
             set_read_if_unread: s("set_read_if_unread"),
+            net_drift: s("net_drift"),
             delete_unread: s("delete_unread"),
             delete_any: s("delete_any"),
             mark_all_rows: s("mark_all_rows"),
@@ -87,6 +89,10 @@ impl SqlStrategy {
 impl Strategy for SqlStrategy {
     fn info(&self) -> StrategyInfo {
         self.info
+    }
+
+    async fn net_drift(&self) -> Option<i64> {
+        self.db.opt_i64(self.s.net_drift, &[]).await.ok().flatten()
     }
 
     async fn create(&self, user: UserId) -> Result<NotificationId, OpError> {

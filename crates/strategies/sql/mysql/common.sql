@@ -74,3 +74,7 @@ LEFT JOIN unread_counts c ON c.user_id = u.user_id
 LEFT JOIN (SELECT user_id, COUNT(*) AS truth
            FROM notifications WHERE NOT is_read GROUP BY user_id) t ON t.user_id = u.user_id
 ORDER BY u.user_id;
+
+-- Sampled during a run (issue 5's drift series): one number, two aggregates.
+-- name: net_drift  () -> sum of counters - unread rows
+SELECT CAST((SELECT COALESCE(SUM(unread), 0) FROM unread_counts) - (SELECT COUNT(*) FROM notifications WHERE NOT is_read) AS SIGNED);

@@ -1,0 +1,267 @@
+//! The run's time series: workers record each op into the current interval; a sampler
+//! task closes an interval about once a second, turning it into a point (ops/s, errors,
+//! drops, p50/p99/max, the strategy's pending amount and sampled drift) and into HDR
+//! interval-log lines (one tagged histogram per op kind), and reports it for a progress line.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use counterlab_core::{OpKind, Strategy};
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::V2DeflateSerializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+
+use crate::metrics::{new_latency_histogram, record_us};
+
+/// The interval being filled.
+struct Interval {
+    hist: Vec<Histogram<u64>>,
+    ops: u64,
+    errors: u64,
+    /// The phase the interval began in.
+    phase: String,
+}
+
+impl Interval {
+    fn new(phase: String) -> Interval {
+        Interval { hist: OpKind::ALL.iter().map(|_| new_latency_histogram(1)).collect(), ops: 0, errors: 0, phase }
+    }
+}
+
+/// Shared by the workers, the pacer and the sampler of one strategy run.
+pub struct Monitor {
+    current: Mutex<Interval>,
+    scheduled: AtomicU64,
+    dropped: AtomicU64,
+    phase: Mutex<String>,
+    /// A phase change closes the current interval at once, so no point mixes phases.
+    phase_changed: tokio::sync::Notify,
+}
+
+impl Default for Monitor {
+    fn default() -> Monitor {
+        Monitor {
+            current: Mutex::new(Interval::new(String::new())),
+            scheduled: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            phase: Mutex::new(String::new()),
+            phase_changed: tokio::sync::Notify::new(),
+        }
+    }
+}
+
+impl Monitor {
+    pub fn new() -> Arc<Monitor> {
+        Arc::new(Monitor::default())
+    }
+
+    /// One completed op, its latency from the intended start, and whether it failed.
+    pub fn record(&self, kind: OpKind, us: u64, error: bool) {
+        let mut c = self.current.lock().expect("monitor lock");
+        record_us(&mut c.hist[kind.index()], us);
+        c.ops += 1;
+        c.errors += error as u64;
+    }
+
+    pub fn scheduled(&self, n: u64) {
+        self.scheduled.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn dropped(&self, n: u64) {
+        self.dropped.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Names the phase the following points belong to (`warmup`, a stage, `settle`).
+    pub fn set_phase(&self, phase: &str) {
+        *self.phase.lock().expect("monitor lock") = phase.to_string();
+        self.phase_changed.notify_one();
+    }
+
+    /// Closes the current interval, returning it with the schedule counts since the last.
+    fn take(&self) -> (Interval, u64, u64) {
+        let phase = self.phase.lock().expect("monitor lock").clone();
+        let interval = std::mem::replace(&mut *self.current.lock().expect("monitor lock"), Interval::new(phase));
+        let scheduled = self.scheduled.swap(0, Ordering::Relaxed);
+        let dropped = self.dropped.swap(0, Ordering::Relaxed);
+        (interval, scheduled, dropped)
+    }
+}
+
+/// One closed interval.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// End of the interval, seconds from the sampler's start.
+    pub t_s: f64,
+    pub dt_s: f64,
+    pub phase: String,
+    pub ops: u64,
+    pub errors: u64,
+    pub scheduled: u64,
+    pub dropped: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+    pub pending: Option<i64>,
+    pub drift: Option<i64>,
+}
+
+impl Sample {
+    /// Folds a later, short interval of the same phase into this one (percentiles become
+    /// the larger of the two: an upper bound).
+    fn merge(&mut self, later: &Sample) {
+        self.t_s = later.t_s;
+        self.dt_s += later.dt_s;
+        self.ops += later.ops;
+        self.errors += later.errors;
+        self.scheduled += later.scheduled;
+        self.dropped += later.dropped;
+        self.p50_us = self.p50_us.max(later.p50_us);
+        self.p99_us = self.p99_us.max(later.p99_us);
+        self.max_us = self.max_us.max(later.max_us);
+        self.pending = later.pending.or(self.pending);
+        self.drift = later.drift.or(self.drift);
+    }
+
+    pub fn ops_per_s(&self) -> f64 {
+        if self.dt_s > 0.0 { self.ops as f64 / self.dt_s } else { 0.0 }
+    }
+}
+
+/// What the sampler collected.
+#[derive(Debug, Default)]
+pub struct Series {
+    pub samples: Vec<Sample>,
+    /// The HDR interval log (format 1.3; tags are op kinds; values in microseconds).
+    pub hdr_log: String,
+}
+
+/// How the sampler behaves.
+pub struct SamplerConfig {
+    pub interval: Duration,
+    /// Ask the strategy for its net drift each interval (a SQL aggregate: not free).
+    pub sample_drift: bool,
+    /// Written into the log's header comment (strategy, backend, seed...).
+    pub label: String,
+}
+
+/// A running sampler; `finish` closes the last (partial) interval and returns the series.
+pub struct Sampler {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Series>,
+}
+
+/// Bound on a sample's questions to the strategy (pending, drift).
+const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+
+impl Sampler {
+    /// Starts sampling now. `on_sample` sees each point as it closes (a progress line).
+    pub fn start(
+        monitor: Arc<Monitor>,
+        strategy: Arc<dyn Strategy>,
+        cfg: SamplerConfig,
+        mut on_sample: Box<dyn FnMut(&Sample) + Send>,
+    ) -> Sampler {
+        let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let start = Instant::now();
+            let wall = SystemTime::now();
+            let mut buf: Vec<u8> = Vec::new();
+            let mut ser = V2DeflateSerializer::new();
+            let mut samples: Vec<Sample> = Vec::new();
+            {
+                let mut log = IntervalLogWriterBuilder::new()
+                    .add_comment(&format!("counterlab: {}", cfg.label))
+                    .add_comment("[Histogram log format version 1.3]")
+                    .add_comment("values are microseconds from each op's intended start; tags are op kinds")
+                    .with_start_time(wall)
+                    .with_base_time(wall)
+                    .begin_log_with(&mut buf, &mut ser)
+                    .expect("writing to memory");
+                log.write_comment(
+                    "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"",
+                )
+                .expect("writing to memory");
+                let mut tick = tokio::time::interval_at((start + cfg.interval).into(), cfg.interval);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                let mut last = start;
+                loop {
+                    let last_one = tokio::select! {
+                        _ = tick.tick() => false,
+                        _ = monitor.phase_changed.notified() => {
+                            tick.reset();
+                            false
+                        }
+                        _ = &mut rx => true,
+                    };
+                    let now = Instant::now();
+                    let (interval, scheduled, dropped) = monitor.take();
+                    let phase = interval.phase.clone();
+                    if interval.ops == 0 && scheduled == 0 && now.duration_since(last) < cfg.interval / 10 {
+                        // A phase change right at the start (or twice in a row): no point.
+                        last = now;
+                        if last_one {
+                            break;
+                        }
+                        continue;
+                    }
+                    let mut all = new_latency_histogram(1);
+                    for (kind, h) in OpKind::ALL.iter().zip(&interval.hist) {
+                        if h.is_empty() {
+                            continue;
+                        }
+                        all.add(h).expect("auto-resizing histograms merge");
+                        let begin = last.duration_since(start);
+                        log.write_histogram(h, begin, now - last, Tag::new(kind.name())).expect("writing to memory");
+                    }
+                    let pending = tokio::time::timeout(PROBE_TIMEOUT, strategy.pending()).await.ok().flatten();
+                    let drift = if cfg.sample_drift {
+                        tokio::time::timeout(PROBE_TIMEOUT, strategy.net_drift()).await.ok().flatten()
+                    } else {
+                        None
+                    };
+                    let q = |q: f64| if all.is_empty() { 0 } else { all.value_at_quantile(q) };
+                    let sample = Sample {
+                        t_s: now.duration_since(start).as_secs_f64(),
+                        dt_s: now.duration_since(last).as_secs_f64(),
+                        phase,
+                        ops: interval.ops,
+                        errors: interval.errors,
+                        scheduled,
+                        dropped,
+                        p50_us: q(0.5),
+                        p99_us: q(0.99),
+                        max_us: if all.is_empty() { 0 } else { all.max() },
+                        pending,
+                        drift,
+                    };
+                    // A sliver left by a phase change joins the point before it, so
+                    // rates are not computed over a few milliseconds.
+                    match samples.last_mut() {
+                        Some(prev) if sample.dt_s < cfg.interval.as_secs_f64() / 10.0 && prev.phase == sample.phase => {
+                            prev.merge(&sample)
+                        }
+                        _ => {
+                            on_sample(&sample);
+                            samples.push(sample);
+                        }
+                    }
+                    last = now;
+                    if last_one {
+                        break;
+                    }
+                }
+            }
+            Series { samples, hdr_log: String::from_utf8(buf).expect("the log is ASCII") }
+        });
+        Sampler { stop: Some(tx), task }
+    }
+
+    pub async fn finish(mut self) -> Series {
+        if let Some(tx) = self.stop.take() {
+            tx.send(()).ok();
+        }
+        self.task.await.expect("sampler panicked")
+    }
+}
