@@ -16,7 +16,7 @@ use clap::{Parser, Subcommand};
 use counterlab::run::{RunOptions, run_plan};
 use counterlab::scenario::{self, Overrides};
 use counterlab::{CATALOG, clock};
-use counterlab_report::{render_json, render_markdown, render_terminal};
+use counterlab_report::{render_html, render_json, render_markdown, render_terminal};
 use counterlab_strategies::BackendError;
 
 #[derive(Parser)]
@@ -36,6 +36,64 @@ enum Command {
     Run(Box<RunArgs>),
     /// List the strategies and their declared guarantees.
     List,
+    /// Compare two runs' report.json: throughput and latency changes, verdict changes.
+    /// Exit 1 when a verdict stopped matching its guarantee or, with --fail-if-slower, on
+    /// a slowdown beyond the limit.
+    Compare(CompareArgs),
+}
+
+#[derive(clap::Args)]
+struct CompareArgs {
+    /// The baseline report.json.
+    a: PathBuf,
+    /// The report.json to judge against it.
+    b: PathBuf,
+    /// Fail (exit 1) when a strategy's throughput drops, or an op's p99 rises, by more than PCT percent.
+    #[arg(long = "fail-if-slower", value_name = "PCT")]
+    fail_if_slower: Option<f64>,
+}
+
+fn read_report(path: &std::path::Path) -> anyhow::Result<counterlab_report::Report> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+    let version = v.get("report_schema_version").and_then(|v| v.as_u64());
+    match version {
+        None => anyhow::bail!("{}: not a counterlab report (no report_schema_version)", path.display()),
+        Some(n) if n > counterlab_report::REPORT_SCHEMA_VERSION as u64 => anyhow::bail!(
+            "{}: report schema version {n} is newer than this counterlab understands ({})",
+            path.display(),
+            counterlab_report::REPORT_SCHEMA_VERSION
+        ),
+        Some(_) => {}
+    }
+    serde_json::from_value(v).map_err(|e| anyhow::anyhow!("{}: not a counterlab report: {e}", path.display()))
+}
+
+fn compare_cmd(args: CompareArgs) -> ExitCode {
+    if let Some(p) = args.fail_if_slower.filter(|p| !(p.is_finite() && *p >= 0.0)) {
+        eprintln!("error: --fail-if-slower must be a percentage >= 0, got {p}");
+        return ExitCode::from(2);
+    }
+    let (a, b) = match (read_report(&args.a), read_report(&args.b)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let c = counterlab_report::compare(
+        &a,
+        &args.a.display().to_string(),
+        &b,
+        &args.b.display().to_string(),
+        args.fail_if_slower,
+    );
+    print!("{}", counterlab_report::render_comparison(&c));
+    if c.rows.is_empty() {
+        eprintln!("error: the two reports have no strategy x backend x isolation in common");
+        return ExitCode::from(2);
+    }
+    if c.regressions.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
 #[derive(clap::Args)]
@@ -79,7 +137,7 @@ struct RunArgs {
     /// scenario's load (give --duration-s when the scenario has stages).
     #[arg(long, value_name = "OPS_PER_S")]
     rate: Option<f64>,
-    /// Output folder for report.json and report.md [default: reports/runs/<time>-<scenario>/].
+    /// Output folder for report.json, report.md, report.html and hdr/*.hlog [default: reports/runs/<time>-<scenario>/].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Keep each strategy's schema after the run (the report names it).
@@ -199,6 +257,7 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
         std::fs::write(out.join("report.json"), render_json(&report)).context("cannot write report.json")?;
         std::fs::write(out.join("report.md"), render_markdown(&report)).context("cannot write report.md")?;
+        std::fs::write(out.join("report.html"), render_html(&report)).context("cannot write report.html")?;
         for (name, log) in &report.hdr_logs {
             let path = out.join(name);
             if let Some(dir) = path.parent() {
@@ -238,6 +297,7 @@ fn main() -> ExitCode {
             list();
             ExitCode::SUCCESS
         }
+        Command::Compare(args) => compare_cmd(args),
         Command::Run(args) => {
             let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(rt) => rt,

@@ -25,6 +25,11 @@ mod scenarios;
 /// The binary: exit codes, redacted URLs, report files, and namespace hygiene.
 mod cli;
 
+/// The HTML report, rendered by headless Chromium.
 mod html;
+
+/// Open loop: coordinated omission, rate tracking, HDR logs, `compare`.
+mod openloop;
+
 /// Repository hygiene: doc lines on every file.
 mod tidy;

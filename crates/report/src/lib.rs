@@ -2,6 +2,7 @@
 //! results), built from simulator and checker output, rendered as JSON, Markdown and a
 //! terminal table. Rendering returns strings; the CLI alone writes files.
 
+mod compare;
 mod html;
 mod render;
 mod thresholds;
@@ -13,6 +14,7 @@ use counterlab_sim::{LoadModel, LoadResult, Sample, StageResult};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub use compare::{Comparison, MIN_OPS_FOR_P99, compare, render_comparison};
 pub use html::render_html;
 pub use render::{render_markdown, render_terminal};
 pub use thresholds::{METRICS, Threshold, ThresholdResult, evaluate};
@@ -35,13 +37,16 @@ pub struct Report {
     pub servers: Vec<ServerInfo>,
     pub strategies: Vec<StrategyReport>,
     /// Combinations the plan asked for that were not run, with the reason.
+    #[serde(default)]
     pub skipped: Vec<Skipped>,
     /// True when every strategy's verdict matches its declared guarantee.
     pub all_guarantees_held: bool,
     /// Thresholds breached over all strategies (any makes the exit code 1).
+    #[serde(default)]
     pub thresholds_breached: u64,
     /// Ctrl-C stopped the run early: the strategies listed were checked and torn down,
     /// later ones did not run.
+    #[serde(default)]
     pub interrupted: bool,
     /// The command that replays this run.
     pub replay_command: String,
@@ -66,7 +71,9 @@ pub struct Skipped {
     pub reason: String,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// Fields missing from older reports (schema 1) read as their defaults.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct StrategyReport {
     pub strategy: String,
     pub backend: String,
@@ -104,14 +111,19 @@ pub struct StrategyReport {
     pub thresholds: Vec<ThresholdResult>,
     pub check: CheckReport,
     /// The load model in words (`closed loop, 8 workers` / `open loop, 200 -> 2000 ops/s`).
+    #[serde(default)]
     pub load_model: String,
     /// Each phase of the load in order: warm-up (not measured) then the measured stages.
+    #[serde(default)]
     pub stages: Vec<StageReport>,
     /// Present when any stage was open loop: schedule adherence over the measured stages.
+    #[serde(default)]
     pub open_loop: Option<OpenLoopReport>,
     /// One point per sampling interval (about 1 s) from the load's start through settle.
+    #[serde(default)]
     pub series: Vec<SeriesPoint>,
     /// File (beside report.json) holding this strategy's HDR interval log, if written.
+    #[serde(default)]
     pub hdr_log: Option<String>,
 }
 
@@ -184,7 +196,9 @@ pub struct SeriesPoint {
     pub drift: Option<i64>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// Fields missing from older reports (schema 1) read as their defaults.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Anomaly {
     pub name: String,
     pub count: u64,
@@ -209,7 +223,9 @@ fn anomalies(figures: &BTreeMap<String, f64>, check: &CheckResult) -> Vec<Anomal
     out
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// Fields missing from older reports (schema 1) read as their defaults.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct FaultEvent {
     pub kind: String,
     /// Planned offset from the start of the load.
@@ -217,11 +233,14 @@ pub struct FaultEvent {
     /// Measured offset when it fired; None when the load ended first.
     pub fired_at_ms: Option<u64>,
     /// How long the fault lasts (a pause); None for instant faults.
+    #[serde(default)]
     pub duration_ms: Option<u64>,
     pub outcome: String,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// Fields missing from older reports (schema 1) read as their defaults.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct OpReport {
     pub count: u64,
     pub ok: u64,
@@ -236,10 +255,11 @@ pub struct OpReport {
     /// coincide): the honest latency, free of coordinated omission.
     pub latency_us: Latency,
     /// From the moment a worker actually started the op (service time).
+    #[serde(default)]
     pub uncorrected_latency_us: Latency,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Latency {
     pub p50: u64,
     pub p90: u64,
@@ -249,10 +269,13 @@ pub struct Latency {
     pub mean: f64,
     /// The percentile curve: `[quantile, us]` at 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99,
     /// 0.995, 0.999, 0.9995, 0.9999 and 1.0 (the max); empty when nothing was recorded.
+    #[serde(default)]
     pub curve: Vec<[f64; 2]>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// Fields missing from older reports (schema 1) read as their defaults.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct CheckReport {
     pub users_checked: u64,
     pub users_mismatched: u64,
@@ -267,7 +290,9 @@ pub struct CheckReport {
     pub matches_guarantee: bool,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// Fields missing from older reports (schema 1) read as their defaults.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct WorstUser {
     pub user: i64,
     /// None when the user had no counter at all.

@@ -75,8 +75,13 @@ impl Monitor {
 
     /// Names the phase the following points belong to (`warmup`, a stage, `settle`).
     pub fn set_phase(&self, phase: &str) {
-        *self.phase.lock().expect("monitor lock") = phase.to_string();
-        self.phase_changed.notify_one();
+        let first = std::mem::replace(&mut *self.phase.lock().expect("monitor lock"), phase.to_string()).is_empty();
+        if first {
+            // The first phase names the interval already open; nothing to close.
+            self.current.lock().expect("monitor lock").phase = phase.to_string();
+        } else {
+            self.phase_changed.notify_one();
+        }
     }
 
     /// Closes the current interval, returning it with the schedule counts since the last.
@@ -236,10 +241,11 @@ impl Sampler {
                         pending,
                         drift,
                     };
-                    // A sliver left by a phase change joins the point before it, so
+                    // A sliver (under half an interval) left by a phase change or a stage's drain
+                    // joins the point before it, so
                     // rates are not computed over a few milliseconds.
                     match samples.last_mut() {
-                        Some(prev) if sample.dt_s < cfg.interval.as_secs_f64() / 10.0 && prev.phase == sample.phase => {
+                        Some(prev) if sample.dt_s < cfg.interval.as_secs_f64() / 2.0 && prev.phase == sample.phase => {
                             prev.merge(&sample)
                         }
                         _ => {

@@ -1,0 +1,176 @@
+//! Open loop on the real PostgreSQL: a stall shows in latency measured from the intended
+//! start and not in service time, with drops and late ops counted; the achieved rate
+//! tracks the target below saturation (judged on the recorded series); the HDR interval
+//! log holds exactly the ops the report counts; `compare` flags a planted regression.
+
+use std::process::Command;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use counterlab::scenario::{Overrides, parse};
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+
+use crate::util;
+
+const BASE: &str = "strategies = [\"conditional-update\"]\nbackends = [\"postgres\"]\n\
+    [data]\nusers = 300\nnotifications_per_user = 20\n";
+
+fn plan(extra: &str) -> counterlab::scenario::RunPlan {
+    let src = format!("{BASE}{extra}");
+    parse("openloop.toml", &src, "openloop", &Overrides::default(), &util::known(), 11)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stall_shows_from_the_intended_start_and_not_in_service_time() {
+    // 500 ops/s for 4 s with at most 4 in flight; every op stalls 400 ms at 1.5 s. About
+    // 200 ops are scheduled during the stall: those waiting past max_wait (250 ms) are
+    // dropped, the rest start late. Only the (at most 4) ops that entered the stall have
+    // a long service time: well under 1% of the ~1500 mark_reads.
+    let p = plan(
+        "[workload]\nworkers = 4\nrate = 500\nduration_s = 4\nmax_wait_ms = 250\n\
+         [workload.mix]\nmark_read = 3\ncreate = 1\n\
+         [[faults]]\nkind = \"pause\"\nat_ms = 1500\nduration_ms = 400\n",
+    );
+    let report = util::run_kept(&p, None).await;
+    let s = &report.strategies[0];
+    let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, None).await;
+    assert!(stored.iter().all(|(_, c, t)| c == t), "conditional-update drifted under a stall");
+    assert_eq!(s.faults[0].fired_at_ms.map(|t| t >= 1500), Some(true), "{:?}", s.faults);
+    let mr = &s.ops["mark_read"];
+    assert!(mr.count > 1000, "{mr:?}");
+    assert!(mr.latency_us.p99 >= 100_000, "corrected p99 {} us does not show the 400 ms stall", mr.latency_us.p99);
+    assert!(
+        mr.uncorrected_latency_us.p99 < 50_000,
+        "uncorrected p99 {} us took the stall: the ops that waited were not started yet",
+        mr.uncorrected_latency_us.p99
+    );
+    assert!(mr.uncorrected_latency_us.max >= 300_000, "an op that entered the stall: {mr:?}");
+    let ol = s.open_loop.as_ref().expect("open-loop figures");
+    assert!(ol.dropped > 0 && ol.late > 0, "{ol:?}");
+    assert_eq!(ol.scheduled, ol.issued + ol.dropped, "{ol:?}");
+    assert_eq!(ol.issued, s.ops_total + s.ops.values().map(|o| o.skipped).sum::<u64>());
+    // The series carries the drops, and the point covering the stall its p99.
+    assert_eq!(s.series.iter().map(|p| p.dropped).sum::<u64>(), ol.dropped);
+    assert!(s.series.iter().any(|p| p.p99_us >= 100_000), "{:?}", s.series);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_achieved_rate_tracks_the_target_below_saturation() {
+    // 300 ops/s is a tenth of what conditional-update sustains here.
+    let p = plan(
+        "[workload]\nworkers = 8\nwarmup_s = 1\narrival = \"poisson\"\n\
+         [[workload.stages]]\nname = \"flat\"\nduration_s = 3\nrate = 300\n\
+         [[workload.stages]]\nname = \"up\"\nduration_s = 3\nrate = 300\ntarget = 600\n\
+         [workload.mix]\nmark_read = 1\nread_count = 1\n",
+    );
+    let report = util::run_kept(&p, None).await;
+    let s = &report.strategies[0];
+    util::stored_drift_and_drop(&s.backend, &s.namespace, None).await;
+    let names: Vec<&str> = s.stages.iter().map(|st| st.name.as_str()).collect();
+    assert_eq!(names, ["warmup", "flat", "up"]);
+    assert!(!s.stages[0].measured && s.stages[1].measured);
+    for (stage, target) in [("flat", 300.0), ("up", 450.0)] {
+        let points: Vec<_> = s.series.iter().filter(|p| p.phase == stage).collect();
+        let ops: u64 = points.iter().map(|p| p.ops).sum();
+        let secs: f64 = points.iter().map(|p| p.dt_s).sum();
+        assert!(secs > 2.5, "{stage}: {points:?}");
+        let rate = ops as f64 / secs;
+        // Poisson arrivals over ~3 s vary by about 1/sqrt(900..1350) = 3%: the bound is
+        // the schedule's own noise plus a margin, not the driver's.
+        assert!((rate / target - 1.0).abs() < 0.10, "{stage}: achieved {rate:.1} ops/s vs {target}");
+        assert_eq!(points.iter().map(|p| p.dropped).sum::<u64>(), 0, "{stage}");
+    }
+    let ol = s.open_loop.as_ref().unwrap();
+    // Scheduled vs issued over the whole measured load: what the driver itself controls.
+    assert_eq!(ol.dropped, 0, "{ol:?}");
+    let issued_over_scheduled = ol.issued as f64 / ol.scheduled as f64;
+    assert!(issued_over_scheduled > 0.98, "{ol:?}");
+    assert!(ol.schedule_lag_us.p50 < 5_000, "median schedule lag {} us", ol.schedule_lag_us.p50);
+}
+
+/// Sums every histogram of an interval log, by tag.
+fn read_log(text: &str) -> std::collections::BTreeMap<String, Histogram<u64>> {
+    let mut d = Deserializer::new();
+    let mut out = std::collections::BTreeMap::new();
+    for entry in IntervalLogIterator::new(text.as_bytes()) {
+        if let LogEntry::Interval(h) = entry.expect("well-formed log line") {
+            let bytes = STANDARD.decode(h.encoded_histogram()).expect("base64");
+            let hist: Histogram<u64> = d.deserialize(&mut &bytes[..]).expect("a V2 histogram");
+            let tag = h.tag().map(|t| t.as_str().to_string()).unwrap_or_default();
+            out.entry(tag).or_insert_with(|| Histogram::new(3).unwrap()).add(&hist).unwrap();
+        }
+    }
+    out
+}
+
+#[test]
+fn the_hdr_log_holds_exactly_the_ops_of_the_report_and_compare_flags_a_regression() {
+    let dir = crate::cli::tempdir("hdr");
+    let f = dir.join("small.toml");
+    std::fs::write(
+        &f,
+        format!(
+            "{BASE}[workload]\nworkers = 4\nrate = 400\nduration_s = 2\n\
+             [workload.mix]\nmark_read = 2\ncreate = 1\nread_count = 1\n"
+        ),
+    )
+    .unwrap();
+    let a = dir.join("a");
+    let o = Command::new(env!("CARGO_BIN_EXE_counterlab"))
+        .args(["run", f.to_str().unwrap(), "--quiet", "--out", a.to_str().unwrap()])
+        .env("COUNTERLAB_POSTGRES_URL", util::pg_url())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(a.join("report.json")).unwrap()).unwrap();
+    let s = &json["strategies"][0];
+    let log = std::fs::read_to_string(a.join(s["hdr_log"].as_str().unwrap())).unwrap();
+    assert!(log.contains("#[Histogram log format version 1.3]") && log.contains("#[BaseTime: "), "{log}");
+    let by_tag = read_log(&log);
+    for (op, o) in s["ops"].as_object().unwrap() {
+        let count = o["count"].as_u64().unwrap();
+        // The log has every measured op (and no warm-up here), each exactly once.
+        assert_eq!(by_tag.get(op).map_or(0, |h| h.len()), count, "{op}");
+        if count > 0 {
+            let max = by_tag[op].max();
+            let reported = o["latency_us"]["max"].as_u64().unwrap();
+            assert!(by_tag[op].equivalent(max, reported), "{op}: log max {max} vs report {reported}");
+        }
+    }
+
+    // Plant a regression: B is A with half the throughput and a 10x slower p99.
+    let mut b: serde_json::Value = json.clone();
+    let sb = &mut b["strategies"][0];
+    let tput = sb["throughput_ops_per_s"].as_f64().unwrap();
+    sb["throughput_ops_per_s"] = serde_json::json!(tput / 2.0);
+    let p99 = sb["ops"]["mark_read"]["latency_us"]["p99"].as_u64().unwrap();
+    sb["ops"]["mark_read"]["latency_us"]["p99"] = serde_json::json!(p99 * 10);
+    let b_path = dir.join("b.json");
+    std::fs::write(&b_path, serde_json::to_string(&b).unwrap()).unwrap();
+    let a_path = a.join("report.json");
+    let cmp = |x: &std::path::Path, y: &std::path::Path, extra: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_counterlab"))
+            .args(["compare", x.to_str().unwrap(), y.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let (code, out) = cmp(&a_path, &a_path, &["--fail-if-slower", "1"]);
+    assert_eq!((code, out.contains("no regression")), (Some(0), true), "{out}");
+    let (code, out) = cmp(&a_path, &b_path, &["--fail-if-slower", "20"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("conditional-update on postgres at read-committed: throughput"), "{out}");
+    assert!(out.contains("-50.0%"), "{out}");
+    assert!(out.contains("mark_read: p99"), "{out}");
+    // Without a limit a slowdown is shown but not fatal.
+    assert_eq!(cmp(&a_path, &b_path, &[]).0, Some(0));
+    // Not a report: exit 2 with the file named.
+    let (code, _) = cmp(&f, &a_path, &[]);
+    assert_eq!(code, Some(2));
+    std::fs::remove_dir_all(&dir).ok();
+}
