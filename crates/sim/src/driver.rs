@@ -647,3 +647,87 @@ pub async fn run_load(
     }
     LoadResult { ops, elapsed, error_samples, stages }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_trait::async_trait;
+    use counterlab_core::{Guarantee, NotificationId, StrategyInfo, UserId};
+    use std::sync::atomic::AtomicI64;
+
+    /// Answers at once: only the driver is under test.
+    struct Instant0(AtomicI64);
+
+    #[async_trait]
+    impl Strategy for Instant0 {
+        fn info(&self) -> StrategyInfo {
+            StrategyInfo { name: "instant", guarantee: Guarantee::None, summary: "" }
+        }
+        async fn create(&self, _: UserId) -> Result<NotificationId, OpError> {
+            Ok(1_000_000 + self.0.fetch_add(1, Ordering::Relaxed))
+        }
+        async fn mark_read(&self, _: UserId, _: NotificationId) -> Result<bool, OpError> {
+            Ok(true)
+        }
+        async fn delete(&self, _: UserId, _: NotificationId) -> Result<bool, OpError> {
+            Ok(true)
+        }
+        async fn mark_all_read(&self, _: UserId) -> Result<u64, OpError> {
+            Ok(0)
+        }
+        async fn read_count(&self, _: UserId) -> Result<i64, OpError> {
+            Ok(0)
+        }
+    }
+
+    fn open(seed: u64, from: f64, to: f64, poisson: bool, secs: f64) -> DriverConfig {
+        DriverConfig {
+            seed,
+            stages: vec![Stage {
+                name: "s".into(),
+                stop: Stop::Duration(Duration::from_secs_f64(secs)),
+                model: LoadModel::Open { rate_from: from, rate_to: to, poisson, max_in_flight: 4 },
+                measured: true,
+            }],
+            mix: Mix { weights: [1, 1, 0, 0, 0, 1] },
+            skew: Skew::Uniform,
+            dup_k: 1,
+            op_timeout: Duration::from_secs(5),
+            cancel: Default::default(),
+            retry: RetryPolicy { max_attempts: 1, backoff_base: Duration::ZERO, backoff_max: Duration::ZERO },
+            max_wait: Duration::from_secs(1),
+        }
+    }
+
+    async fn scheduled(cfg: &DriverConfig) -> (u64, u64, u64) {
+        let s: Arc<dyn Strategy> = Arc::new(Instant0(AtomicI64::new(0)));
+        let load = run_load(s, Arc::new(IdPool::seeded(100, 5, 0)), cfg, Monitor::new()).await;
+        let (scheduled, dropped, _, _) = load.open_loop_totals();
+        (scheduled, dropped, load.total_ops() + load.ops.iter().map(|o| o.skipped).sum::<u64>())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_constant_schedule_has_rate_times_duration_ops_all_issued() {
+        let (n, dropped, issued) = scheduled(&open(1, 2000.0, 2000.0, false, 0.5)).await;
+        assert_eq!((n, dropped, issued), (1000, 0, 1000));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_ramp_schedules_its_mean_rate() {
+        // 1000 -> 3000 ops/s over 0.5 s: the integral is 1000 ops.
+        let (n, _, _) = scheduled(&open(1, 1000.0, 3000.0, false, 0.5)).await;
+        assert!((995..=1005).contains(&n), "{n}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn poisson_arrivals_replay_from_the_seed() {
+        let a = scheduled(&open(7, 2000.0, 2000.0, true, 0.5)).await.0;
+        let b = scheduled(&open(7, 2000.0, 2000.0, true, 0.5)).await.0;
+        let c = scheduled(&open(8, 2000.0, 2000.0, true, 0.5)).await.0;
+        assert_eq!(a, b, "same seed, same schedule");
+        // 1000 expected, standard deviation about 32.
+        for n in [a, c] {
+            assert!((850..=1150).contains(&n), "{n}");
+        }
+    }
+}

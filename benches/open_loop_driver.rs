@@ -1,0 +1,107 @@
+//! The open-loop driver's own cost: a strategy that does nothing (each op only yields
+//! once to the runtime) driven at fixed rates, so what is measured is the pacer, the
+//! hand-off to workers and the recording. Prints, per rate, the schedule lag (intended to
+//! actual start), achieved/target, and the process CPU time per second of load, scaled
+//! to 10k ops/s (from /proc/self/stat, Linux only).
+//!
+//!     cargo bench --bench open_loop_driver -- SECONDS RATE...
+//!
+//! Run without arguments (as `cargo bench` does) it does a short smoke run.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use counterlab_core::{Guarantee, NotificationId, OpError, Strategy, StrategyInfo, UserId};
+use counterlab_sim::{DriverConfig, IdPool, LoadModel, Mix, Monitor, RetryPolicy, Skew, Stage, Stop, run_load};
+
+/// Does nothing but yield: the driver's overhead is all that is left.
+struct Noop(AtomicI64);
+
+#[async_trait]
+impl Strategy for Noop {
+    fn info(&self) -> StrategyInfo {
+        StrategyInfo { name: "noop", guarantee: Guarantee::None, summary: "does nothing" }
+    }
+    async fn create(&self, _: UserId) -> Result<NotificationId, OpError> {
+        tokio::task::yield_now().await;
+        Ok(1_000_000_000 + self.0.fetch_add(1, Ordering::Relaxed))
+    }
+    async fn mark_read(&self, _: UserId, _: NotificationId) -> Result<bool, OpError> {
+        tokio::task::yield_now().await;
+        Ok(true)
+    }
+    async fn delete(&self, _: UserId, _: NotificationId) -> Result<bool, OpError> {
+        tokio::task::yield_now().await;
+        Ok(true)
+    }
+    async fn mark_all_read(&self, _: UserId) -> Result<u64, OpError> {
+        tokio::task::yield_now().await;
+        Ok(1)
+    }
+    async fn read_count(&self, _: UserId) -> Result<i64, OpError> {
+        tokio::task::yield_now().await;
+        Ok(0)
+    }
+}
+
+/// utime + stime of this process, in seconds (clock ticks at the usual 100 Hz).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (tick(11) + tick(12)) / 100.0
+}
+
+fn main() {
+    let args: Vec<f64> =
+        std::env::args().skip(1).filter(|a| !a.starts_with("--")).filter_map(|a| a.parse().ok()).collect();
+    let (seconds, rates) = match args.split_first() {
+        Some((s, r)) if !r.is_empty() => (*s, r.to_vec()),
+        _ => (1.0, vec![1000.0]),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    println!(
+        "rate_target  achieved  achieved/target  lag_p50_us  lag_p99_us  lag_p999_us  lag_max_us  cpu_s_per_s  cpu_per_10k_ops_s"
+    );
+    for rate in rates {
+        rt.block_on(async {
+            let cfg = DriverConfig {
+                seed: 1,
+                stages: vec![Stage {
+                    name: "load".into(),
+                    stop: Stop::Duration(Duration::from_secs_f64(seconds)),
+                    model: LoadModel::Open { rate_from: rate, rate_to: rate, poisson: false, max_in_flight: 16 },
+                    measured: true,
+                }],
+                mix: Mix { weights: [1, 2, 0, 0, 0, 1] },
+                skew: Skew::Uniform,
+                dup_k: 1,
+                op_timeout: Duration::from_secs(5),
+                cancel: Default::default(),
+                retry: RetryPolicy { max_attempts: 1, backoff_base: Duration::ZERO, backoff_max: Duration::ZERO },
+                max_wait: Duration::from_secs(1),
+            };
+            let strategy: Arc<dyn Strategy> = Arc::new(Noop(AtomicI64::new(0)));
+            let pool = Arc::new(IdPool::seeded(10_000, 10, 0));
+            let (cpu0, t0) = (cpu_seconds(), Instant::now());
+            let load = run_load(strategy, pool, &cfg, Monitor::new()).await;
+            let (cpu, wall) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
+            let (scheduled, dropped, _late, lag) = load.open_loop_totals();
+            let achieved = (scheduled - dropped) as f64 / load.elapsed.as_secs_f64();
+            let cpu_per_s = cpu / wall;
+            println!(
+                "{rate:>11.0}  {achieved:>8.0}  {:>15.4}  {:>10}  {:>10}  {:>11}  {:>10}  {cpu_per_s:>11.3}  {:>17.3}",
+                achieved / rate,
+                lag.value_at_quantile(0.5),
+                lag.value_at_quantile(0.99),
+                lag.value_at_quantile(0.999),
+                lag.max(),
+                cpu_per_s / (rate / 10_000.0)
+            );
+        });
+    }
+}
