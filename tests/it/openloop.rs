@@ -32,7 +32,8 @@ async fn a_stall_shows_from_the_intended_start_and_not_in_service_time() {
     let p = plan(
         "[workload]\nworkers = 4\nrate = 500\nduration_s = 4\nmax_wait_ms = 250\n\
          [workload.mix]\nmark_read = 3\ncreate = 1\n\
-         [[faults]]\nkind = \"pause\"\nat_ms = 1500\nduration_ms = 400\n",
+         [[faults]]\nkind = \"pause\"\nat_ms = 1500\nduration_ms = 400\n\
+         [[thresholds]]\nmetric = \"max_drop_rate\"\nlimit = 0.01\n",
     );
     let report = util::run_kept(&p, None).await;
     let s = &report.strategies[0];
@@ -55,6 +56,10 @@ async fn a_stall_shows_from_the_intended_start_and_not_in_service_time() {
     // The series carries the drops, and the point covering the stall its p99.
     assert_eq!(s.series.iter().map(|p| p.dropped).sum::<u64>(), ol.dropped);
     assert!(s.series.iter().any(|p| p.p99_us >= 100_000), "{:?}", s.series);
+    // ~140 of ~2000 dropped: the 1% drop-rate threshold is breached and says so.
+    let t = &s.thresholds[0];
+    assert!(!t.passed && t.value > 0.01 && t.detail.contains("max_drop_rate"), "{t:?}");
+    assert_eq!(report.thresholds_breached, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::StrategyReport;
 
 /// Metric names a scenario may use, and whether the limit is an upper bound.
-pub const METRICS: [(&str, bool); 7] = [
+pub const METRICS: [(&str, bool); 8] = [
     ("p99_us", true),
     ("p999_us", true),
     ("min_ops_per_s", false),
@@ -14,6 +14,7 @@ pub const METRICS: [(&str, bool); 7] = [
     ("max_drift", true),
     ("max_retries", true),
     ("max_give_ups", true),
+    ("max_drop_rate", true),
 ];
 
 /// One threshold as the plan holds it.
@@ -64,6 +65,11 @@ pub fn evaluate(t: &Threshold, s: &StrategyReport) -> Option<ThresholdResult> {
         "max_drift" => s.check.drift_abs_total as f64,
         "max_retries" => s.retries as f64,
         "max_give_ups" => s.give_ups as f64,
+        // Open loop: scheduled ops never started, as a fraction of scheduled (0 closed loop).
+        "max_drop_rate" => match &s.open_loop {
+            Some(o) if o.scheduled > 0 => o.dropped as f64 / o.scheduled as f64,
+            _ => 0.0,
+        },
         _ => return None,
     };
     let passed = if upper { value <= t.limit } else { value >= t.limit };
