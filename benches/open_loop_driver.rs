@@ -9,42 +9,12 @@
 //! Run without arguments (as `cargo bench` does) it does a short smoke run.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use counterlab_core::{Guarantee, NotificationId, OpError, Strategy, StrategyInfo, UserId};
-use counterlab_sim::{DriverConfig, IdPool, LoadModel, Mix, Monitor, RetryPolicy, Skew, Stage, Stop, run_load};
-
-/// Does nothing but yield: the driver's overhead is all that is left.
-struct Noop(AtomicI64);
-
-#[async_trait]
-impl Strategy for Noop {
-    fn info(&self) -> StrategyInfo {
-        StrategyInfo { name: "noop", guarantee: Guarantee::None, summary: "does nothing" }
-    }
-    async fn create(&self, _: UserId) -> Result<NotificationId, OpError> {
-        tokio::task::yield_now().await;
-        Ok(1_000_000_000 + self.0.fetch_add(1, Ordering::Relaxed))
-    }
-    async fn mark_read(&self, _: UserId, _: NotificationId) -> Result<bool, OpError> {
-        tokio::task::yield_now().await;
-        Ok(true)
-    }
-    async fn delete(&self, _: UserId, _: NotificationId) -> Result<bool, OpError> {
-        tokio::task::yield_now().await;
-        Ok(true)
-    }
-    async fn mark_all_read(&self, _: UserId) -> Result<u64, OpError> {
-        tokio::task::yield_now().await;
-        Ok(1)
-    }
-    async fn read_count(&self, _: UserId) -> Result<i64, OpError> {
-        tokio::task::yield_now().await;
-        Ok(0)
-    }
-}
+use counterlab_core::Strategy;
+use counterlab_sim::{
+    DriverConfig, IdPool, LoadModel, Mix, Monitor, NullStrategy, RetryPolicy, Skew, Stage, Stop, run_load,
+};
 
 /// utime + stime of this process, in seconds (clock ticks at the usual 100 Hz).
 fn cpu_seconds() -> f64 {
@@ -85,7 +55,7 @@ fn main() {
                 retry: RetryPolicy { max_attempts: 1, backoff_base: Duration::ZERO, backoff_max: Duration::ZERO },
                 max_wait: Duration::from_secs(1),
             };
-            let strategy: Arc<dyn Strategy> = Arc::new(Noop(AtomicI64::new(0)));
+            let strategy: Arc<dyn Strategy> = Arc::new(NullStrategy::default());
             let pool = Arc::new(IdPool::seeded(10_000, 10, 0));
             let (cpu0, t0) = (cpu_seconds(), Instant::now());
             let load = run_load(strategy, pool, &cfg, Monitor::new()).await;

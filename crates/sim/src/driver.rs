@@ -651,34 +651,7 @@ pub async fn run_load(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use async_trait::async_trait;
-    use counterlab_core::{Guarantee, NotificationId, StrategyInfo, UserId};
-    use std::sync::atomic::AtomicI64;
-
-    /// Answers at once: only the driver is under test.
-    struct Instant0(AtomicI64);
-
-    #[async_trait]
-    impl Strategy for Instant0 {
-        fn info(&self) -> StrategyInfo {
-            StrategyInfo { name: "instant", guarantee: Guarantee::None, summary: "" }
-        }
-        async fn create(&self, _: UserId) -> Result<NotificationId, OpError> {
-            Ok(1_000_000 + self.0.fetch_add(1, Ordering::Relaxed))
-        }
-        async fn mark_read(&self, _: UserId, _: NotificationId) -> Result<bool, OpError> {
-            Ok(true)
-        }
-        async fn delete(&self, _: UserId, _: NotificationId) -> Result<bool, OpError> {
-            Ok(true)
-        }
-        async fn mark_all_read(&self, _: UserId) -> Result<u64, OpError> {
-            Ok(0)
-        }
-        async fn read_count(&self, _: UserId) -> Result<i64, OpError> {
-            Ok(0)
-        }
-    }
+    use crate::null::NullStrategy;
 
     fn open(seed: u64, from: f64, to: f64, poisson: bool, secs: f64) -> DriverConfig {
         DriverConfig {
@@ -700,7 +673,7 @@ mod tests {
     }
 
     async fn scheduled(cfg: &DriverConfig) -> (u64, u64, u64) {
-        let s: Arc<dyn Strategy> = Arc::new(Instant0(AtomicI64::new(0)));
+        let s: Arc<dyn Strategy> = Arc::new(NullStrategy::default());
         let load = run_load(s, Arc::new(IdPool::seeded(100, 5, 0)), cfg, Monitor::new()).await;
         let (scheduled, dropped, _, _) = load.open_loop_totals();
         (scheduled, dropped, load.total_ops() + load.ops.iter().map(|o| o.skipped).sum::<u64>())

@@ -5,6 +5,7 @@
 mod driver;
 mod metrics;
 mod monitor;
+mod null;
 mod pool;
 mod rng;
 mod workload;
@@ -12,6 +13,7 @@ mod workload;
 pub use driver::{DriverConfig, LATE_AFTER, LoadModel, LoadResult, RetryPolicy, Stage, StageResult, Stop, run_load};
 pub use metrics::{OpStats, Tries, new_latency_histogram};
 pub use monitor::{Monitor, Sample, Sampler, SamplerConfig, Series};
+pub use null::NullStrategy;
 pub use pool::IdPool;
 pub use rng::Rng;
 pub use workload::{Mix, OpGen, PlannedOp, Skew, UserPicker};
