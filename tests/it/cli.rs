@@ -229,3 +229,31 @@ fn a_breached_threshold_exits_1_and_names_it() {
     let t = json["strategies"][0]["thresholds"].as_array().unwrap();
     assert_eq!((t[0]["passed"].as_bool(), t[1]["passed"].as_bool()), (Some(false), Some(true)), "{t:?}");
 }
+
+/// The live line appears on a terminal (a pty from util-linux `script`), not in a pipe
+/// (CI logs) and not with --quiet.
+#[test]
+fn a_progress_line_only_on_a_terminal() {
+    let dir = tempdir("progress");
+    let f = dir.join("p.toml");
+    std::fs::write(
+        &f,
+        "strategies = [\"conditional-update\"]\nbackends = [\"sqlite\"]\n[data]\nusers = 50\n\
+         notifications_per_user = 5\n[workload]\nworkers = 2\nduration_s = 2.5\n[workload.mix]\nmark_read = 1\n",
+    )
+    .unwrap();
+    let bin = env!("CARGO_BIN_EXE_counterlab");
+    let run = |extra: &str| {
+        let cmd = format!("{bin} run {} --out {} {extra}", f.display(), dir.display());
+        let o = Command::new("script").args(["-qec", &cmd, "/dev/null"]).output().expect("util-linux script");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        text(&o)
+    };
+    let live = "conditional-update on sqlite at serializable | load | ";
+    let tty = run("");
+    assert!(tty.contains(live) && tty.contains(" ops/s | 0 errors | 0 dropped | p99 "), "{tty}");
+    assert!(!run("--quiet").contains(live));
+    let piped = counterlab(&["run", f.to_str().unwrap(), "--out", dir.to_str().unwrap()]);
+    assert!(!text(&piped).contains(live), "{}", text(&piped));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -451,18 +451,23 @@ async fn open_worker(ctx: Arc<Ctx>, schedule: Arc<Schedule>) -> Worker {
     w
 }
 
-/// Sleeps until `t` on a plain thread: the OS sleep for most of the gap, then yields
-/// for the last stretch (a timer wheel's 1 ms ticks would be the schedule's error).
-fn sleep_until_precise(t: Instant) {
+/// Sleeps until `t` on a plain thread: the OS sleep for most of the gap (in slices of at
+/// most 50 ms, so a cancel is seen), then yields for the last stretch (a timer wheel's
+/// 1 ms ticks would be the schedule's error). False when cancelled first.
+fn sleep_until_precise(t: Instant, cancel: &AtomicBool) -> bool {
     const SPIN: Duration = Duration::from_micros(80);
+    const SLICE: Duration = Duration::from_millis(50);
     loop {
         let now = Instant::now();
         if now >= t {
-            return;
+            return true;
+        }
+        if cancel.load(Ordering::Relaxed) {
+            return false;
         }
         let left = t - now;
         if left > SPIN {
-            std::thread::sleep(left - SPIN);
+            std::thread::sleep((left - SPIN).min(SLICE));
         } else {
             std::thread::yield_now();
         }
@@ -507,7 +512,9 @@ fn pace(
             break;
         }
         let intended = start + Duration::from_secs_f64(t);
-        sleep_until_precise(intended);
+        if !sleep_until_precise(intended, cancel) {
+            break;
+        }
         scheduled += 1;
         monitor.scheduled(1);
         let op = ops.next_op();
