@@ -60,8 +60,8 @@ fn main() {
             let (cpu0, t0) = (cpu_seconds(), Instant::now());
             let load = run_load(strategy, pool, &cfg, Monitor::new()).await;
             let (cpu, wall) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
-            let (scheduled, dropped, _late, lag) = load.open_loop_totals();
-            let achieved = (scheduled - dropped) as f64 / load.elapsed.as_secs_f64();
+            let (_scheduled, started, _dropped, _late, lag) = load.open_loop_totals();
+            let achieved = started as f64 / seconds;
             let cpu_per_s = cpu / wall;
             println!(
                 "{rate:>11.0}  {achieved:>8.0}  {:>15.4}  {:>10}  {:>10}  {:>11}  {:>10}  {cpu_per_s:>11.3}  {:>17.3}",

@@ -127,8 +127,13 @@ fn driver_config(plan: &RunPlan, cancel: Arc<AtomicBool>) -> DriverConfig {
 
 /// The command that replays this plan with the same seed and sizes.
 pub fn replay_command(plan: &RunPlan) -> String {
-    let mut cmd =
-        format!("counterlab run {} --seed {} --workers {}", plan.scenario_path, plan.seed, plan.workload.n_workers);
+    let mut cmd = format!("counterlab run {} --seed {}", plan.scenario_path, plan.seed);
+    // `--workers` also replaces every closed stage's own count: leave it out when the
+    // file's stages carry their own.
+    let w = &plan.workload;
+    if w.stages.iter().all(|s| s.workers.is_none_or(|n| n == w.n_workers)) {
+        cmd += &format!(" --workers {}", w.n_workers);
+    }
     if let Some(r) = plan.workload.rate {
         cmd += &format!(" --rate {r}");
     }

@@ -479,6 +479,7 @@ pub fn parse(
         }
     };
     let mut faults = Vec::new();
+    let mut pause_spans = Vec::new();
     for f in raw.faults.iter().flatten() {
         let f = f.get_ref();
         if !FAULT_KINDS.contains(&f.kind.get_ref().as_str()) {
@@ -504,7 +505,10 @@ pub fn parse(
                     cx.at(d.span(), format!("duration_ms must be in 1..={MAX_INTERVAL_MS}, got {}", d.get_ref()))
                 );
             }
-            (Some(d), "pause") => Some(*d.get_ref()),
+            (Some(d), "pause") => {
+                pause_spans.push((*d.get_ref(), d.span()));
+                Some(*d.get_ref())
+            }
             (Some(d), kind) => return Err(cx.at(d.span(), format!("duration_ms applies to pause only, not {kind}"))),
             (None, _) => None,
         };
@@ -727,7 +731,11 @@ pub fn parse(
                     }
                 };
                 let name = st.name.clone().unwrap_or_else(|| format!("stage {}", i + 1));
-                if name == "warmup" || name == "settle" || stages.iter().any(|s: &StagePlan| s.name == name) {
+                if name.trim().is_empty()
+                    || name == "warmup"
+                    || name == "settle"
+                    || stages.iter().any(|s: &StagePlan| s.name == name)
+                {
                     return Err(cx.at(
                         st.duration_s.span(),
                         format!("stage name {name:?} is taken; give each stage its own name"),
@@ -810,6 +818,13 @@ pub fn parse(
         Some(t) => *t.get_ref(),
         None => DEFAULT_OP_TIMEOUT_MS,
     };
+    // A pause waits inside the op's time bound: longer, and every stalled op would end as
+    // a timeout (outcome unknown) without having reached the database.
+    if let Some((d, span)) = pause_spans.iter().find(|(d, _)| *d >= op_timeout_ms) {
+        return Err(
+            cx.at(span.clone(), format!("a pause of {d} ms must be shorter than op_timeout_ms ({op_timeout_ms})"))
+        );
+    }
 
     let (skew, zipf_exponent) = match w.skew.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
         None | Some(("uniform", _)) => {

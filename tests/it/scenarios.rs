@@ -90,6 +90,16 @@ fn malformed_input_is_located() {
         ),
         (&format!("{GOOD}[[workload.stages]]\nduration_s = 1\nrate = 5\n"), "bad.toml:6:7:", "both describe the load"),
         (&GOOD.replace("ops = 10\n", "ops = 10\narrival = \"bursty\"\n"), "bad.toml:7:11:", "unknown arrival"),
+        (
+            &format!("{}[[workload.stages]]\nname = \"\"\nduration_s = 1\nrate = 5\n", GOOD.replace("ops = 10\n", "")),
+            "bad.toml:10:14:",
+            "is taken",
+        ),
+        (
+            &format!("{GOOD}[[faults]]\nkind = \"pause\"\nat_ms = 5\nduration_ms = 5000\n"),
+            "bad.toml:12:15:",
+            "must be shorter than op_timeout_ms (5000)",
+        ),
         (&format!("{GOOD}[[faults]]\nkind = \"pause\"\nat_ms = 5\n"), "bad.toml:10:8:", "a pause needs duration_ms"),
         (
             &format!("{GOOD}[[faults]]\nkind = \"flusher_crash\"\nat_ms = 5\nduration_ms = 3\n"),

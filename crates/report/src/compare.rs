@@ -2,7 +2,8 @@
 //! (strategy, backend, isolation); per row the throughput change, per op the latency
 //! percentile changes, and verdict changes. A regression is a verdict that stopped
 //! matching its guarantee, or (with a limit) throughput down or an op's p99 up by more
-//! than the limit.
+//! than the limit (or open-loop drops up by more than the limit in percentage points),
+//! or B was interrupted before rows A has.
 
 use std::fmt::Write as _;
 
@@ -43,6 +44,8 @@ pub struct Comparison {
     /// Rows present in one report only, as `strategy on backend at isolation`.
     pub only_in_a: Vec<String>,
     pub only_in_b: Vec<String>,
+    /// Caveats (load models that differ), in words.
+    pub notes: Vec<String>,
     /// Every regression found, in words.
     pub regressions: Vec<String>,
 }
@@ -65,6 +68,7 @@ pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, fail_if_slowe
     let mut rows = Vec::new();
     let mut regressions = Vec::new();
     let mut only_in_a = Vec::new();
+    let mut notes = Vec::new();
     for sa in &a.strategies {
         let k = key(sa);
         let Some(sb) = b.strategies.iter().find(|s| key(s) == k) else {
@@ -102,6 +106,29 @@ pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, fail_if_slowe
             }
             ops.push(d);
         }
+        if sa.load_model != sb.load_model {
+            notes.push(format!(
+                "{}: load models differ (A: {}; B: {}): an open loop's throughput is set by its schedule",
+                label(&k),
+                sa.load_model,
+                sb.load_model
+            ));
+        }
+        let drop_rate = |s: &StrategyReport| {
+            s.open_loop
+                .as_ref()
+                .map_or(0.0, |o| if o.scheduled > 0 { o.dropped as f64 / o.scheduled as f64 } else { 0.0 })
+        };
+        if let Some(limit) = fail_if_slower_pct
+            && (drop_rate(sb) - drop_rate(sa)) * 100.0 > limit
+        {
+            regressions.push(format!(
+                "{}: open-loop drops {:.1}% -> {:.1}% of scheduled ops (limit +{limit} points)",
+                label(&k),
+                drop_rate(sa) * 100.0,
+                drop_rate(sb) * 100.0
+            ));
+        }
         let change = pct(sa.throughput_ops_per_s, sb.throughput_ops_per_s);
         if let Some(limit) = fail_if_slower_pct
             && -change > limit
@@ -135,6 +162,9 @@ pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, fail_if_slowe
             ops,
         });
     }
+    if b.interrupted && !only_in_a.is_empty() {
+        regressions.push(format!("B was interrupted: {} did not run", only_in_a.join(", ")));
+    }
     let only_in_b = b
         .strategies
         .iter()
@@ -142,7 +172,7 @@ pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, fail_if_slowe
         .filter(|k| !a.strategies.iter().any(|s| key(s) == *k))
         .map(|k| label(&k))
         .collect();
-    Comparison { a: a_name.into(), b: b_name.into(), rows, only_in_a, only_in_b, regressions }
+    Comparison { a: a_name.into(), b: b_name.into(), rows, only_in_a, only_in_b, notes, regressions }
 }
 
 /// The comparison as terminal text.
@@ -205,6 +235,9 @@ pub fn render_comparison(c: &Comparison) -> String {
         if !list.is_empty() {
             writeln!(w, "\nonly in {which}: {}", list.join(", ")).unwrap();
         }
+    }
+    for n in &c.notes {
+        writeln!(w, "\nnote: {n}").unwrap();
     }
     if c.regressions.is_empty() {
         writeln!(w, "\nno regression").unwrap();

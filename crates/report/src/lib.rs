@@ -10,7 +10,7 @@ mod thresholds;
 use std::collections::BTreeMap;
 
 use counterlab_core::{CheckResult, ErrorClass, OpKind, StrategyInfo};
-use counterlab_sim::{LoadModel, LoadResult, Sample, StageResult};
+use counterlab_sim::{LoadModel, LoadResult, Sample, StageResult, Stop};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
@@ -158,13 +158,15 @@ pub struct StageReport {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct OpenLoopReport {
     pub scheduled: u64,
+    /// Ops workers started (scheduled - dropped, less any still queued at a Ctrl-C).
     pub issued: u64,
     pub dropped: u64,
     /// Issued ops that started more than 1 ms after their intended time.
     pub late: u64,
     /// Intended start to actual start, over issued ops.
     pub schedule_lag_us: Latency,
-    /// Mean target rate and the rate achieved (issued ops / time), and their ratio.
+    /// Mean target rate and the rate achieved (issued ops over the stages' planned
+    /// length), and their ratio.
     pub target_ops_per_s: f64,
     pub achieved_ops_per_s: f64,
     pub achieved_over_target: f64,
@@ -327,6 +329,7 @@ fn stage_report(r: &StageResult) -> StageReport {
         }
     };
     let secs = r.elapsed.as_secs_f64();
+    let rate_secs = rate_window(r);
     let all = r.all_latency();
     StageReport {
         name: r.stage.name.clone(),
@@ -340,7 +343,7 @@ fn stage_report(r: &StageResult) -> StageReport {
         scheduled: r.scheduled,
         ops: r.issued(),
         dropped: r.dropped,
-        achieved_ops_per_s: if secs > 0.0 { r.issued() as f64 / secs } else { 0.0 },
+        achieved_ops_per_s: if rate_secs > 0.0 { r.issued() as f64 / rate_secs } else { 0.0 },
         p99_us: if all.is_empty() { 0 } else { all.value_at_quantile(0.99) },
     }
 }
@@ -379,18 +382,26 @@ fn load_model(load: &LoadResult) -> String {
     text
 }
 
+/// The time an achieved rate is over: an open stage's planned length (its schedule's
+/// window; the drain of its last ops after it is not the schedule's), else the elapsed time.
+fn rate_window(r: &StageResult) -> f64 {
+    match (r.stage.model, r.stage.stop) {
+        (LoadModel::Open { .. }, Stop::Duration(d)) => d.as_secs_f64(),
+        _ => r.elapsed.as_secs_f64(),
+    }
+}
+
 fn open_loop_report(load: &LoadResult) -> Option<OpenLoopReport> {
     if !load.is_open_loop() {
         return None;
     }
-    let (scheduled, dropped, late, lag) = load.open_loop_totals();
+    let (scheduled, issued, dropped, late, lag) = load.open_loop_totals();
     let secs: f64 = load
         .stages
         .iter()
         .filter(|s| s.stage.measured && matches!(s.stage.model, LoadModel::Open { .. }))
-        .map(|s| s.elapsed.as_secs_f64())
+        .map(rate_window)
         .sum();
-    let issued = scheduled.saturating_sub(dropped);
     let achieved = if secs > 0.0 { issued as f64 / secs } else { 0.0 };
     let target = load.target_rate();
     Some(OpenLoopReport {

@@ -123,7 +123,10 @@ impl RetryPolicy {
 #[derive(Debug)]
 pub struct StageResult {
     pub stage: Stage,
+    /// From the stage's planned start until its last op completed (drain included).
     pub elapsed: Duration,
+    /// Ops workers started (issued or skipped for want of a target).
+    pub started: u64,
     /// Open loop: intended starts the schedule produced; closed loop: ops issued.
     pub scheduled: u64,
     /// Open loop: scheduled ops dropped because no worker started them within `max_wait`.
@@ -191,17 +194,19 @@ impl LoadResult {
         self.measured().any(|s| matches!(s.stage.model, LoadModel::Open { .. }))
     }
 
-    /// Over the measured open-loop stages: (scheduled, dropped, late, lag histogram).
-    pub fn open_loop_totals(&self) -> (u64, u64, u64, Histogram<u64>) {
+    /// Over the measured open-loop stages: (scheduled, started, dropped, late, lag).
+    /// After Ctrl-C, scheduled ops still queued are neither started nor dropped.
+    pub fn open_loop_totals(&self) -> (u64, u64, u64, u64, Histogram<u64>) {
         let mut lag = new_latency_histogram(1);
-        let (mut scheduled, mut dropped, mut late) = (0, 0, 0);
+        let (mut scheduled, mut started, mut dropped, mut late) = (0, 0, 0, 0);
         for s in self.measured().filter(|s| matches!(s.stage.model, LoadModel::Open { .. })) {
             scheduled += s.scheduled;
+            started += s.started;
             dropped += s.dropped;
             late += s.late;
             lag.add(&s.lag_us).expect("auto-resizing histograms merge");
         }
-        (scheduled, dropped, late, lag)
+        (scheduled, started, dropped, late, lag)
     }
 
     /// Mean target rate over the measured open-loop stages (ops/s), weighted by time.
@@ -493,22 +498,37 @@ fn pace(
         Stop::Ops(_) => None,
     };
     let mut t = 0.0f64; // seconds from the stage's start
+    // The rate is linear in t: rate(t) = rate_from + slope * t.
+    let slope = match length {
+        Some(len) if len > 0.0 => (rate_to - rate_from) / len,
+        _ => 0.0,
+    };
     loop {
-        let rate = match length {
-            Some(len) if len > 0.0 => rate_from + (rate_to - rate_from) * (t / len).min(1.0),
-            _ => rate_from,
-        }
-        .max(1e-3);
-        let gap = if poisson { -(1.0 - gaps.unit_f64()).ln() / rate } else { 1.0 / rate };
-        // The first op is due at t = 0; each later one a gap after the previous.
+        // The first op is due at t = 0; each later one when the integral of the rate since
+        // the previous one reaches E (1, or an Exp(1) draw for Poisson arrivals): solve
+        // r0 * g + slope / 2 * g^2 = E for the gap g, r0 the rate at t.
         if scheduled > 0 {
+            let e = if poisson { -(1.0 - gaps.unit_f64()).ln() } else { 1.0 };
+            let r0 = rate_from + slope * t;
+            let gap = if slope.abs() < 1e-12 {
+                e / r0
+            } else {
+                let disc = r0 * r0 + 2.0 * slope * e;
+                if disc < 0.0 {
+                    f64::INFINITY // a falling rate reaches 0 before the next arrival
+                } else {
+                    2.0 * e / (r0 + disc.sqrt())
+                }
+            };
             t += gap;
         }
         let done = match stop {
             Stop::Duration(_) => length.is_some_and(|len| t >= len),
             Stop::Ops(n) => scheduled >= n,
         };
-        if done || cancel.load(Ordering::Relaxed) {
+        // Also on the clock: a pacer that cannot keep up stops at the stage's end too.
+        let late = length.is_some_and(|len| start.elapsed().as_secs_f64() >= len);
+        if done || late || cancel.load(Ordering::Relaxed) {
             break;
         }
         let intended = start + Duration::from_secs_f64(t);
@@ -552,12 +572,20 @@ fn merge_workers(workers: Vec<Worker>, max_us: u64, error_samples: &mut Vec<Stri
     (ops, total)
 }
 
-async fn run_stage(ctx: &Arc<Ctx>, idx: usize, stage: &Stage, error_samples: &mut Vec<String>) -> StageResult {
+/// Runs one stage from `start`: its planned start, which may already be past when the
+/// previous stage's last ops drained late (the schedule then starts behind, and the
+/// delay shows as lag instead of vanishing between stages).
+async fn run_stage(
+    ctx: &Arc<Ctx>,
+    idx: usize,
+    stage: &Stage,
+    start: Instant,
+    error_samples: &mut Vec<String>,
+) -> StageResult {
     let cfg = &ctx.cfg;
     let users = Arc::new(UserPicker::new(ctx.pool.n_users(), cfg.skew));
     // Stage 0's worker streams are the seed's first streams, as before stages existed.
     let stream = |i: u64| (idx as u64) << 20 | i;
-    let start = Instant::now();
     let (workers, scheduled, queue_dropped) = match stage.model {
         LoadModel::Closed { workers } => {
             let n = workers as u64;
@@ -612,6 +640,7 @@ async fn run_stage(ctx: &Arc<Ctx>, idx: usize, stage: &Stage, error_samples: &mu
     StageResult {
         stage: stage.clone(),
         elapsed,
+        started: total.issued_or_skipped,
         scheduled,
         dropped: total.dropped + queue_dropped,
         late: total.late,
@@ -637,13 +666,22 @@ pub async fn run_load(
     let mut error_samples = Vec::new();
     let mut stages = Vec::new();
     let mut elapsed = Duration::ZERO;
+    let mut planned = Instant::now();
     for (i, stage) in cfg.stages.iter().enumerate() {
         if cfg.cancel.load(Ordering::Relaxed) {
             break;
         }
         monitor.set_phase(&stage.name);
         let mut samples = Vec::new();
-        let r = run_stage(&ctx, i, stage, if stage.measured { &mut error_samples } else { &mut samples }).await;
+        let start = match stage.stop {
+            Stop::Duration(_) => planned,
+            Stop::Ops(_) => Instant::now(),
+        };
+        let r = run_stage(&ctx, i, stage, start, if stage.measured { &mut error_samples } else { &mut samples }).await;
+        planned = match stage.stop {
+            Stop::Duration(d) => start + d,
+            Stop::Ops(_) => Instant::now(),
+        };
         if stage.measured {
             for (t, part) in ops.iter_mut().zip(&r.ops) {
                 t.merge(part);
@@ -682,8 +720,9 @@ mod tests {
     async fn scheduled(cfg: &DriverConfig) -> (u64, u64, u64) {
         let s: Arc<dyn Strategy> = Arc::new(NullStrategy::default());
         let load = run_load(s, Arc::new(IdPool::seeded(100, 5, 0)), cfg, Monitor::new()).await;
-        let (scheduled, dropped, _, _) = load.open_loop_totals();
-        (scheduled, dropped, load.total_ops() + load.ops.iter().map(|o| o.skipped).sum::<u64>())
+        let (scheduled, started, dropped, _, _) = load.open_loop_totals();
+        assert_eq!(started, load.total_ops() + load.ops.iter().map(|o| o.skipped).sum::<u64>());
+        (scheduled, dropped, started)
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -697,6 +736,14 @@ mod tests {
         // 1000 -> 3000 ops/s over 0.5 s: the integral is 1000 ops.
         let (n, _, _) = scheduled(&open(1, 1000.0, 3000.0, false, 0.5)).await;
         assert!((995..=1005).contains(&n), "{n}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_ramp_from_almost_nothing_still_schedules_its_integral() {
+        // 0.05 -> 2000 ops/s over 0.5 s: about 500 ops. Stepping by the rate at the last
+        // arrival would wait 20 s for the second one and schedule a single op.
+        let (n, _, _) = scheduled(&open(1, 0.05, 2000.0, false, 0.5)).await;
+        assert!((490..=510).contains(&n), "{n}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -157,6 +157,9 @@ pub struct Sampler {
     task: tokio::task::JoinHandle<Series>,
 }
 
+/// The phase name of a warm-up stage (the scenario reserves it).
+pub const WARMUP: &str = "warmup";
+
 /// Bound on a sample's questions to the strategy (pending, drift).
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -203,7 +206,11 @@ impl Sampler {
                     let now = Instant::now();
                     let (interval, scheduled, dropped) = monitor.take();
                     let phase = interval.phase.clone();
-                    if interval.ops == 0 && scheduled == 0 && now.duration_since(last) < cfg.interval / 10 {
+                    if interval.ops == 0
+                        && scheduled == 0
+                        && dropped == 0
+                        && now.duration_since(last) < cfg.interval / 10
+                    {
                         // A phase change right at the start (or twice in a row): no point.
                         last = now;
                         if last_one {
@@ -217,8 +224,12 @@ impl Sampler {
                             continue;
                         }
                         all.add(h).expect("auto-resizing histograms merge");
-                        let begin = last.duration_since(start);
-                        log.write_histogram(h, begin, now - last, Tag::new(kind.name())).expect("writing to memory");
+                        // Warm-up is charted but, as in the report's totals, not logged.
+                        if phase != WARMUP {
+                            let begin = last.duration_since(start);
+                            log.write_histogram(h, begin, now - last, Tag::new(kind.name()))
+                                .expect("writing to memory");
+                        }
                     }
                     let pending = tokio::time::timeout(PROBE_TIMEOUT, strategy.pending()).await.ok().flatten();
                     let drift = if cfg.sample_drift {
