@@ -394,7 +394,7 @@ fn schedule_faults(
     let name = strategy.info().name;
     plan.faults
         .iter()
-        .filter(|f| f.strategies.is_empty() || f.strategies.iter().any(|s| s == name))
+        .filter(|f| f.applies_to(name))
         .map(|f| {
             let s = strategy.clone();
             let pause = f.duration_ms.map(|d| (Duration::from_millis(d), pausable.expect("pause faults wrap").clone()));
@@ -488,11 +488,10 @@ async fn run_one(
             seed_spec.notifications_per_user,
             seed_spec.initial_read_per_user,
         ));
-        let applies = |f: &&crate::scenario::FaultPlan| f.strategies.is_empty() || f.strategies.iter().any(|s| s == name);
         let pausable = plan
             .faults
             .iter()
-            .filter(applies)
+            .filter(|f| f.applies_to(name))
             .any(|f| f.kind == "pause")
             .then(|| Arc::new(Pausable::new(strategy.clone())));
         let strategy: Arc<dyn Strategy> = match &pausable {
@@ -546,7 +545,7 @@ async fn run_one(
             faults.push(ev);
         }
         let settle_start = Instant::now();
-        monitor.set_phase("settle");
+        monitor.set_phase(counterlab_sim::SETTLE);
         let settle_error =
             strategy.settle(Duration::from_millis(plan.redis.settle_timeout_ms)).await.err().map(|e| e.to_string());
         let settle_s = settle_start.elapsed().as_secs_f64();

@@ -214,6 +214,13 @@ pub struct FaultPlan {
     pub strategies: Vec<String>,
 }
 
+impl FaultPlan {
+    /// Whether the fault is scheduled in `strategy`'s runs.
+    pub fn applies_to(&self, strategy: &str) -> bool {
+        self.strategies.is_empty() || self.strategies.iter().any(|s| s == strategy)
+    }
+}
+
 /// Conflict retries: attempts in all (1 = none) and the exponential backoff bounds.
 #[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
 pub struct RetryPlan {
@@ -616,8 +623,8 @@ pub fn parse(
     };
     // The flags' single stage replaces the file's load; `--duration-s` alone stretches or
     // shrinks the file's stages to that total instead.
-    let file_stages = w.stages.as_ref().filter(|_| overrides.rate.is_some() || overrides.ops.is_some()).is_none();
-    let (duration_s, ops, rate, mut stages) = match w.stages.as_ref().filter(|_| file_stages) {
+    let load_from_flags = overrides.rate.is_some() || overrides.ops.is_some();
+    let (duration_s, ops, rate, mut stages) = match w.stages.as_ref().filter(|_| !load_from_flags) {
         None => {
             let (duration_s, ops) = match (overrides.duration_s, overrides.ops) {
                 (Some(_), Some(_)) => return Err(cx.flag("give --duration-s or --ops, not both")),
@@ -732,8 +739,8 @@ pub fn parse(
                 };
                 let name = st.name.clone().unwrap_or_else(|| format!("stage {}", i + 1));
                 if name.trim().is_empty()
-                    || name == "warmup"
-                    || name == "settle"
+                    || name == counterlab_sim::WARMUP
+                    || name == counterlab_sim::SETTLE
                     || stages.iter().any(|s: &StagePlan| s.name == name)
                 {
                     return Err(cx.at(
@@ -765,7 +772,7 @@ pub fn parse(
         }
         let first = &stages[0];
         let warm = StagePlan {
-            name: "warmup".into(),
+            name: counterlab_sim::WARMUP.into(),
             measured: false,
             duration_s: Some(d),
             ops: None,

@@ -306,7 +306,7 @@ pub struct WorstUser {
 pub const CURVE_QUANTILES: [f64; 12] = [0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 1.0];
 
 /// Percentiles of a microsecond histogram.
-pub fn latency(h: &Histogram<u64>) -> Latency {
+fn latency(h: &Histogram<u64>) -> Latency {
     if h.is_empty() {
         return Latency { p50: 0, p90: 0, p99: 0, p999: 0, max: 0, mean: 0.0, curve: Vec::new() };
     }
@@ -417,7 +417,7 @@ fn open_loop_report(load: &LoadResult) -> Option<OpenLoopReport> {
 }
 
 /// A sampler point as the report shows it.
-pub fn series_point(s: &Sample) -> SeriesPoint {
+fn series_point(s: &Sample) -> SeriesPoint {
     SeriesPoint {
         t_s: s.t_s,
         dt_s: s.dt_s,

@@ -85,11 +85,6 @@ impl DriverConfig {
         vec![Stage { name: "load".into(), stop, model: LoadModel::Closed { workers }, measured: true }]
     }
 
-    /// The most ops in flight at once over all stages (sizes pools and histograms).
-    pub fn max_workers(&self) -> u32 {
-        self.stages.iter().map(|s| s.model.workers()).max().unwrap_or(1)
-    }
-
     /// The largest latency a histogram must hold: a group of K calls, each retried, can
     /// take K times every attempt's timeout and backoff, plus an open-loop queue wait.
     pub fn max_latency_us(&self) -> u64 {

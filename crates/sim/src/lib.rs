@@ -12,7 +12,7 @@ mod workload;
 
 pub use driver::{DriverConfig, LATE_AFTER, LoadModel, LoadResult, RetryPolicy, Stage, StageResult, Stop, run_load};
 pub use metrics::{OpStats, Tries, new_latency_histogram};
-pub use monitor::{Monitor, Sample, Sampler, SamplerConfig, Series};
+pub use monitor::{Monitor, SETTLE, Sample, Sampler, SamplerConfig, Series, WARMUP};
 pub use null::NullStrategy;
 pub use pool::IdPool;
 pub use rng::Rng;

@@ -159,6 +159,8 @@ pub struct Sampler {
 
 /// The phase name of a warm-up stage (the scenario reserves it).
 pub const WARMUP: &str = "warmup";
+/// The phase name of the interval after the load, while the strategy settles.
+pub const SETTLE: &str = "settle";
 
 /// Bound on a sample's questions to the strategy (pending, drift).
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
