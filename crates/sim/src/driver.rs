@@ -485,6 +485,7 @@ fn pace(
     mut gaps: Rng,
     start: Instant,
     stop: Stop,
+    max_wait: Duration,
     (rate_from, rate_to, poisson): (f64, f64, bool),
 ) -> (u64, u64) {
     let (mut scheduled, mut dropped) = (0u64, 0u64);
@@ -521,8 +522,10 @@ fn pace(
             Stop::Duration(_) => length.is_some_and(|len| t >= len),
             Stop::Ops(n) => scheduled >= n,
         };
-        // Also on the clock: a pacer that cannot keep up stops at the stage's end too.
-        let late = length.is_some_and(|len| start.elapsed().as_secs_f64() >= len);
+        // Also on the clock: a pacer that has fallen more than `max_wait` behind by the
+        // stage's end stops (what it would still produce would only be dropped). Within
+        // that slack the schedule, and so its op count, depends on the seed alone.
+        let late = length.is_some_and(|len| start.elapsed().as_secs_f64() >= len + max_wait.as_secs_f64());
         if done || late || cancel.load(Ordering::Relaxed) {
             break;
         }
@@ -615,11 +618,12 @@ async fn run_stage(
                 (0..max_in_flight).map(|_| tokio::spawn(open_worker(ctx.clone(), schedule.clone()))).collect();
             let ops = OpGen::new(cfg.seed, stream(1 << 19), cfg.mix, users.clone());
             let gaps = Rng::derive(cfg.seed, stream((1 << 19) + 1));
-            let (s, m, cancel, stop) = (schedule.clone(), ctx.monitor.clone(), cfg.cancel.clone(), stage.stop);
+            let (s, m, cancel, stop, max_wait) =
+                (schedule.clone(), ctx.monitor.clone(), cfg.cancel.clone(), stage.stop, cfg.max_wait);
             let pacer = std::thread::Builder::new()
                 .name("counterlab-pacer".into())
                 .spawn(move || {
-                    let r = pace(&s, &m, &cancel, ops, gaps, start, stop, (rate_from, rate_to, poisson));
+                    let r = pace(&s, &m, &cancel, ops, gaps, start, stop, max_wait, (rate_from, rate_to, poisson));
                     s.ready.close();
                     r
                 })
