@@ -3,6 +3,7 @@
 //! reads scenario files and writes reports.
 
 pub mod clock;
+mod custom;
 pub mod run;
 pub mod scenario;
 

@@ -16,8 +16,8 @@ use counterlab_sim::{
     run_load,
 };
 use counterlab_strategies::{
-    BackendError, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Dialect, Isolation, Pausable, PoolSpec, RedisConfig,
-    RedisServer, SeedSpec, Server, build, build_redis, find, needs_redis,
+    BackendError, CustomStrategy, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Dialect, Isolation, Pausable, PoolSpec,
+    RedisConfig, RedisServer, SeedSpec, Server, build, build_redis, find, needs_redis,
 };
 
 use crate::clock;
@@ -273,7 +273,11 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
     let result = async {
         for server in &servers {
             for name in &plan.strategies {
-                let info = *find(name).expect("plan strategies were validated");
+                let custom = plan.custom.get(name);
+                let info = match custom {
+                    Some(spec) => spec.info(),
+                    None => *find(name).expect("plan strategies were validated"),
+                };
                 let mut levels: Vec<Isolation> = plan
                     .isolation_for(name)
                     .iter()
@@ -297,6 +301,17 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
                 } else {
                     None
                 };
+                if let Some(spec) = custom.filter(|c| !c.dialects().contains(&server.dialect())) {
+                    for l in &levels {
+                        skipped.push(Skipped {
+                            strategy: name.clone(),
+                            backend: server.dialect().name().into(),
+                            isolation: l.name().into(),
+                            reason: format!("{} has no {} statements", spec.name, server.dialect().name()),
+                        });
+                    }
+                    continue;
+                }
                 if server.dialect() == Dialect::Sqlite {
                     for l in levels.iter().filter(|l| !server.supports(**l)) {
                         skipped.push(Skipped {
@@ -455,7 +470,17 @@ async fn run_one(
         let started = Instant::now();
         ns.seed(seed_spec).await?;
         let strategy: Arc<dyn Strategy> = match t.redis {
-            None => build(name, ns.db().clone()).expect("catalog strategies build"),
+            None => match plan.custom.get(name) {
+                Some(spec) => Arc::new(CustomStrategy::build(spec, ns.db().clone()).await.map_err(|e| {
+                    BackendError::Step {
+                        backend: t.server.dialect().name(),
+                        step: "set up a file-defined strategy",
+                        namespace: ns_name.clone(),
+                        detail: e.to_string(),
+                    }
+                })?),
+                None => build(name, ns.db().clone()).expect("catalog strategies build"),
+            },
             Some(r) => {
                 let space = r.space(&ns_name, op_timeout, plan.workload.n_workers).await?;
                 let rcfg = RedisConfig {

@@ -6,6 +6,7 @@ use std::fmt;
 use std::path::Path;
 
 use counterlab_core::OpKind;
+use counterlab_strategies::CustomSpec;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
@@ -68,6 +69,8 @@ struct RawScenario {
     thresholds: Option<Vec<Spanned<RawThreshold>>>,
     data: RawData,
     workload: Spanned<RawWorkload>,
+    strategy: Option<BTreeMap<String, Spanned<crate::custom::RawStrategy>>>,
+    strategy_files: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -181,6 +184,8 @@ pub struct RunPlan {
     pub thresholds: Vec<counterlab_report::Threshold>,
     pub data: DataPlan,
     pub workload: WorkloadPlan,
+    /// Strategies defined in the scenario (or its strategy files), by name.
+    pub custom: BTreeMap<String, CustomSpec>,
 }
 
 impl RunPlan {
@@ -361,6 +366,46 @@ pub fn parse(
         }
     })?;
 
+    // File-defined strategies join the built-in names.
+    let mut custom: BTreeMap<String, CustomSpec> = BTreeMap::new();
+    let mut custom_isolation: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut add = |name: &str,
+                   r: &Spanned<crate::custom::RawStrategy>,
+                   at: &crate::custom::Src<'_>|
+     -> Result<(), ScenarioError> {
+        if custom.contains_key(name) {
+            return Err(at.at(r.span(), format!("strategy {name:?} is defined twice")));
+        }
+        let spec = crate::custom::check(name, r, known, at)?;
+        if let Some(levels) = &r.get_ref().isolation {
+            let mut v = Vec::new();
+            for l in levels {
+                if !ISOLATION_LEVELS.contains(&l.get_ref().as_str()) {
+                    return Err(at.at(
+                        l.span(),
+                        format!("unknown isolation {:?}; valid: {}", l.get_ref(), ISOLATION_LEVELS.join(", ")),
+                    ));
+                }
+                v.push(l.get_ref().clone());
+            }
+            custom_isolation.insert(name.to_string(), v);
+        }
+        custom.insert(name.to_string(), spec);
+        Ok(())
+    };
+    let here = crate::custom::Src { path, text: src };
+    for (name, r) in raw.strategy.iter().flatten() {
+        add(name, r, &here)?;
+    }
+    for listed in raw.strategy_files.iter().flatten() {
+        let (file, text) = crate::custom::load_file(path, listed, &here)?;
+        let there = crate::custom::Src { path: &file, text: &text };
+        for (name, r) in crate::custom::parse_file(&there)? {
+            add(&name, &r, &there)?;
+        }
+    }
+    let known_all: Vec<&str> = known.iter().copied().chain(custom.keys().map(|k| k.as_str())).collect();
+    let known = &known_all[..];
     let valid = || known.join(", ");
     let strategies: Vec<String> = if !overrides.strategies.is_empty() {
         for s in &overrides.strategies {
@@ -408,6 +453,9 @@ pub fn parse(
             return Err(cx.at(levels.span(), format!("strategy_isolation.{name} is empty")));
         }
         strategy_isolation.insert(name.clone(), v);
+    }
+    for (name, levels) in custom_isolation {
+        strategy_isolation.entry(name).or_insert(levels);
     }
     let retry = match &raw.retry {
         None => DEFAULT_RETRY,
@@ -888,6 +936,7 @@ pub fn parse(
         faults,
         thresholds,
         data: DataPlan { n_users, notifications_per_user: per_user, initial_read_per_user: initial_read },
+        custom,
         workload: WorkloadPlan {
             n_workers: workers,
             duration_s,

@@ -31,5 +31,8 @@ mod html;
 /// Open loop: coordinated omission, rate tracking, HDR logs, `compare`.
 mod openloop;
 
+/// File-defined strategies: twins, a caught racy file, the slotted counter, validation.
+mod custom;
+
 /// Repository hygiene: doc lines on every file.
 mod tidy;

@@ -212,6 +212,84 @@ impl Tx {
         }
     }
 
+    /// Executes a statement; returns (rows affected, the last inserted id where the
+    /// driver reports one: MySQL and SQLite; 0 on PostgreSQL, which uses RETURNING).
+    pub async fn exec_full(&mut self, sql: &'static str, args: &[i64]) -> Result<(u64, i64), OpError> {
+        match self {
+            Tx::Pg(t) => bind_all(sqlx::query(sql), args)
+                .execute(&mut **t)
+                .await
+                .map(|r| (r.rows_affected(), 0))
+                .map_err(|e| classify(Dialect::Postgres, e)),
+            Tx::My(t) => bind_all(sqlx::query(sql), args)
+                .execute(&mut **t)
+                .await
+                .map(|r| (r.rows_affected(), r.last_insert_id() as i64))
+                .map_err(|e| classify(Dialect::Mysql, e)),
+            Tx::Lite(t) => bind_all(sqlx::query(sql), args)
+                .execute(&mut **t)
+                .await
+                .map(|r| (r.rows_affected(), r.last_insert_rowid()))
+                .map_err(|e| classify(Dialect::Sqlite, e)),
+        }
+    }
+
+    /// The first row of a query, its first `n` columns read as integers (booleans as
+    /// 0/1, NULL as 0); None when there is no row.
+    pub async fn row_i64(&mut self, sql: &'static str, args: &[i64], n: usize) -> Result<Option<Vec<i64>>, OpError> {
+        macro_rules! decode {
+            ($row:expr, $d:expr) => {{
+                use sqlx::Row as _;
+                let mut v = Vec::with_capacity(n);
+                for i in 0..n {
+                    let x = match $row.try_get::<Option<i64>, _>(i) {
+                        Ok(x) => x.unwrap_or(0),
+                        Err(_) => match $row.try_get::<Option<bool>, _>(i) {
+                            Ok(b) => b.unwrap_or(false) as i64,
+                            Err(_) => {
+                                $row.try_get::<Option<i32>, _>(i).map_err(|e| classify($d, e))?.unwrap_or(0) as i64
+                            }
+                        },
+                    };
+                    v.push(x);
+                }
+                v
+            }};
+        }
+        Ok(match self {
+            Tx::Pg(t) => {
+                let row = bind_all(sqlx::query(sql), args)
+                    .fetch_optional(&mut **t)
+                    .await
+                    .map_err(|e| classify(Dialect::Postgres, e))?;
+                match row {
+                    Some(r) => Some(decode!(r, Dialect::Postgres)),
+                    None => None,
+                }
+            }
+            Tx::My(t) => {
+                let row = bind_all(sqlx::query(sql), args)
+                    .fetch_optional(&mut **t)
+                    .await
+                    .map_err(|e| classify(Dialect::Mysql, e))?;
+                match row {
+                    Some(r) => Some(decode!(r, Dialect::Mysql)),
+                    None => None,
+                }
+            }
+            Tx::Lite(t) => {
+                let row = bind_all(sqlx::query(sql), args)
+                    .fetch_optional(&mut **t)
+                    .await
+                    .map_err(|e| classify(Dialect::Sqlite, e))?;
+                match row {
+                    Some(r) => Some(decode!(r, Dialect::Sqlite)),
+                    None => None,
+                }
+            }
+        })
+    }
+
     pub async fn opt_bool(&mut self, sql: &'static str, args: &[i64]) -> Result<Option<bool>, OpError> {
         each!(self, t => bind_scalar(sqlx::query_scalar(sql), args).fetch_optional(&mut **t).await)
     }

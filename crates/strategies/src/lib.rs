@@ -3,6 +3,7 @@
 //! in `sql/<dialect>/*.sql`, not in Rust strings.
 
 mod backend;
+mod custom;
 mod db;
 mod error;
 mod pause;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use counterlab_core::{Guarantee, Strategy, StrategyInfo};
 
 pub use backend::{DEFAULT_MYSQL_URL, DEFAULT_POSTGRES_URL, Namespace, PoolSpec, SeedSpec, Server};
+pub use custom::{CUSTOM_OPS, CustomSpec, CustomStrategy, PerDialect, StepSpec};
 pub use db::{Db, Dialect, Isolation, classify};
 pub use error::{BackendError, redact_url};
 pub use pause::Pausable;

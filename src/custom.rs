@@ -1,0 +1,261 @@
+//! `[strategy.<name>]` tables (in a scenario, or in files it lists in `strategy_files`):
+//! their raw TOML shape and the check that turns them into `CustomSpec`s, every problem
+//! located at file:line:column before any load starts.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use counterlab_strategies::{CUSTOM_OPS, CustomSpec, Dialect, PerDialect, StepSpec};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::scenario::ScenarioError;
+
+/// Longest name: the namespace `cl_<run id>_<backend>_<level>_<name>` must stay within 63.
+pub const MAX_NAME: usize = 28;
+pub const MAX_STEPS: usize = 32;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawStrategyFile {
+    strategy: BTreeMap<String, Spanned<RawStrategy>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawStrategy {
+    guarantee: Spanned<String>,
+    summary: Option<String>,
+    transaction: Option<bool>,
+    sqlite_begin_immediate: Option<bool>,
+    /// Levels it runs at unless the scenario's `strategy_isolation` names it.
+    pub(crate) isolation: Option<Vec<Spanned<String>>>,
+    setup: Option<Vec<Spanned<RawSql>>>,
+    counters: Option<Spanned<RawSql>>,
+    create: Spanned<Vec<Spanned<RawStep>>>,
+    mark_read: Spanned<Vec<Spanned<RawStep>>>,
+    delete: Spanned<Vec<Spanned<RawStep>>>,
+    mark_all_read: Spanned<Vec<Spanned<RawStep>>>,
+    read_count: Spanned<Vec<Spanned<RawStep>>>,
+    result: Spanned<RawResults>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStep {
+    name: Option<Spanned<String>>,
+    sql: Spanned<RawSql>,
+    returns: Option<Vec<Spanned<String>>>,
+    when: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawSql {
+    All(String),
+    Each(Dialects),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Dialects {
+    postgres: Option<String>,
+    mysql: Option<String>,
+    sqlite: Option<String>,
+}
+
+impl RawSql {
+    fn per_dialect(&self) -> PerDialect {
+        match self {
+            RawSql::All(s) => PerDialect::all(s),
+            RawSql::Each(d) => {
+                PerDialect { postgres: d.postgres.clone(), mysql: d.mysql.clone(), sqlite: d.sqlite.clone() }
+            }
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawResults {
+    create: Spanned<String>,
+    mark_read: Spanned<String>,
+    delete: Spanned<String>,
+    mark_all_read: Spanned<String>,
+    read_count: Spanned<String>,
+}
+
+/// Where errors point: a file's path and text.
+pub(crate) struct Src<'a> {
+    pub path: &'a str,
+    pub text: &'a str,
+}
+
+impl Src<'_> {
+    pub fn at(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> ScenarioError {
+        let start = span.start.min(self.text.len());
+        let before = &self.text[..start];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        ScenarioError { path: self.path.to_string(), line_col: Some((line, col)), message: message.into() }
+    }
+}
+
+/// Reads a strategy file listed in `strategy_files` (relative to the scenario's folder).
+pub(crate) fn load_file(
+    scenario_path: &str,
+    listed: &Spanned<String>,
+    cx: &Src<'_>,
+) -> Result<(String, String), ScenarioError> {
+    let base = Path::new(scenario_path).parent().unwrap_or(Path::new(""));
+    let path = base.join(listed.get_ref());
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| cx.at(listed.span(), format!("cannot read strategy file {}: {e}", path.display())))?;
+    Ok((path.display().to_string(), text))
+}
+
+/// Parses a strategy file's text.
+pub(crate) fn parse_file(src: &Src<'_>) -> Result<BTreeMap<String, Spanned<RawStrategy>>, ScenarioError> {
+    let raw: RawStrategyFile = toml::from_str(src.text).map_err(|e| {
+        let message = e.message().trim().to_string();
+        match e.span() {
+            Some(span) => src.at(span, message),
+            None => ScenarioError { path: src.path.into(), line_col: None, message },
+        }
+    })?;
+    Ok(raw.strategy)
+}
+
+/// Checks one `[strategy.<name>]` table and returns its spec.
+pub(crate) fn check(
+    name: &str,
+    raw: &Spanned<RawStrategy>,
+    builtin: &[&str],
+    src: &Src<'_>,
+) -> Result<CustomSpec, ScenarioError> {
+    let here = raw.span();
+    let r = raw.get_ref();
+    let valid_name = !name.is_empty()
+        && name.len() <= MAX_NAME
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if !valid_name {
+        return Err(src.at(here, format!("strategy name {name:?}: use 1..={MAX_NAME} of a-z, 0-9 and -")));
+    }
+    if builtin.contains(&name) {
+        return Err(src.at(here, format!("strategy name {name:?} is a built-in strategy's; pick another")));
+    }
+    let guarantee = r.guarantee.get_ref();
+    if !["exact", "eventual", "none"].contains(&guarantee.as_str()) {
+        return Err(
+            src.at(r.guarantee.span(), format!("unknown guarantee {guarantee:?}; valid: exact, eventual, none"))
+        );
+    }
+    let ops = [&r.create, &r.mark_read, &r.delete, &r.mark_all_read, &r.read_count];
+    let mut steps = Vec::new();
+    for (op, list) in ops.iter().enumerate() {
+        if list.get_ref().is_empty() || list.get_ref().len() > MAX_STEPS {
+            return Err(src.at(list.span(), format!("{} needs 1..={MAX_STEPS} steps", CUSTOM_OPS[op])));
+        }
+        let mut v: Vec<StepSpec> = Vec::new();
+        for (i, st) in list.get_ref().iter().enumerate() {
+            let st = st.get_ref();
+            let step_name = match &st.name {
+                Some(n) => {
+                    let ok = n.get_ref().chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                        && n.get_ref().starts_with(|c: char| c.is_ascii_alphabetic());
+                    if !ok || ["user", "id"].contains(&n.get_ref().as_str()) {
+                        return Err(src.at(
+                            n.span(),
+                            format!("step name {:?}: a letter, then letters, digits or _; not user or id", n.get_ref()),
+                        ));
+                    }
+                    if v.iter().any(|s| s.name == *n.get_ref()) {
+                        return Err(
+                            src.at(n.span(), format!("two steps of {} are named {:?}", CUSTOM_OPS[op], n.get_ref()))
+                        );
+                    }
+                    n.get_ref().clone()
+                }
+                None => format!("s{}", i + 1),
+            };
+            let mut returns = Vec::new();
+            for c in st.returns.iter().flatten() {
+                let c_ok =
+                    c.get_ref().chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') && !c.get_ref().is_empty();
+                if !c_ok || ["rows", "last_id"].contains(&c.get_ref().as_str()) {
+                    return Err(src.at(
+                        c.span(),
+                        format!("returned column {:?}: a plain name other than rows, last_id", c.get_ref()),
+                    ));
+                }
+                returns.push(c.get_ref().clone());
+            }
+            v.push(StepSpec {
+                name: step_name,
+                sql: st.sql.get_ref().per_dialect(),
+                returns,
+                when: st.when.as_ref().map(|w| w.get_ref().clone()),
+            });
+        }
+        steps.push(v);
+    }
+    let res = r.result.get_ref();
+    let result_spans = [&res.create, &res.mark_read, &res.delete, &res.mark_all_read, &res.read_count];
+    let spec = CustomSpec {
+        name: name.to_string(),
+        guarantee: guarantee.clone(),
+        summary: r.summary.clone().unwrap_or_else(|| "defined in a scenario file".into()),
+        transaction: r.transaction.unwrap_or(true),
+        sqlite_begin_immediate: r.sqlite_begin_immediate.unwrap_or(false),
+        setup: r.setup.iter().flatten().map(|s| s.get_ref().per_dialect()).collect(),
+        counters: r.counters.as_ref().map(|c| c.get_ref().per_dialect()),
+        steps,
+        results: result_spans.iter().map(|s| s.get_ref().clone()).collect(),
+    };
+    // Every statement, guard and result, for every dialect the spec covers.
+    let dialects = spec.dialects();
+    if dialects.is_empty() {
+        return Err(
+            src.at(here, "no backend has every statement: give `sql` as one string, or postgres/mysql/sqlite each")
+        );
+    }
+    for (op, list) in ops.iter().enumerate() {
+        for (i, st) in list.get_ref().iter().enumerate() {
+            for d in &dialects {
+                if let Err(e) = spec.check_step(op, i, *d) {
+                    let span = match (&st.get_ref().when, e.starts_with("when: ")) {
+                        (Some(w), true) => w.span(),
+                        _ => st.get_ref().sql.span(),
+                    };
+                    return Err(src.at(
+                        span,
+                        format!("{} step {} ({}): {e}", CUSTOM_OPS[op], spec.steps[op][i].name, dialect_name(*d)),
+                    ));
+                }
+            }
+        }
+        spec.check_result(op)
+            .map_err(|e| src.at(result_spans[op].span(), format!("result.{}: {e}", CUSTOM_OPS[op])))?;
+    }
+    for s in r.setup.iter().flatten() {
+        for d in &dialects {
+            if let Some(sql) = s.get_ref().per_dialect().get(*d) {
+                CustomSpec::check_aux(sql, true)
+                    .map_err(|e| src.at(s.span(), format!("setup ({}): {e}", dialect_name(*d))))?;
+            }
+        }
+    }
+    if let Some(c) = &r.counters {
+        for d in &dialects {
+            if let Some(sql) = c.get_ref().per_dialect().get(*d) {
+                CustomSpec::check_aux(sql, false)
+                    .map_err(|e| src.at(c.span(), format!("counters ({}): {e}", dialect_name(*d))))?;
+            }
+        }
+    }
+    Ok(spec)
+}
+
+fn dialect_name(d: Dialect) -> &'static str {
+    d.name()
+}
