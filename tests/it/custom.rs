@@ -1,5 +1,5 @@
-//! File-defined strategies on the real backends: the conditional-update twin gives the
-//! built-in's verdict on the same seed, the racy direct-update file is caught, the
+//! File-defined strategies on the real backends: the conditional-update and
+//! select-for-update twins give their built-ins' verdicts on the same seed, the racy direct-update file is caught, the
 //! slotted counter is exact by its own table; each load-time validation error is located.
 
 use std::path::Path;
@@ -21,7 +21,16 @@ fn byo(strategies: &[&str], ops: u64) -> counterlab::scenario::RunPlan {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_file_twin_gives_the_built_in_verdict_and_the_racy_file_is_caught() {
-    let plan = byo(&["conditional-update", "conditional-update-file", "direct-update-file"], 3000);
+    let plan = byo(
+        &[
+            "conditional-update",
+            "conditional-update-file",
+            "select-for-update",
+            "select-for-update-file",
+            "direct-update-file",
+        ],
+        3000,
+    );
     let report = util::run_kept(&plan, None).await;
     let mut stored = Vec::new();
     for s in &report.strategies {
@@ -30,9 +39,11 @@ async fn the_file_twin_gives_the_built_in_verdict_and_the_racy_file_is_caught() 
         assert_eq!(mismatched, s.check.users_mismatched, "{}: the checker and our own SQL disagree", s.strategy);
         stored.push((s.strategy.as_str(), mismatched, s.check.verdict.as_str(), s.ops_total));
     }
-    let [builtin, twin, racy] = stored[..] else { panic!("{stored:?}") };
-    assert_eq!((builtin.1, builtin.2), (0, "pass"), "{stored:?}");
-    assert_eq!((twin.1, twin.2), (builtin.1, builtin.2), "the twin's verdict differs: {stored:?}");
+    let [builtin, twin, lock, lock_twin, racy] = stored[..] else { panic!("{stored:?}") };
+    for (b, t) in [(builtin, twin), (lock, lock_twin)] {
+        assert_eq!((b.1, b.2), (0, "pass"), "{stored:?}");
+        assert_eq!((t.1, t.2), (b.1, b.2), "the twin's verdict differs: {stored:?}");
+    }
     assert!(racy.1 > 0 && racy.2 == "drift-expected", "duplicate mark_reads did not catch the racy file: {stored:?}");
     // Same seed, same op plan: the same number of ops reached each strategy.
     let planned = |name: &str| {
@@ -40,6 +51,7 @@ async fn the_file_twin_gives_the_built_in_verdict_and_the_racy_file_is_caught() 
         s.ops_total + s.ops.values().map(|o| o.skipped).sum::<u64>()
     };
     assert_eq!(planned("conditional-update"), planned("conditional-update-file"));
+    assert_eq!(planned("select-for-update"), planned("select-for-update-file"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
