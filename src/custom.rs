@@ -178,6 +178,12 @@ pub(crate) fn check(
                 }
                 None => format!("s{}", i + 1),
             };
+            if v.iter().any(|s| s.name == step_name) {
+                return Err(src.at(
+                    st.sql.span(),
+                    format!("two steps of {} are named {step_name:?} (unnamed steps are s1, s2, ...)", CUSTOM_OPS[op]),
+                ));
+            }
             let mut returns = Vec::new();
             for c in st.returns.iter().flatten() {
                 let c_ok =
@@ -236,6 +242,14 @@ pub(crate) fn check(
         }
         spec.check_result(op)
             .map_err(|e| src.at(result_spans[op].span(), format!("result.{}: {e}", CUSTOM_OPS[op])))?;
+    }
+    // What spans steps (e.g. `last_id` on PostgreSQL needs INSERT ... RETURNING).
+    for d in &dialects {
+        spec.compile(*d).map_err(|e| src.at(here.clone(), format!("{} ({}): {e}", name, dialect_name(*d))))?;
+    }
+    // What spans steps (e.g. `last_id` on PostgreSQL needs INSERT ... RETURNING).
+    for d in &dialects {
+        spec.compile(*d).map_err(|e| src.at(here.clone(), format!("{name} ({}): {e}", dialect_name(*d))))?;
     }
     for s in r.setup.iter().flatten() {
         for d in &dialects {

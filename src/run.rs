@@ -578,7 +578,7 @@ async fn run_one(
         let hdr_name = format!("hdr/{}.hlog", ns_name.strip_prefix(&format!("cl_{}_", t.run_id)).unwrap_or(&ns_name));
         let mut rows = ns.check_rows(seed_spec.n_users).await?;
         let counters = strategy.counters(seed_spec.n_users).await.map_err(|e| BackendError::Step {
-            backend: "redis",
+            backend: if t.redis.is_some() { "redis" } else { t.server.dialect().name() },
             step: "read counters",
             namespace: ns_name.clone(),
             detail: e.to_string(),

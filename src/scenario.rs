@@ -378,6 +378,12 @@ pub fn parse(
         }
         let spec = crate::custom::check(name, r, known, at)?;
         if let Some(levels) = &r.get_ref().isolation {
+            if levels.is_empty() {
+                return Err(at.at(
+                    r.span(),
+                    format!("strategy {name:?}: `isolation` is empty; leave it out for the run's levels"),
+                ));
+            }
             let mut v = Vec::new();
             for l in levels {
                 if !ISOLATION_LEVELS.contains(&l.get_ref().as_str()) {

@@ -137,7 +137,7 @@ fn bad_strategy_definitions_are_located() {
         (
             with_step("sql = \"UPDATE public.notifications SET is_read = TRUE WHERE id = :id\""),
             "byo.toml:14:7:",
-            "names a schema or database",
+            "qualified names are not allowed",
         ),
         (
             with_step("sql = \"UPDATE notifications SET is_read = TRUE; DROP TABLE unread_counts\""),
@@ -174,6 +174,21 @@ fn bad_strategy_definitions_are_located() {
             format!("strategy_files = [\"no/such/file.toml\"]\n{BASE}"),
             "byo.toml:1:19:",
             "cannot read strategy file no/such/file.toml",
+        ),
+        (
+            with_step("sql = \"UPDATE notifications SET is_read = TRUE WHERE id = :id -- ' ; ATTACH x\""),
+            "byo.toml:14:7:",
+            "string literals are not allowed",
+        ),
+        (
+            with_step("sql = \"UPDATE ONLY public.accounts SET balance = 0 WHERE id = :id\""),
+            "byo.toml:14:7:",
+            "qualified names are not allowed",
+        ),
+        (
+            with_step("sql = \"UPDATE notifications SET is_read = TRUE\"").replace(" RETURNING id", ""),
+            "byo.toml:",
+            "`last_id` on PostgreSQL needs the step to be an INSERT ... RETURNING id",
         ),
     ];
     for (src, at, words) in cases {

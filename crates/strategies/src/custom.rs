@@ -101,6 +101,12 @@ struct Expr {
     cmp: Option<(Cmp, Vec<Ref>)>,
 }
 
+impl Expr {
+    fn refs(&self) -> impl Iterator<Item = Ref> + '_ {
+        self.left.iter().chain(self.cmp.iter().flat_map(|(_, r)| r.iter())).copied()
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Step {
     sql: &'static str,
@@ -124,11 +130,6 @@ pub struct Compiled {
 
 /// Outputs every step has before its own columns.
 const BASE_FIELDS: [&str; 2] = ["rows", "last_id"];
-
-fn is_ident(s: &str) -> bool {
-    s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
 
 /// Resolves `user`, `id`, an integer, or `step.field` against the steps before `upto`.
 fn resolve(word: &str, op: usize, steps: &[StepSpec], upto: usize) -> Result<Ref, String> {
@@ -191,96 +192,97 @@ fn parse_expr(text: &str, op: usize, steps: &[StepSpec], upto: usize) -> Result<
     }
 }
 
-/// SQL keywords after which a table name follows.
-const TABLE_BEFORE: [&str; 5] = ["from", "join", "update", "into", "table"];
-/// Keywords that are not aliases.
-const NOT_ALIAS: [&str; 24] = [
-    "where",
-    "set",
-    "on",
-    "join",
-    "inner",
-    "left",
-    "right",
-    "full",
-    "cross",
-    "group",
-    "order",
-    "limit",
-    "values",
-    "returning",
-    "for",
-    "using",
-    "as",
-    "select",
-    "union",
-    "having",
-    "default",
-    "natural",
-    "outer",
-    "lateral",
+/// Words a statement may not contain (after lowercasing), beyond anything starting `pg_`
+/// or `lo_`: catalogs, files, other sessions, sequences by name.
+const DENIED: [&str; 16] = [
+    "information_schema",
+    "performance_schema",
+    "dblink",
+    "dblink_exec",
+    "load_file",
+    "outfile",
+    "dumpfile",
+    "load_extension",
+    "set_config",
+    "current_setting",
+    "attach",
+    "detach",
+    "setval",
+    "nextval",
+    "sqlite_master",
+    "sqlite_schema",
 ];
 
+/// The characters a statement is written in: no quotes of any kind (so no string
+/// literal can carry SQL, a file name or a schema name into a function), no comments,
+/// no other placeholder syntax, one statement. A strategy's statements need numbers,
+/// TRUE/FALSE, names and parameters only.
+fn lex_check(sql: &str) -> Result<(), String> {
+    if let Some(c) = sql.chars().find(|c| !c.is_ascii() || (c.is_ascii_control() && !c.is_ascii_whitespace())) {
+        return Err(format!("character {c:?}: statements are plain ASCII"));
+    }
+    for (bad, why) in [
+        ("'", "string literals are not allowed (use numbers, TRUE/FALSE and parameters)"),
+        ("\"", "quoted names are not allowed: write plain names"),
+        ("`", "quoted names are not allowed: write plain names"),
+        ("\\", "backslashes are not allowed"),
+        ("--", "SQL comments are not allowed: comment in TOML"),
+        ("/*", "SQL comments are not allowed: comment in TOML"),
+        ("#", "`#` is not allowed (a MySQL comment)"),
+        ("$", "`$` is not allowed: name parameters :user, :id, :step.field"),
+        ("?", "`?` is not allowed: name parameters :user, :id, :step.field"),
+        ("@", "`@` is not allowed: name parameters :user, :id, :step.field"),
+    ] {
+        if sql.contains(bad) {
+            return Err(why.into());
+        }
+    }
+    if sql.trim_end().trim_end_matches(';').contains(';') {
+        return Err("one statement per step: `;` separates two".into());
+    }
+    Ok(())
+}
+
 /// Rewrites `:name` parameters to the dialect's placeholders, returning the text and the
-/// parameter words in order. Quoted strings and `::` casts are left alone.
+/// parameter words in order (`::` casts are left alone).
 fn bind_params(sql: &str, dialect: Dialect) -> Result<(String, Vec<String>), String> {
-    let b = sql.as_bytes();
+    lex_check(sql)?;
+    let sql = sql.trim_end().trim_end_matches(';');
     let (mut out, mut params) = (String::with_capacity(sql.len()), Vec::new());
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i] as char;
-        if c == '\'' || c == '"' || c == '`' {
-            let end = sql[i + 1..].find(c).ok_or_else(|| format!("unterminated {c}-quoted text"))? + i + 1;
-            out.push_str(&sql[i..=end]);
-            i = end + 1;
-        } else if c == ':' && b.get(i + 1) == Some(&b':') {
+    let mut rest = sql;
+    while let Some(i) = rest.find(':') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix(':') {
             out.push_str("::");
-            i += 2;
-        } else if c == ':' && b.get(i + 1).is_some_and(|n| n.is_ascii_alphabetic() || *n == b'_') {
-            let rest = &sql[i + 1..];
-            let len =
-                rest.find(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_' || ch == '.')).unwrap_or(rest.len());
-            let word = rest[..len].trim_end_matches('.');
+            rest = tail;
+        } else if after.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+            let len = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')).unwrap_or(after.len());
+            let word = after[..len].trim_end_matches('.');
             params.push(word.to_string());
             match dialect {
                 Dialect::Postgres => out.push_str(&format!("${}", params.len())),
                 Dialect::Mysql | Dialect::Sqlite => out.push('?'),
             }
-            i += 1 + word.len();
-        } else if c == ';' {
-            if sql[i + 1..].trim().is_empty() {
-                break;
-            }
-            return Err("one statement per step: `;` separates two".into());
+            rest = &after[word.len()..];
         } else {
-            out.push(c);
-            i += 1;
+            out.push(':');
+            rest = after;
         }
     }
+    out.push_str(rest);
     Ok((out, params))
 }
 
-/// Words of the statement outside quotes, lowercased, with `.` kept inside names.
+/// Words of the statement, lowercased, with `.` kept inside names.
 fn words(sql: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
-    let mut quote: Option<char> = None;
     for c in sql.chars() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => {}
-            None if c == '\'' => quote = Some(c),
-            None if c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '"' || c == '`' => {
-                cur.push(c.to_ascii_lowercase())
-            }
-            None => {
-                if !cur.is_empty() {
-                    out.push(std::mem::take(&mut cur));
-                }
-                if c == ',' || c == '(' || c == ')' {
-                    out.push(c.to_string());
-                }
-            }
+        if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
+            cur.push(c.to_ascii_lowercase());
+        } else if !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
         }
     }
     if !cur.is_empty() {
@@ -289,10 +291,11 @@ fn words(sql: &str) -> Vec<String> {
     out
 }
 
-/// Checks that every table name is unqualified (so it resolves inside the namespace)
-/// and every `a.b` reference uses a table or alias the statement itself names.
+/// Checks the statement's kind and names: no qualified name anywhere (every table
+/// resolves inside the run's namespace), nothing from the denied list.
 fn check_names(sql: &str, ddl: bool) -> Result<(), String> {
-    let w = words(sql);
+    // Parameters (`:step.field` looks like a qualified name) are read as a plain 0.
+    let w = words(&bind_params(sql, Dialect::Mysql)?.0.replace('?', " 0 "));
     let first = w.first().map(|s| s.as_str()).unwrap_or("");
     let allowed: &[&str] =
         if ddl { &["create", "insert", "update", "delete"] } else { &["select", "insert", "update", "delete", "with"] };
@@ -306,50 +309,16 @@ fn check_names(sql: &str, ddl: bool) -> Result<(), String> {
     if ddl && first == "create" && !matches!(w.get(1).map(|s| s.as_str()), Some("table" | "index" | "unique")) {
         return Err("setup may create tables and indexes only".into());
     }
-    let mut declared: Vec<String> = Vec::new();
-    for (i, word) in w.iter().enumerate() {
-        if word.contains('"') || word.contains('`') {
-            return Err(format!(
-                "quoted identifier {word}: write plain names (they resolve inside the run's namespace)"
-            ));
-        }
-        let prev = if i > 0 { w[i - 1].as_str() } else { "" };
-        let after_table = TABLE_BEFORE.contains(&prev)
-            || (prev == "," && !declared.is_empty() && w[..i].iter().rev().any(|x| x == "from"));
-        if after_table && word != "(" && word != "select" {
-            if word.contains('.') {
-                return Err(format!(
-                    "`{word}` names a schema or database: tables are named plainly, inside the run's namespace"
-                ));
-            }
-            declared.push(word.clone());
-            // An alias: `table alias` or `table AS alias`.
-            let next = w.get(i + 1).map(|s| s.as_str()).unwrap_or("");
-            let alias = if next == "as" { w.get(i + 2).map(|s| s.as_str()).unwrap_or("") } else { next };
-            if is_ident(alias) && !NOT_ALIAS.contains(&alias) {
-                declared.push(alias.to_string());
-            }
-        }
-        if word == "index" && ddl {
-            // CREATE INDEX name ON table: the index name must be plain too.
-            if let Some(name) = w.get(i + 1).filter(|n| n.contains('.')) {
-                return Err(format!("`{name}` names a schema: index names are plain"));
-            }
-        }
-        if prev == "on" && ddl && word.contains('.') {
-            return Err(format!("`{word}` names a schema or database: tables are named plainly"));
-        }
-        if prev == "on" && ddl {
-            declared.push(word.clone());
-        }
+    if let Some(bad) = w.iter().find(|x| x.starts_with("pg_") || x.starts_with("lo_") || DENIED.contains(&x.as_str())) {
+        return Err(format!(
+            "`{bad}` reaches outside the run's namespace (catalogs, files, other sessions): not allowed"
+        ));
     }
-    for word in &w {
-        if let Some((a, _)) = word.split_once('.')
-            && word.parse::<f64>().is_err()
-            && !declared.iter().any(|d| d == a)
-        {
-            return Err(format!("`{word}`: `{a}` is not a table or alias this statement names"));
-        }
+    // `excluded.col` is the ON CONFLICT row (PostgreSQL, SQLite), not a schema.
+    if let Some(q) = w.iter().find(|x| x.contains('.') && x.parse::<f64>().is_err() && !x.starts_with("excluded.")) {
+        return Err(format!(
+            "`{q}`: qualified names are not allowed (a schema, database or alias); write plain table and column names"
+        ));
     }
     Ok(())
 }
@@ -396,17 +365,19 @@ impl CustomSpec {
         let steps = &self.steps[op];
         let s = &steps[idx];
         let sql = s.sql.get(dialect).ok_or_else(|| format!("no {} statement", dialect.name()))?;
+        check_names(sql, false)?;
         let (text, params) = bind_params(sql, dialect)?;
-        // Names are checked on the bound text: `:step.field` is a parameter, not a name.
-        check_names(&text, false)?;
         let args = params.iter().map(|p| resolve(p, op, steps, idx)).collect::<Result<Vec<_>, _>>()?;
         if args.iter().any(|a| matches!(a, Ref::Const(_))) {
             return Err("parameters name values (user, id, step.field); write constants into the SQL".into());
         }
         let when =
             s.when.as_deref().map(|w| parse_expr(w, op, steps, idx)).transpose().map_err(|e| format!("when: {e}"))?;
-        let returning_id =
-            dialect == Dialect::Postgres && s.returns.is_empty() && words(sql).iter().any(|w| w == "returning");
+        let w = words(sql);
+        let returning_id = dialect == Dialect::Postgres
+            && s.returns.is_empty()
+            && w.first().is_some_and(|f| f == "insert")
+            && w.iter().any(|x| x == "returning");
         Ok(Step { sql: leak(text), args, returns: s.returns.len(), returning_id, when })
     }
 
@@ -418,7 +389,11 @@ impl CustomSpec {
     /// Checks a setup statement or the counters query for `dialect`.
     pub fn check_aux(sql: &str, setup: bool) -> Result<(), String> {
         if setup {
-            check_names(sql, true)
+            check_names(sql, true)?;
+            match bind_params(sql, Dialect::Postgres)?.1.first() {
+                Some(p) => Err(format!("setup statements take no parameters, found :{p}")),
+                None => Ok(()),
+            }
         } else {
             check_names(sql, false)?;
             match bind_params(sql, Dialect::Postgres)?.1.first() {
@@ -437,6 +412,22 @@ impl CustomSpec {
                 v.push(self.compile_step(op, i, dialect).map_err(|e| format!("{name} step {}: {e}", i + 1))?);
             }
             steps.push(v);
+        }
+        // PostgreSQL reports no last-insert id: `last_id` there needs INSERT ... RETURNING.
+        if dialect == Dialect::Postgres {
+            for (op, list) in steps.iter().enumerate() {
+                let used = |r: &Ref| matches!(r, Ref::Field { step, field: 1 } if !list[*step].returning_id);
+                let in_steps = list.iter().any(|st: &Step| {
+                    st.args.iter().any(used) || st.when.as_ref().is_some_and(|w| w.refs().any(|r| used(&r)))
+                });
+                let result = parse_expr(&self.results[op], op, &self.steps[op], self.steps[op].len())?;
+                if in_steps || result.refs().any(|r| used(&r)) {
+                    return Err(format!(
+                        "{}: `last_id` on PostgreSQL needs the step to be an INSERT ... RETURNING id",
+                        CUSTOM_OPS[op]
+                    ));
+                }
+            }
         }
         let results = (0..CUSTOM_OPS.len())
             .map(|op| parse_expr(&self.results[op], op, &self.steps[op], self.steps[op].len()))
@@ -469,7 +460,7 @@ fn eval_ref(r: Ref, user: i64, id: i64, vals: &[Vec<i64>]) -> i64 {
 }
 
 fn eval(e: &Expr, user: i64, id: i64, vals: &[Vec<i64>]) -> i64 {
-    let sum = |side: &[Ref]| side.iter().map(|r| eval_ref(*r, user, id, vals)).sum::<i64>();
+    let sum = |side: &[Ref]| side.iter().fold(0i64, |acc, r| acc.saturating_add(eval_ref(*r, user, id, vals)));
     let a = sum(&e.left);
     match &e.cmp {
         None => a,
@@ -590,10 +581,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parameters_become_placeholders_outside_quotes_and_casts() {
-        let (pg, p) =
-            bind_params("UPDATE t SET a = ':x', b = c::int WHERE id = :id AND u = :user;", Dialect::Postgres).unwrap();
-        assert_eq!(pg, "UPDATE t SET a = ':x', b = c::int WHERE id = $1 AND u = $2");
+    fn parameters_become_placeholders_and_casts_stay() {
+        let (pg, p) = bind_params("UPDATE t SET b = c::int WHERE id = :id AND u = :user;", Dialect::Postgres).unwrap();
+        assert_eq!(pg, "UPDATE t SET b = c::int WHERE id = $1 AND u = $2");
         assert_eq!(p, ["id", "user"]);
         let (my, _) = bind_params("SELECT a FROM t WHERE u = :sel.a", Dialect::Mysql).unwrap();
         assert_eq!(my, "SELECT a FROM t WHERE u = ?");
@@ -601,16 +591,42 @@ mod tests {
     }
 
     #[test]
+    fn quotes_comments_and_other_placeholders_are_refused() {
+        for sql in [
+            "SELECT a FROM t WHERE b = 'x'",
+            "SELECT a FROM t -- note",
+            "SELECT a /* x */ FROM t",
+            "SELECT a FROM t # x",
+            "SELECT a FROM t WHERE b = $1",
+            "SELECT a FROM t WHERE b = ?",
+            "SELECT a FROM t WHERE b = @x",
+            "SELECT a FROM \"t\"",
+            "SELECT größe FROM t",
+            "UPDATE t SET a = 1; COMMIT; ATTACH DATABASE x AS o",
+        ] {
+            assert!(bind_params(sql, Dialect::Postgres).is_err(), "{sql}");
+        }
+    }
+
+    #[test]
     fn names_outside_the_namespace_are_refused() {
-        assert!(check_names("SELECT n.id FROM notifications n WHERE n.user_id = 1", false).is_ok());
+        assert!(check_names("SELECT id FROM notifications WHERE user_id = 1", false).is_ok());
+        assert!(check_names("SELECT n.id FROM notifications n", false).unwrap_err().contains("qualified names"));
         assert!(
             check_names("SELECT unread FROM public.unread_counts", false).unwrap_err().contains("public.unread_counts")
         );
+        assert!(check_names("UPDATE ONLY public.accounts SET balance = 0", false).is_err());
         assert!(check_names("UPDATE other_db.t SET a = 1", false).is_err());
-        assert!(check_names("SELECT x.a FROM t", false).unwrap_err().contains("`x` is not a table or alias"));
-        assert!(check_names("SELECT a FROM \"public\".t", false).is_err());
         assert!(check_names("DROP TABLE t", true).is_err());
         assert!(check_names("CREATE TABLE slots (user_id bigint)", true).is_ok());
         assert!(check_names("CREATE INDEX i ON public.t (a)", true).is_err());
+        assert!(check_names("SELECT pg_read_file(1)", false).unwrap_err().contains("pg_read_file"));
+        assert!(check_names("SELECT COUNT(*) FROM pg_stat_activity", false).is_err());
+        assert!(check_names("SELECT lo_unlink(16390)", false).is_err());
+        assert!(check_names("SELECT setval(16390, 1)", false).is_err());
+        assert!(
+            check_names("INSERT INTO c (u, n) VALUES (1, 1) ON CONFLICT (u) DO UPDATE SET n = excluded.n + 1", false)
+                .is_ok()
+        );
     }
 }

@@ -247,7 +247,16 @@ impl Tx {
                         Err(_) => match $row.try_get::<Option<bool>, _>(i) {
                             Ok(b) => b.unwrap_or(false) as i64,
                             Err(_) => {
-                                $row.try_get::<Option<i32>, _>(i).map_err(|e| classify($d, e))?.unwrap_or(0) as i64
+                                $row.try_get::<Option<i32>, _>(i)
+                                    .map_err(|e| {
+                                        // The statement ran; the transaction rolls back.
+                                        OpError::new(
+                                            ErrorClass::Other,
+                                            Outcome::Fail,
+                                            format!("{}: column {i} is not an integer ({e}); CAST it", $d.name()),
+                                        )
+                                    })?
+                                    .unwrap_or(0) as i64
                             }
                         },
                     };
