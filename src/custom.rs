@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use counterlab_strategies::{CUSTOM_OPS, CustomSpec, Dialect, PerDialect, StepSpec};
+use counterlab_strategies::{Action, CUSTOM_OPS, CountersSpec, CustomSpec, Dialect, PerDialect, StepSpec};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -32,6 +32,8 @@ pub(crate) struct RawStrategy {
     pub(crate) isolation: Option<Vec<Spanned<String>>>,
     setup: Option<Vec<Spanned<RawSql>>>,
     counters: Option<Spanned<RawSql>>,
+    redis_counters: Option<Spanned<RawRedisCounters>>,
+    redis_seed: Option<Spanned<Vec<Spanned<RawStep>>>>,
     create: Spanned<Vec<Spanned<RawStep>>>,
     mark_read: Spanned<Vec<Spanned<RawStep>>>,
     delete: Spanned<Vec<Spanned<RawStep>>>,
@@ -44,9 +46,23 @@ pub(crate) struct RawStrategy {
 #[serde(deny_unknown_fields)]
 struct RawStep {
     name: Option<Spanned<String>>,
-    sql: Spanned<RawSql>,
+    sql: Option<Spanned<RawSql>>,
+    redis: Option<Spanned<String>>,
+    lua: Option<Spanned<String>>,
+    lua_file: Option<Spanned<String>>,
+    keys: Option<Vec<String>>,
+    args: Option<Vec<String>>,
     returns: Option<Vec<Spanned<String>>>,
     when: Option<Spanned<String>>,
+    each: Option<Spanned<String>>,
+    commit: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRedisCounters {
+    key: Spanned<String>,
+    field: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -92,6 +108,12 @@ pub(crate) struct Src<'a> {
 }
 
 impl Src<'_> {
+    /// `path:line` of a span's start.
+    pub fn line_of(&self, span: std::ops::Range<usize>) -> String {
+        let line = self.text[..span.start.min(self.text.len())].matches('\n').count() + 1;
+        format!("{}:{line}", self.path)
+    }
+
     pub fn at(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> ScenarioError {
         let start = span.start.min(self.text.len());
         let before = &self.text[..start];
@@ -126,6 +148,115 @@ pub(crate) fn parse_file(src: &Src<'_>) -> Result<BTreeMap<String, Spanned<RawSt
     Ok(raw.strategy)
 }
 
+/// Turns one op's raw steps into specs (names, outputs, the action with its Lua file
+/// read), checking what needs no compiling.
+fn raw_steps(op: &str, list: &Spanned<Vec<Spanned<RawStep>>>, src: &Src<'_>) -> Result<Vec<StepSpec>, ScenarioError> {
+    if list.get_ref().is_empty() || list.get_ref().len() > MAX_STEPS {
+        return Err(src.at(list.span(), format!("{op} needs 1..={MAX_STEPS} steps")));
+    }
+    let mut v: Vec<StepSpec> = Vec::new();
+    for (i, raw) in list.get_ref().iter().enumerate() {
+        let st = raw.get_ref();
+        let step_name = match &st.name {
+            Some(n) => {
+                let ok = n.get_ref().chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && n.get_ref().starts_with(|c: char| c.is_ascii_alphabetic());
+                if !ok || ["user", "id", "each"].contains(&n.get_ref().as_str()) {
+                    return Err(src.at(
+                        n.span(),
+                        format!(
+                            "step name {:?}: a letter, then letters, digits or _; not user, id or each",
+                            n.get_ref()
+                        ),
+                    ));
+                }
+                if v.iter().any(|s| s.name == *n.get_ref()) {
+                    return Err(src.at(n.span(), format!("two steps of {op} are named {:?}", n.get_ref())));
+                }
+                n.get_ref().clone()
+            }
+            None => format!("s{}", i + 1),
+        };
+        if v.iter().any(|s| s.name == step_name) {
+            return Err(src
+                .at(raw.span(), format!("two steps of {op} are named {step_name:?} (unnamed steps are s1, s2, ...)")));
+        }
+        let given = [st.sql.is_some(), st.redis.is_some(), st.lua.is_some(), st.lua_file.is_some()];
+        if given.iter().filter(|g| **g).count() != 1 {
+            return Err(
+                src.at(raw.span(), format!("{op} step {step_name}: give exactly one of sql, redis, lua, lua_file"))
+            );
+        }
+        if st.commit.is_some() && st.sql.is_none() {
+            return Err(src.at(raw.span(), format!("{op} step {step_name}: `commit` belongs to SQL steps")));
+        }
+        let keys = st.keys.clone().unwrap_or_default();
+        let args = st.args.clone().unwrap_or_default();
+        let action = if let Some(sql) = &st.sql {
+            if st.keys.is_some() || st.args.is_some() {
+                return Err(src.at(
+                    raw.span(),
+                    format!("{op} step {step_name}: keys and args belong to redis and lua steps; SQL takes :params"),
+                ));
+            }
+            Action::Sql(sql.get_ref().per_dialect())
+        } else if let Some(cmd) = &st.redis {
+            Action::Redis { command: cmd.get_ref().clone(), keys, args }
+        } else if let Some(code) = &st.lua {
+            Action::Lua {
+                origin: format!("inline at {}", src.line_of(code.span())),
+                script: code.get_ref().clone(),
+                keys,
+                args,
+            }
+        } else {
+            let f = st.lua_file.as_ref().expect("one of the four");
+            let base = Path::new(src.path).parent().unwrap_or(Path::new(""));
+            let path = base.join(f.get_ref());
+            let script = std::fs::read_to_string(&path)
+                .map_err(|e| src.at(f.span(), format!("cannot read Lua file {}: {e}", path.display())))?;
+            Action::Lua { origin: path.display().to_string(), script, keys, args }
+        };
+        let mut returns = Vec::new();
+        for c in st.returns.iter().flatten() {
+            let c_ok = c.get_ref().chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') && !c.get_ref().is_empty();
+            if !c_ok || ["rows", "last_id", "value"].contains(&c.get_ref().as_str()) {
+                return Err(src.at(
+                    c.span(),
+                    format!("returned column {:?}: a plain name other than rows, last_id, value", c.get_ref()),
+                ));
+            }
+            returns.push(c.get_ref().clone());
+        }
+        v.push(StepSpec {
+            name: step_name,
+            action,
+            returns,
+            when: st.when.as_ref().map(|w| w.get_ref().clone()),
+            each: st.each.as_ref().map(|w| w.get_ref().clone()),
+            commit: st.commit.unwrap_or(false),
+        });
+    }
+    Ok(v)
+}
+
+/// Where a step's compile error points: its guard, its loop, or the step itself.
+fn step_span(st: &Spanned<RawStep>, e: &str) -> std::ops::Range<usize> {
+    let r = st.get_ref();
+    match (e.starts_with("when: "), e.starts_with("each: ")) {
+        (true, _) if r.when.is_some() => r.when.as_ref().expect("checked").span(),
+        (_, true) if r.each.is_some() => r.each.as_ref().expect("checked").span(),
+        _ => r
+            .sql
+            .as_ref()
+            .map(|s| s.span())
+            .or_else(|| r.redis.as_ref().map(|s| s.span()))
+            .or_else(|| r.lua.as_ref().map(|s| s.span()))
+            .or_else(|| r.lua_file.as_ref().map(|s| s.span()))
+            .unwrap_or_else(|| st.span()),
+    }
+}
+
 /// Checks one `[strategy.<name>]` table and returns its spec.
 pub(crate) fn check(
     name: &str,
@@ -153,58 +284,32 @@ pub(crate) fn check(
     let ops = [&r.create, &r.mark_read, &r.delete, &r.mark_all_read, &r.read_count];
     let mut steps = Vec::new();
     for (op, list) in ops.iter().enumerate() {
-        if list.get_ref().is_empty() || list.get_ref().len() > MAX_STEPS {
-            return Err(src.at(list.span(), format!("{} needs 1..={MAX_STEPS} steps", CUSTOM_OPS[op])));
-        }
-        let mut v: Vec<StepSpec> = Vec::new();
-        for (i, st) in list.get_ref().iter().enumerate() {
-            let st = st.get_ref();
-            let step_name = match &st.name {
-                Some(n) => {
-                    let ok = n.get_ref().chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                        && n.get_ref().starts_with(|c: char| c.is_ascii_alphabetic());
-                    if !ok || ["user", "id"].contains(&n.get_ref().as_str()) {
-                        return Err(src.at(
-                            n.span(),
-                            format!("step name {:?}: a letter, then letters, digits or _; not user or id", n.get_ref()),
-                        ));
-                    }
-                    if v.iter().any(|s| s.name == *n.get_ref()) {
-                        return Err(
-                            src.at(n.span(), format!("two steps of {} are named {:?}", CUSTOM_OPS[op], n.get_ref()))
-                        );
-                    }
-                    n.get_ref().clone()
-                }
-                None => format!("s{}", i + 1),
-            };
-            if v.iter().any(|s| s.name == step_name) {
-                return Err(src.at(
-                    st.sql.span(),
-                    format!("two steps of {} are named {step_name:?} (unnamed steps are s1, s2, ...)", CUSTOM_OPS[op]),
-                ));
-            }
-            let mut returns = Vec::new();
-            for c in st.returns.iter().flatten() {
-                let c_ok =
-                    c.get_ref().chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') && !c.get_ref().is_empty();
-                if !c_ok || ["rows", "last_id"].contains(&c.get_ref().as_str()) {
-                    return Err(src.at(
-                        c.span(),
-                        format!("returned column {:?}: a plain name other than rows, last_id", c.get_ref()),
-                    ));
-                }
-                returns.push(c.get_ref().clone());
-            }
-            v.push(StepSpec {
-                name: step_name,
-                sql: st.sql.get_ref().per_dialect(),
-                returns,
-                when: st.when.as_ref().map(|w| w.get_ref().clone()),
-            });
-        }
-        steps.push(v);
+        steps.push(raw_steps(CUSTOM_OPS[op], list, src)?);
     }
+    let redis_seed = match &r.redis_seed {
+        Some(list) => raw_steps("redis_seed", list, src)?,
+        None => Vec::new(),
+    };
+    let counters = match (&r.counters, &r.redis_counters) {
+        (Some(_), Some(c)) => {
+            return Err(src.at(c.span(), "give counters (an SQL query) or redis_counters, not both"));
+        }
+        (Some(c), None) => Some(CountersSpec::Sql(c.get_ref().per_dialect())),
+        (None, Some(c)) => {
+            let c = c.get_ref();
+            CustomSpec::check_counter_template(c.key.get_ref(), true)
+                .map_err(|e| src.at(c.key.span(), format!("redis_counters.key: {e}")))?;
+            if let Some(f) = &c.field {
+                CustomSpec::check_counter_template(f.get_ref(), false)
+                    .map_err(|e| src.at(f.span(), format!("redis_counters.field: {e}")))?;
+            }
+            Some(CountersSpec::Redis {
+                key: c.key.get_ref().clone(),
+                field: c.field.as_ref().map(|f| f.get_ref().clone()),
+            })
+        }
+        (None, None) => None,
+    };
     let res = r.result.get_ref();
     let result_spans = [&res.create, &res.mark_read, &res.delete, &res.mark_all_read, &res.read_count];
     let spec = CustomSpec {
@@ -214,8 +319,9 @@ pub(crate) fn check(
         transaction: r.transaction.unwrap_or(true),
         sqlite_begin_immediate: r.sqlite_begin_immediate.unwrap_or(false),
         setup: r.setup.iter().flatten().map(|s| s.get_ref().per_dialect()).collect(),
-        counters: r.counters.as_ref().map(|c| c.get_ref().per_dialect()),
+        counters,
         steps,
+        redis_seed,
         results: result_spans.iter().map(|s| s.get_ref().clone()).collect(),
     };
     // Every statement, guard and result, for every dialect the spec covers.
@@ -225,31 +331,24 @@ pub(crate) fn check(
             src.at(here, "no backend has every statement: give `sql` as one string, or postgres/mysql/sqlite each")
         );
     }
-    for (op, list) in ops.iter().enumerate() {
-        for (i, st) in list.get_ref().iter().enumerate() {
+    let seed_list = r.redis_seed.as_ref().map(|l| l.get_ref().as_slice()).unwrap_or(&[]);
+    let lists: Vec<&[Spanned<RawStep>]> =
+        ops.iter().map(|l| l.get_ref().as_slice()).chain(std::iter::once(seed_list)).collect();
+    for (op, list) in lists.iter().enumerate() {
+        let op_name = CUSTOM_OPS.get(op).copied().unwrap_or("redis_seed");
+        for (i, st) in list.iter().enumerate() {
             for d in &dialects {
                 if let Err(e) = spec.check_step(op, i, *d) {
-                    let span = match (&st.get_ref().when, e.starts_with("when: ")) {
-                        (Some(w), true) => w.span(),
-                        _ => st.get_ref().sql.span(),
-                    };
-                    return Err(src.at(
-                        span,
-                        format!("{} step {} ({}): {e}", CUSTOM_OPS[op], spec.steps[op][i].name, dialect_name(*d)),
-                    ));
+                    let step = if op < CUSTOM_OPS.len() { &spec.steps[op][i] } else { &spec.redis_seed[i] };
+                    let on = if step_is_sql(step) { format!(" ({})", dialect_name(*d)) } else { String::new() };
+                    return Err(src.at(step_span(st, &e), format!("{op_name} step {}{on}: {e}", step.name)));
                 }
             }
         }
-        spec.check_result(op)
-            .map_err(|e| src.at(result_spans[op].span(), format!("result.{}: {e}", CUSTOM_OPS[op])))?;
-    }
-    // What spans steps (e.g. `last_id` on PostgreSQL needs INSERT ... RETURNING).
-    for d in &dialects {
-        spec.compile(*d).map_err(|e| src.at(here.clone(), format!("{} ({}): {e}", name, dialect_name(*d))))?;
-    }
-    // What spans steps (e.g. `last_id` on PostgreSQL needs INSERT ... RETURNING).
-    for d in &dialects {
-        spec.compile(*d).map_err(|e| src.at(here.clone(), format!("{name} ({}): {e}", dialect_name(*d))))?;
+        if op < CUSTOM_OPS.len() {
+            spec.check_result(op)
+                .map_err(|e| src.at(result_spans[op].span(), format!("result.{}: {e}", CUSTOM_OPS[op])))?;
+        }
     }
     for s in r.setup.iter().flatten() {
         for d in &dialects {
@@ -267,7 +366,15 @@ pub(crate) fn check(
             }
         }
     }
+    // What spans steps (e.g. `last_id` on PostgreSQL needs INSERT ... RETURNING).
+    for d in &dialects {
+        spec.compile(*d).map_err(|e| src.at(here.clone(), format!("{name} ({}): {e}", dialect_name(*d))))?;
+    }
     Ok(spec)
+}
+
+fn step_is_sql(s: &StepSpec) -> bool {
+    matches!(s.action, Action::Sql(_))
 }
 
 fn dialect_name(d: Dialect) -> &'static str {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use counterlab_core::{CheckInput, Fault, Guarantee, Strategy, check_counters};
+use counterlab_core::{CheckInput, Fault, Guarantee, OpError, Strategy, check_counters};
 use counterlab_report::{
     FaultEvent, REPORT_SCHEMA_VERSION, Report, ServerInfo, Skipped, StrategyReport, StrategyRun, evaluate,
 };
@@ -219,6 +219,11 @@ async fn resolve_backends(
     Ok((servers, temp_dir))
 }
 
+/// Whether the plan's strategy `name` (built-in or file-defined) needs Redis.
+fn uses_redis(plan: &RunPlan, name: &str) -> bool {
+    plan.custom.get(name).map_or_else(|| needs_redis(name), |spec| spec.needs_redis())
+}
+
 /// Connects Redis when a strategy of the plan needs it. A configured URL must answer;
 /// the default may be absent, and then Redis strategies are skipped with the reason.
 async fn resolve_redis(
@@ -226,7 +231,7 @@ async fn resolve_redis(
     opts: &RunOptions,
     log: &mut dyn FnMut(&str),
 ) -> Result<Result<RedisServer, String>, BackendError> {
-    if !plan.strategies.iter().any(|s| needs_redis(s)) {
+    if !plan.strategies.iter().any(|s| uses_redis(plan, s)) {
         return Ok(Err("not needed".into()));
     }
     match &opts.redis_url {
@@ -283,7 +288,7 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
                     .iter()
                     .map(|l| Isolation::from_name(l).expect("validated level"))
                     .collect();
-                let redis = if needs_redis(name) {
+                let redis = if uses_redis(plan, name) {
                     match &redis {
                         Ok(r) => Some(r),
                         Err(why) => {
@@ -469,19 +474,36 @@ async fn run_one(
         let in_effect = ns.isolation_in_effect().await?;
         let started = Instant::now();
         ns.seed(seed_spec).await?;
-        let strategy: Arc<dyn Strategy> = match t.redis {
-            None => match plan.custom.get(name) {
-                Some(spec) => Arc::new(CustomStrategy::build(spec, ns.db().clone()).await.map_err(|e| {
+        let redis_seed_failed = |e: OpError| BackendError::Step {
+            backend: "redis",
+            step: "seed",
+            namespace: ns_name.clone(),
+            detail: e.to_string(),
+        };
+        let strategy: Arc<dyn Strategy> = match (plan.custom.get(name), t.redis) {
+            (Some(spec), redis) => {
+                let space = match redis {
+                    Some(r) => Some(r.space(&ns_name, op_timeout, plan.workload.n_workers).await?),
+                    None => None,
+                };
+                let s = Arc::new(CustomStrategy::build(spec, ns.db().clone(), space).await.map_err(|e| {
                     BackendError::Step {
                         backend: t.server.dialect().name(),
                         step: "set up a file-defined strategy",
                         namespace: ns_name.clone(),
                         detail: e.to_string(),
                     }
-                })?),
-                None => build(name, ns.db().clone()).expect("catalog strategies build"),
-            },
-            Some(r) => {
+                })?);
+                if redis.is_some() {
+                    strategy_for_teardown = Some(s.clone());
+                    s.seed_redis(seed_spec.n_users, seed_spec.notifications_per_user, seed_spec.initial_read_per_user)
+                        .await
+                        .map_err(redis_seed_failed)?;
+                }
+                s
+            }
+            (None, None) => build(name, ns.db().clone()).expect("catalog strategies build"),
+            (None, Some(r)) => {
                 let space = r.space(&ns_name, op_timeout, plan.workload.n_workers).await?;
                 let rcfg = RedisConfig {
                     n_users: seed_spec.n_users,
@@ -493,12 +515,7 @@ async fn run_one(
                 let seeded =
                     s.seed(seed_spec.n_users, seed_spec.notifications_per_user, seed_spec.initial_read_per_user).await;
                 strategy_for_teardown = Some(s.clone());
-                seeded.map_err(|e| BackendError::Step {
-                    backend: "redis",
-                    step: "seed",
-                    namespace: ns_name.clone(),
-                    detail: e.to_string(),
-                })?;
+                seeded.map_err(redis_seed_failed)?;
                 s
             }
         };

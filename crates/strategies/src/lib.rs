@@ -16,7 +16,7 @@ use std::sync::Arc;
 use counterlab_core::{Guarantee, Strategy, StrategyInfo};
 
 pub use backend::{DEFAULT_MYSQL_URL, DEFAULT_POSTGRES_URL, Namespace, PoolSpec, SeedSpec, Server};
-pub use custom::{CUSTOM_OPS, CustomSpec, CustomStrategy, PerDialect, StepSpec};
+pub use custom::{Action, CUSTOM_OPS, CountersSpec, CustomSpec, CustomStrategy, MAX_EACH, PerDialect, StepSpec};
 pub use db::{Db, Dialect, Isolation, classify};
 pub use error::{BackendError, redact_url};
 pub use pause::Pausable;

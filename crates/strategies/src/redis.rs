@@ -116,7 +116,7 @@ pub struct RedisSpace {
 /// A connection lent to one op, back to the idle list when dropped. Measured on two
 /// cores with 8 clients: 79k ZINCRBY/s when each client has a connection to itself,
 /// 34k when all share one multiplexed connection, 35k when spread round-robin.
-struct Lease {
+pub(crate) struct Lease {
     c: Option<ConnectionManager>,
     /// Some when `c` came off the idle list and goes back on it; None for a shared one.
     idle: Option<Arc<Mutex<Vec<ConnectionManager>>>>,
@@ -164,7 +164,7 @@ impl RedisSpace {
 
     /// A connection for one op: an idle one when there is one (so each worker talks on
     /// its own connection, as a client pool would), else a shared one.
-    fn conn(&self) -> Lease {
+    pub(crate) fn conn(&self) -> Lease {
         let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         match idle {
             Some(c) => Lease { c: Some(c), idle: Some(self.idle.clone()) },

@@ -1,0 +1,321 @@
+//! The Redis side of file-defined strategies: which commands a step may send (keys first,
+//! each one under the run's prefix), key and argument templates (`{user}`, `{id}`,
+//! `{each}`, `{step.field}`), the checks a Lua script must pass before it runs (keys only
+//! through `KEYS[n]`, no escape from the script sandbox), and how a reply becomes numbers.
+
+/// Commands a Redis step may send, with whether they write. Every one takes its keys
+/// first and then its arguments, so every key a step names is one the run prefixes;
+/// `many` ones take only keys (`DEL k1 k2`). Anything else (KEYS, SCAN, FLUSHALL,
+/// CONFIG, EVAL, RENAME...) is refused: a Lua step is how to run a script.
+const COMMANDS: &[(&str, bool, bool)] = &[
+    // (name, writes, takes many keys and no arguments)
+    ("GET", false, false),
+    ("MGET", false, true),
+    ("EXISTS", false, true),
+    ("SET", true, false),
+    ("SETNX", true, false),
+    ("GETSET", true, false),
+    ("GETDEL", true, false),
+    ("INCR", true, false),
+    ("INCRBY", true, false),
+    ("DECR", true, false),
+    ("DECRBY", true, false),
+    ("DEL", true, true),
+    ("UNLINK", true, true),
+    ("EXPIRE", true, false),
+    ("PEXPIRE", true, false),
+    ("TTL", false, false),
+    ("HGET", false, false),
+    ("HMGET", false, false),
+    ("HEXISTS", false, false),
+    ("HLEN", false, false),
+    ("HGETALL", false, false),
+    ("HKEYS", false, false),
+    ("HVALS", false, false),
+    ("HSET", true, false),
+    ("HSETNX", true, false),
+    ("HDEL", true, false),
+    ("HINCRBY", true, false),
+    ("ZADD", true, false),
+    ("ZINCRBY", true, false),
+    ("ZSCORE", false, false),
+    ("ZREM", true, false),
+    ("ZCARD", false, false),
+    ("ZRANGE", false, false),
+    ("ZRANGEBYSCORE", false, false),
+    ("SADD", true, false),
+    ("SREM", true, false),
+    ("SCARD", false, false),
+    ("SISMEMBER", false, false),
+    ("SMEMBERS", false, false),
+    ("LPUSH", true, false),
+    ("RPUSH", true, false),
+    ("LLEN", false, false),
+    ("LRANGE", false, false),
+    ("LPOP", true, false),
+    ("RPOP", true, false),
+    ("LREM", true, false),
+    ("LTRIM", true, false),
+];
+
+/// A command's canonical name and whether it writes; `many`: keys only, no arguments.
+pub(super) struct Command {
+    pub name: &'static str,
+    pub writes: bool,
+    pub many: bool,
+}
+
+pub(super) fn command(name: &str) -> Result<Command, String> {
+    let upper = name.to_ascii_uppercase();
+    match COMMANDS.iter().find(|(n, _, _)| *n == upper) {
+        Some((n, w, m)) => Ok(Command { name: n, writes: *w, many: *m }),
+        None => Err(format!(
+            "Redis command `{name}` is not allowed; a step may send {} (keys first), or be a Lua step",
+            COMMANDS.iter().map(|c| c.0).collect::<Vec<_>>().join(" ")
+        )),
+    }
+}
+
+/// A piece of a key or argument template.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Piece<R> {
+    Lit(String),
+    Val(R),
+}
+
+/// Splits `u:{user}:unread` into literal text and `{...}` placeholders, resolving each
+/// placeholder's word with `resolve`. Keys and arguments are printable ASCII without
+/// spaces; a brace that opens no placeholder is an error.
+pub(super) fn template<R>(
+    text: &str,
+    key: bool,
+    mut resolve: impl FnMut(&str) -> Result<R, String>,
+) -> Result<Vec<Piece<R>>, String> {
+    let what = if key { "key" } else { "argument" };
+    if key && text.is_empty() {
+        return Err("empty key".into());
+    }
+    if let Some(c) = text.chars().find(|c| !c.is_ascii_graphic()) {
+        return Err(format!("{what} {text:?}: character {c:?} (keys and arguments are printable ASCII, no spaces)"));
+    }
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find(['{', '}']) {
+        if rest.as_bytes()[open] == b'}' {
+            return Err(format!("{what} {text:?}: `}}` without `{{`"));
+        }
+        if open > 0 {
+            out.push(Piece::Lit(rest[..open].to_string()));
+        }
+        let after = &rest[open + 1..];
+        let close = after.find('}').ok_or_else(|| format!("{what} {text:?}: `{{` without `}}`"))?;
+        let word = &after[..close];
+        if word.is_empty() || word.contains('{') {
+            return Err(format!("{what} {text:?}: write placeholders as {{user}}, {{id}}, {{step.field}}"));
+        }
+        out.push(Piece::Val(resolve(word)?));
+        rest = &after[close + 1..];
+    }
+    if !rest.is_empty() {
+        out.push(Piece::Lit(rest.to_string()));
+    }
+    Ok(out)
+}
+
+/// Identifiers a script may not use: what loads code, reaches globals or the host, or
+/// builds a command name at run time.
+const LUA_DENIED: &[&str] = &[
+    "load",
+    "loadstring",
+    "dofile",
+    "loadfile",
+    "require",
+    "getfenv",
+    "setfenv",
+    "rawset",
+    "rawget",
+    "rawequal",
+    "setmetatable",
+    "getmetatable",
+    "_G",
+    "os",
+    "io",
+    "debug",
+    "module",
+    "package",
+];
+
+/// What `redis.` may be followed by in a script.
+const LUA_REDIS_FNS: &[&str] = &["call", "pcall", "error_reply", "status_reply", "sha1hex", "log"];
+
+/// Checks a script's text so that every key it touches is one of its `KEYS` (which the
+/// run prefixes) and it cannot leave the sandbox: every `redis.call`/`redis.pcall` names
+/// an allowed command as a quoted literal and passes `KEYS[...]` (or an expression
+/// starting with it, still under the prefix) as the key; no `KEYS[n]` beyond the step's
+/// keys. Line numbers in errors are the script's own.
+pub(super) fn check_lua(src: &str, n_keys: usize) -> Result<(), String> {
+    if src.trim().is_empty() {
+        return Err("the Lua script is empty".into());
+    }
+    if src.len() > 64 * 1024 {
+        return Err("the Lua script is over 64 KiB".into());
+    }
+    let line_of = |at: usize| src[..at].matches('\n').count() + 1;
+    let bytes = src.as_bytes();
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut i = 0;
+    while i < bytes.len() {
+        if !ident(bytes[i]) || (i > 0 && (ident(bytes[i - 1]) || bytes[i - 1] == b'.')) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && ident(bytes[i]) {
+            i += 1;
+        }
+        let word = &src[start..i];
+        if LUA_DENIED.contains(&word) {
+            return Err(format!("line {}: `{word}` is not allowed in a strategy's script", line_of(start)));
+        }
+        if word == "KEYS" {
+            let rest = src[i..].trim_start();
+            if let Some(idx) = rest.strip_prefix('[') {
+                let digits: String = idx.trim_start().chars().take_while(|c| c.is_ascii_digit()).collect();
+                if let Ok(n) = digits.parse::<usize>()
+                    && (n == 0 || n > n_keys)
+                {
+                    return Err(format!(
+                        "line {}: KEYS[{n}], but the step passes {n_keys} key{}",
+                        line_of(start),
+                        if n_keys == 1 { "" } else { "s" }
+                    ));
+                }
+            }
+        }
+        if word == "redis" {
+            let rest = &src[i..];
+            let Some(after_dot) = rest.strip_prefix('.') else {
+                return Err(format!("line {}: use `redis` only as redis.call(...) and friends", line_of(start)));
+            };
+            let f: String = after_dot.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            if f.starts_with("LOG_") {
+                continue;
+            }
+            if !LUA_REDIS_FNS.contains(&f.as_str()) {
+                return Err(format!("line {}: redis.{f} is not allowed", line_of(start)));
+            }
+            if f == "call" || f == "pcall" {
+                check_call(after_dot[f.len()..].trim_start()).map_err(|e| format!("line {}: {e}", line_of(start)))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The text after `redis.call`: `('CMD', KEYS[...]...`.
+fn check_call(rest: &str) -> Result<(), String> {
+    let shape = "write redis.call('COMMAND', KEYS[n], ...) with the command quoted and a KEYS entry as the key";
+    let rest = rest.strip_prefix('(').ok_or(shape)?.trim_start();
+    let quote = rest.chars().next().filter(|c| *c == '\'' || *c == '"').ok_or(shape)?;
+    let body = &rest[1..];
+    let end = body.find(quote).ok_or(shape)?;
+    let c = command(&body[..end])?;
+    let after = body[end + 1..].trim_start();
+    let after = after.strip_prefix(',').ok_or(shape)?.trim_start();
+    if !after.starts_with("KEYS[") {
+        return Err(format!("{} must name its key as KEYS[...], so it stays under the run's prefix", c.name));
+    }
+    Ok(())
+}
+
+/// A reply as numbers: an integer (nil is 0, OK is 1, a string must hold an integer, a
+/// double is rounded) and, for an array reply, its elements the same way.
+pub(super) fn decode(v: &::redis::Value) -> Result<(i64, Option<Vec<i64>>), String> {
+    use ::redis::Value as V;
+    let scalar = |v: &V| -> Result<i64, String> {
+        match v {
+            V::Nil => Ok(0),
+            V::Int(n) => Ok(*n),
+            V::Okay => Ok(1),
+            V::Boolean(b) => Ok(*b as i64),
+            V::Double(d) => Ok(d.round() as i64),
+            V::SimpleString(s) => s.trim().parse().map_err(|_| format!("reply {s:?} is not an integer")),
+            V::BulkString(b) => {
+                let s = String::from_utf8_lossy(b);
+                s.trim()
+                    .parse()
+                    .or_else(|_| s.trim().parse::<f64>().map(|d| d.round() as i64))
+                    .map_err(|_| format!("reply {:?} is not an integer", s.chars().take(40).collect::<String>()))
+            }
+            other => Err(format!("reply {other:?} is not a number")),
+        }
+    };
+    match v {
+        V::Array(items) | V::Set(items) => {
+            let list = items.iter().map(scalar).collect::<Result<Vec<_>, _>>()?;
+            Ok((list.len() as i64, Some(list)))
+        }
+        other => Ok((scalar(other)?, None)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_split_into_text_and_values() {
+        let t = template("u:{user}:state", true, |w| Ok(w.to_string())).unwrap();
+        assert_eq!(t, [Piece::Lit("u:".into()), Piece::Val("user".into()), Piece::Lit(":state".into())]);
+        assert!(template("u:{user", true, |w| Ok(w.to_string())).is_err());
+        assert!(template("u}", true, |w| Ok(w.to_string())).is_err());
+        assert!(template("a b", true, |w| Ok(w.to_string())).is_err());
+        assert!(template("", true, |w| Ok(w.to_string())).is_err());
+        assert!(template("{nope}", true, |w| Err::<String, _>(format!("unknown {w}"))).unwrap_err().contains("nope"));
+    }
+
+    #[test]
+    fn only_listed_commands_pass() {
+        assert!(command("incrby").unwrap().writes);
+        assert!(!command("GET").unwrap().writes);
+        for bad in ["FLUSHALL", "KEYS", "EVAL", "CONFIG", "RENAME", "SCAN"] {
+            assert!(command(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn scripts_touch_keys_only_through_keys() {
+        let ok = "local s = redis.call('HGET', KEYS[2], ARGV[1])\nif s == '0' then redis.call(\"DECR\", KEYS[1]) end\nreturn redis.status_reply('OK')";
+        check_lua(ok, 2).unwrap();
+        for (src, words) in [
+            ("return redis.call('GET', 'other:key')", "KEYS["),
+            ("return redis.call('GET', ARGV[1])", "KEYS["),
+            ("local k = KEYS[1]\nreturn redis.call('GET', k)", "KEYS["),
+            ("return redis.call('FLUSHALL')", "not allowed"),
+            ("local c = redis.call\nreturn c('GET', 'x')", "redis.call("),
+            ("local f = 'GET'\nreturn redis.call(f, KEYS[1])", "quoted"),
+            ("return redis.call('GET', KEYS[3])", "KEYS[3]"),
+            ("return loadstring('x')()", "loadstring"),
+            ("return _G['redis']", "_G"),
+            ("return redis.setresp(3)", "redis.setresp"),
+            ("return redis['call']('GET', 'x')", "redis"),
+            ("", "empty"),
+        ] {
+            let e = check_lua(src, 2).unwrap_err();
+            assert!(e.contains(words), "{src:?}: {e}");
+        }
+        assert!(check_lua("\n\nreturn redis.call('GET', 'x')", 1).unwrap_err().starts_with("line 3"));
+    }
+
+    #[test]
+    fn replies_become_numbers() {
+        use ::redis::Value as V;
+        assert_eq!(decode(&V::Int(-3)).unwrap(), (-3, None));
+        assert_eq!(decode(&V::Nil).unwrap(), (0, None));
+        assert_eq!(decode(&V::Okay).unwrap(), (1, None));
+        assert_eq!(decode(&V::BulkString(b"42".to_vec())).unwrap(), (42, None));
+        assert_eq!(decode(&V::BulkString(b"2.0".to_vec())).unwrap(), (2, None));
+        assert_eq!(decode(&V::Array(vec![V::BulkString(b"7".to_vec()), V::Int(9)])).unwrap(), (2, Some(vec![7, 9])));
+        assert!(decode(&V::BulkString(b"abc".to_vec())).is_err());
+    }
+}
