@@ -190,10 +190,134 @@ fn bad_strategy_definitions_are_located() {
             "byo.toml:",
             "`last_id` on PostgreSQL needs the step to be an INSERT ... RETURNING id",
         ),
+        (
+            with_step("lua_file = \"no/such.lua\"\nkeys = [\"k:{user}\"]"),
+            "byo.toml:14:12:",
+            "cannot read Lua file no/such.lua",
+        ),
+        (
+            with_step("lua = \"return redis.call('GET', 'other:key')\""),
+            "byo.toml:14:7:",
+            "must name its key as KEYS[...], so it stays under the run's prefix",
+        ),
+        (
+            with_step("lua = \"return redis.call('GET', KEYS[2])\"\nkeys = [\"k:{user}\"]"),
+            "byo.toml:14:7:",
+            "KEYS[2], but the step passes 1 key",
+        ),
+        (with_step("redis = \"FLUSHALL\"\nkeys = [\"k\"]"), "byo.toml:14:9:", "`FLUSHALL` is not allowed"),
+        (with_step("redis = \"GET\"\nkeys = [\"k:{nid}\"]"), "byo.toml:14:9:", "unknown parameter `nid`"),
+        (
+            with_step("redis = \"GET\"\nkeys = [\"k:{user}\"]\neach = \"nope\""),
+            "byo.toml:16:8:",
+            "each: no earlier step named `nope`",
+        ),
+        (
+            with_step("sql = \"UPDATE notifications SET is_read = TRUE\"\nredis = \"GET\""),
+            "byo.toml:13:1:",
+            "give exactly one of sql, redis, lua, lua_file",
+        ),
     ];
     for (src, at, words) in cases {
         let e = err(&src);
         assert!(e.starts_with(at), "expected {at:?}, got {e:?}\n--- input:\n{src}");
         assert!(e.contains(words), "expected {words:?} in {e:?}");
     }
+}
+
+fn byo_redis(strategies: &[&str], ops: u64, extra: &str) -> counterlab::scenario::RunPlan {
+    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/bring-your-own-redis.toml");
+    let text = std::fs::read_to_string(&f).unwrap() + extra;
+    let overrides = Overrides {
+        strategies: strategies.iter().map(|s| s.to_string()).collect(),
+        backends: vec!["postgres".into()],
+        ops: Some(ops),
+        ..Overrides::default()
+    };
+    parse(&f.display().to_string(), &text, "bring-your-own-redis", &overrides, &util::known(), 22)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Each user's counter as Redis holds it under the run's prefix (`key` with `%` for the
+/// user), read here with our own key names; None where the key is missing.
+async fn redis_counters(namespace: &str, key: &str, n_users: i64) -> Vec<Option<i64>> {
+    use redis::AsyncCommands;
+    let mut c =
+        redis::Client::open(crate::redis::redis_url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let mut out = Vec::new();
+    for u in 1..=n_users {
+        out.push(c.get(format!("cl:{namespace}:{}", key.replace('%', &u.to_string()))).await.unwrap());
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lua_twin_gives_the_built_in_verdict_and_redis_holds_what_the_check_read() {
+    let plan = byo_redis(&["lua-script", "lua-script-file", "redis-counter-file", "redis-unguarded-file"], 3000, "");
+    let report = util::run_kept(&plan, None).await;
+    let mut seen = Vec::new();
+    for s in &report.strategies {
+        let key = match s.strategy.as_str() {
+            "lua-script" => "{u:%}:unread",
+            "lua-script-file" => "u:%:unread",
+            _ => "c:%",
+        };
+        let counters = redis_counters(&s.namespace, key, 1000).await;
+        assert!(counters.iter().all(|c| c.is_some()), "{}: a user's counter key is missing", s.strategy);
+        // The truth from our own SQL (this also deletes the run's keys and drops the schema).
+        let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, None).await;
+        assert_eq!(stored.len(), 1000);
+        let mismatched = stored.iter().zip(&counters).filter(|((_, _, truth), c)| Some(*truth) != **c).count() as u64;
+        assert_eq!(mismatched, s.check.users_mismatched, "{}: the checker and Redis disagree", s.strategy);
+        seen.push((s.strategy.as_str(), mismatched, s.check.verdict.as_str()));
+    }
+    let [builtin, twin, counter, unguarded] = seen[..] else { panic!("{seen:?}") };
+    assert_eq!((builtin.1, builtin.2), (0, "pass"), "{seen:?}");
+    assert_eq!((twin.1, twin.2), (builtin.1, builtin.2), "the twin's verdict differs: {seen:?}");
+    assert_eq!((counter.1, counter.2), (0, "pass"), "{seen:?}");
+    assert!(unguarded.1 > 0 && unguarded.2 == "drift-expected", "duplicate mark_reads missed: {seen:?}");
+    let twin_report = report.strategies.iter().find(|s| s.strategy == "lua-script-file").unwrap();
+    assert!(twin_report.ops["mark_all_read"].transitioned > 0, "no mark_all_read changed anything: `each` unexercised");
+    let planned = |name: &str| {
+        let s = report.strategies.iter().find(|s| s.strategy == name).unwrap();
+        s.ops_total + s.ops.values().map(|o| o.skipped).sum::<u64>()
+    };
+    assert_eq!(planned("lua-script"), planned("lua-script-file"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_reach_file_defined_redis_strategies_and_their_keys_are_removed() {
+    // Three lost replies: the writes ran, the ops are unknown and not retried, and the
+    // counter stays exact. A data loss then wipes the run's keys: the counters are gone.
+    let extra = "\n[[faults]]\nkind = \"redis_timeout\"\nat_ms = 0\ntimes = 3\nstrategies = [\"redis-counter-file\"]\n";
+    let plan = byo_redis(&["redis-counter-file"], 1500, extra);
+    let report = counterlab::run::run_plan(&plan, &util::options(false, None), &mut |_| {}).await.unwrap();
+    let s = &report.strategies[0];
+    let unknown: u64 = s.ops.values().map(|o| o.unknown).sum();
+    assert_eq!(unknown, 3, "{:?}", s.ops);
+    assert_eq!(s.figures["lost_replies"], 3.0);
+    assert_eq!(s.check.verdict, "pass", "{:?}", s.check);
+    assert_eq!(redis_counters(&s.namespace, "c:%", 1000).await.iter().flatten().count(), 0, "keys left behind");
+
+    let extra = "\n[[faults]]\nkind = \"redis_data_loss\"\nat_ms = 0\nstrategies = [\"redis-counter-file\"]\n";
+    let plan = byo_redis(&["redis-counter-file"], 300, extra);
+    let report = counterlab::run::run_plan(&plan, &util::options(false, None), &mut |_| {}).await.unwrap();
+    let s = &report.strategies[0];
+    assert!(s.faults[0].outcome.starts_with("deleted "), "{:?}", s.faults);
+    assert_eq!(s.check.verdict, "FAIL", "a data loss without a reconciler must break an exact claim: {:?}", s.check);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lua_script_redis_refuses_fails_the_run_naming_the_script() {
+    let dir = std::env::temp_dir().join(format!("counterlab-lua-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("bad.lua"), "return redis.call('GET', KEYS[1]) +* 1\n").unwrap();
+    let src =
+        with_step("lua_file = \"bad.lua\"\nkeys = [\"k:{user}\"]").replace("s1.rows\"\ndelete", "s1.value\"\ndelete");
+    let path = dir.join("byo.toml");
+    let plan = parse(&path.display().to_string(), &src, "byo", &Overrides::default(), &util::known(), 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let e = counterlab::run::run_plan(&plan, &util::options(false, None), &mut |_| {}).await.unwrap_err().to_string();
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(e.contains("bad.lua") && e.contains("refused by Redis"), "{e}");
 }
