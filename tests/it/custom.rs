@@ -1,6 +1,7 @@
-//! File-defined strategies on the real backends: the conditional-update and
-//! select-for-update twins give their built-ins' verdicts on the same seed, the racy direct-update file is caught, the
-//! slotted counter is exact by its own table; each load-time validation error is located.
+//! File-defined strategies on the real backends: the conditional-update, select-for-update
+//! and lua-script twins give their built-ins' verdicts on the same seed, the racy files
+//! (SQL and Redis) are caught, the slotted counter is exact by its own table, Redis faults
+//! reach file strategies, and each load-time validation error is located.
 
 use std::path::Path;
 
