@@ -52,8 +52,14 @@ fn main() {
                 dup_k: 1,
                 op_timeout: Duration::from_secs(5),
                 cancel: Default::default(),
-                retry: RetryPolicy { max_attempts: 1, backoff_base: Duration::ZERO, backoff_max: Duration::ZERO },
+                retry: RetryPolicy {
+                    max_attempts: 1,
+                    backoff_base: Duration::ZERO,
+                    backoff_max: Duration::ZERO,
+                    on_unknown: false,
+                },
                 max_wait: Duration::from_secs(1),
+                history_limit: 0,
             };
             let strategy: Arc<dyn Strategy> = Arc::new(NullStrategy::default());
             let pool = Arc::new(IdPool::seeded(10_000, 10, 0));

@@ -146,6 +146,10 @@ struct RunArgs {
     /// Print only the final table (no progress line, no log).
     #[arg(long)]
     quiet: bool,
+    /// Also write each strategy run's recorded history as JSON Lines (history/<run>.jsonl
+    /// beside the report; format in docs/history.md).
+    #[arg(long)]
+    history: bool,
 }
 
 /// A configured URL and where it came from: the flag, else the first set variable.
@@ -208,6 +212,7 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         redis_url: redis.map(|c| c.0),
         sqlite_dir: args.sqlite,
         keep: args.keep,
+        write_history: args.history,
         connect_timeout: Duration::from_secs(5),
         cancel: Arc::new(AtomicBool::new(false)),
         progress: None,
@@ -258,7 +263,7 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         std::fs::write(out.join("report.json"), render_json(&report)).context("cannot write report.json")?;
         std::fs::write(out.join("report.md"), render_markdown(&report)).context("cannot write report.md")?;
         std::fs::write(out.join("report.html"), render_html(&report)).context("cannot write report.html")?;
-        for (name, log) in &report.hdr_logs {
+        for (name, log) in &report.side_files {
             let path = out.join(name);
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;

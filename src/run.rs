@@ -7,9 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use counterlab_core::{CheckInput, Fault, Guarantee, OpError, Strategy, check_counters};
+use counterlab_core::{
+    CheckInput, Context, Fault, Guarantee, OpError, SettledRead, Strategy, check_counters, check_reads, classify,
+};
 use counterlab_report::{
-    FaultEvent, REPORT_SCHEMA_VERSION, Report, ServerInfo, Skipped, StrategyReport, StrategyRun, evaluate,
+    FaultEvent, HistoryReport, REPORT_SCHEMA_VERSION, Report, ServerInfo, Skipped, StrategyReport, StrategyRun,
+    evaluate,
 };
 use counterlab_sim::{
     DriverConfig, IdPool, LoadModel, Mix, Monitor, RetryPolicy, Sample, Sampler, SamplerConfig, Skew, Stage, Stop,
@@ -19,6 +22,7 @@ use counterlab_strategies::{
     BackendError, CustomStrategy, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Dialect, Isolation, Pausable, PoolSpec,
     RedisConfig, RedisServer, SeedSpec, Server, build, build_redis, find, needs_redis,
 };
+use futures_util::StreamExt as _;
 
 use crate::clock;
 use crate::scenario::RunPlan;
@@ -40,6 +44,8 @@ pub struct RunOptions {
     pub sqlite_dir: Option<PathBuf>,
     /// Leave each namespace in place after the run.
     pub keep: bool,
+    /// Put each strategy run's history (JSON Lines) among the files beside the report.
+    pub write_history: bool,
     pub connect_timeout: Duration,
     /// Set by Ctrl-C: the load stops, the run in flight is still checked and torn down,
     /// later runs do not start, and the report says `interrupted`.
@@ -50,6 +56,10 @@ pub struct RunOptions {
 
 /// A sink for the live status line.
 pub type Progress = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Calls recorded per strategy run (about 64 bytes each); beyond it the read check is
+/// skipped and the report says how many calls were left out.
+pub const HISTORY_LIMIT: u64 = 4_000_000;
 
 pub const COMMIT: &str = env!("COUNTERLAB_GIT_COMMIT");
 
@@ -120,8 +130,10 @@ fn driver_config(plan: &RunPlan, cancel: Arc<AtomicBool>) -> DriverConfig {
             max_attempts: plan.retry.max_attempts,
             backoff_base: Duration::from_millis(plan.retry.backoff_base_ms),
             backoff_max: Duration::from_millis(plan.retry.backoff_max_ms),
+            on_unknown: plan.retry.on_unknown,
         },
         max_wait: Duration::from_millis(w.max_wait_ms),
+        history_limit: HISTORY_LIMIT,
     }
 }
 
@@ -274,7 +286,7 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
     };
     let mut reports = Vec::new();
     let mut skipped = Vec::new();
-    let mut hdr_logs = Vec::new();
+    let mut side_files = Vec::new();
     let result = async {
         for server in &servers {
             for name in &plan.strategies {
@@ -339,9 +351,9 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
                         continue;
                     }
                     let target = Target { server, redis, run_id: &run_id, name, info, isolation, seed: seed_spec };
-                    let (report, hdr_log) = run_one(plan, opts, &cfg, target, log).await?;
+                    let (report, files) = run_one(plan, opts, &cfg, target, log).await?;
                     reports.push(report);
-                    hdr_logs.push(hdr_log);
+                    side_files.extend(files);
                 }
             }
         }
@@ -386,7 +398,7 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
         thresholds_breached: breached,
         interrupted: opts.cancel.load(Ordering::Relaxed),
         replay_command: replay_command(plan),
-        hdr_logs,
+        side_files,
     })
 }
 
@@ -456,7 +468,7 @@ async fn run_one(
     cfg: &DriverConfig,
     t: Target<'_>,
     log: &mut dyn FnMut(&str),
-) -> Result<(StrategyReport, (String, String)), BackendError> {
+) -> Result<(StrategyReport, Vec<(String, String)>), BackendError> {
     let (name, isolation, seed_spec) = (t.name, t.isolation, t.seed);
     let sql_backend = t.server.dialect().name();
     let backend = if t.redis.is_some() { format!("{sql_backend}+redis") } else { sql_backend.to_string() };
@@ -605,6 +617,36 @@ async fn run_one(
         }
         let guarantee = if plan.expect_drift.iter().any(|s| s == name) { Guarantee::None } else { t.info.guarantee };
         let check = check_counters(&rows, guarantee);
+        // The history's verdicts: reads against their bounds, what read_count shows once
+        // settled, and the named anomalies that explain any mismatch.
+        let settled = settled_reads(strategy.as_ref(), &rows).await;
+        let unread_at_start = (seed_spec.notifications_per_user - seed_spec.initial_read_per_user) as i64;
+        let reads = (load.history_dropped == 0).then(|| check_reads(&load.history, &|_| unread_at_start));
+        let figure = |k: &str| {
+            strategy.figures().iter().find(|(n, _)| *n == k).map_or(0, |(_, v)| *v as u64)
+        };
+        let cx = Context {
+            guarantee,
+            lost_flushes: figure("lost_flush_claims"),
+            double_flushes: 0,
+            reconciler: t.redis.is_some() && plan.redis.reconcile_interval_ms.is_some(),
+        };
+        let anomalies = classify(&load.history, &rows, reads.as_ref(), &settled, cx);
+        for a in &anomalies {
+            log(&format!("{name} on {backend} at {}: anomaly {} x{}", isolation.name(), a.name, a.count));
+        }
+        let history_file = opts
+            .write_history
+            .then(|| format!("history/{}.jsonl", ns_name.strip_prefix(&format!("cl_{}_", t.run_id)).unwrap_or(&ns_name)));
+        let history = HistoryReport {
+            events: load.history.len() as u64,
+            dropped: load.history_dropped,
+            reads_checked: reads.as_ref().map_or(0, |r| r.reads_checked),
+            read_violations: reads.as_ref().map_or(0, |r| r.violations_total),
+            reads_judged: guarantee != Guarantee::Eventual,
+            settled_reads: settled.len() as u64,
+            file: history_file.clone(),
+        };
         log(&format!(
             "{name} on {backend} at {}: {} ops at {:.0} ops/s, {} of {} users mismatched: {}",
             isolation.name(),
@@ -630,12 +672,18 @@ async fn run_one(
             check: &check,
             series: &series.samples,
             hdr_log: Some(hdr_name.clone()),
+            anomalies: &anomalies,
+            history,
         });
         report.thresholds = plan.thresholds.iter().filter_map(|t| evaluate(t, &report)).collect();
         for b in report.thresholds.iter().filter(|t| !t.passed) {
             log(&format!("{name} on {backend} at {}: threshold breached: {}", isolation.name(), b.detail));
         }
-        Ok::<_, BackendError>((report, (hdr_name, series.hdr_log)))
+        let mut files = vec![(hdr_name, series.hdr_log)];
+        if let Some(f) = history_file {
+            files.push((f, counterlab_report::write_history(&load.history)));
+        }
+        Ok::<_, BackendError>((report, files))
     }
     .await;
     if opts.keep {
@@ -663,4 +711,21 @@ async fn run_one(
         }
     }
     result
+}
+
+/// Users whose `read_count` is compared with the truth after settle (evenly spread).
+pub const SETTLED_READS: usize = 2000;
+
+/// After settle, what `read_count` shows for up to `SETTLED_READS` users beside their
+/// truth, 8 reads at a time. A read that errors is left out.
+async fn settled_reads(strategy: &dyn Strategy, rows: &[CheckInput]) -> Vec<SettledRead> {
+    let step = rows.len().div_ceil(SETTLED_READS).max(1);
+    futures_util::stream::iter(rows.iter().step_by(step))
+        .map(|r| async move {
+            strategy.read_count(r.user).await.ok().map(|shown| SettledRead { user: r.user, shown, truth: r.truth })
+        })
+        .buffer_unordered(8)
+        .filter_map(|x| async move { x })
+        .collect()
+        .await
 }

@@ -107,6 +107,7 @@ struct RawRetry {
     max_attempts: Option<Spanned<u32>>,
     backoff_base_ms: Option<Spanned<u64>>,
     backoff_max_ms: Option<Spanned<u64>>,
+    on_unknown: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -232,6 +233,8 @@ pub struct RetryPlan {
     pub max_attempts: u32,
     pub backoff_base_ms: u64,
     pub backoff_max_ms: u64,
+    /// Also re-run ops whose outcome was unknown (blind retries; they may double-apply).
+    pub on_unknown: bool,
 }
 
 #[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
@@ -311,7 +314,8 @@ pub const DEFAULT_ISOLATION: &str = "read-committed";
 pub const DEFAULT_REDIS: RedisPlan =
     RedisPlan { flush_interval_ms: 100, flush_batch: 1000, reconcile_interval_ms: None, settle_timeout_ms: 10_000 };
 pub const FAULT_KINDS: [&str; 5] = ["redis_data_loss", "flusher_crash", "redis_disconnect", "redis_timeout", "pause"];
-pub const DEFAULT_RETRY: RetryPlan = RetryPlan { max_attempts: 5, backoff_base_ms: 2, backoff_max_ms: 100 };
+pub const DEFAULT_RETRY: RetryPlan =
+    RetryPlan { max_attempts: 5, backoff_base_ms: 2, backoff_max_ms: 100, on_unknown: false };
 pub const DEFAULT_OP_TIMEOUT_MS: u64 = 5_000;
 
 struct Ctx<'a> {
@@ -493,7 +497,12 @@ pub fn parse(
                     format!("backoff_base_ms ({base}) exceeds backoff_max_ms ({max})"),
                 ));
             }
-            RetryPlan { max_attempts, backoff_base_ms: base, backoff_max_ms: max }
+            RetryPlan {
+                max_attempts,
+                backoff_base_ms: base,
+                backoff_max_ms: max,
+                on_unknown: r.on_unknown.unwrap_or(false),
+            }
         }
     };
 

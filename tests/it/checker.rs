@@ -1,10 +1,11 @@
 //! The checker against tampering: counters changed behind a correct strategy's back,
-//! after a real load, are found, classified and named.
+//! after a real load, are found, classified and named; the recorded history of that
+//! load passes the read check, and a read of the tampered counter does not.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use counterlab_core::{Guarantee, UserDrift, Verdict, check_counters};
+use counterlab_core::{Event, Guarantee, OpKind, Outcome, UserDrift, Verdict, check_counters, check_reads};
 use counterlab_sim::{DriverConfig, IdPool, Mix, Monitor, RetryPolicy, Skew, Stop, run_load};
 use counterlab_strategies::{Isolation, PoolSpec, SeedSpec, Server, build};
 use sqlx::AssertSqlSafe;
@@ -37,11 +38,25 @@ async fn counter_changed_behind_its_back_is_caught() {
         dup_k: 2,
         op_timeout: Duration::from_secs(5),
         cancel: Default::default(),
-        retry: RetryPolicy { max_attempts: 1, backoff_base: Duration::ZERO, backoff_max: Duration::ZERO },
+        retry: RetryPolicy {
+            max_attempts: 1,
+            backoff_base: Duration::ZERO,
+            backoff_max: Duration::ZERO,
+            on_unknown: false,
+        },
         max_wait: Duration::from_secs(1),
+        history_limit: 100_000,
     };
-    let load = run_load(strategy, Arc::new(IdPool::seeded(20, 10, 0)), &cfg, Monitor::new()).await;
+    let load = run_load(strategy.clone(), Arc::new(IdPool::seeded(20, 10, 0)), &cfg, Monitor::new()).await;
     assert_eq!(load.total_ops() + load.ops.iter().map(|s| s.skipped).sum::<u64>(), 400);
+    // Every call is in the history (a mark_read_dup op is dup_k calls), and a correct
+    // strategy's reads all fit the bounds the history allows.
+    let dups = load.ops[OpKind::MarkReadDup.index()].count;
+    assert_eq!(load.history.len() as u64, load.total_ops() + dups * (cfg.dup_k as u64 - 1));
+    assert_eq!(load.history_dropped, 0);
+    let reads = check_reads(&load.history, &|_| 10);
+    assert!(reads.reads_checked > 20, "{reads:?}");
+    assert_eq!(reads.violations_total, 0, "{reads:?}");
     let before = check_counters(&ns.check_rows(20).await.unwrap(), Guarantee::Exact);
     assert_eq!(before.verdict, Verdict::Pass, "{before:?}");
 
@@ -58,7 +73,31 @@ async fn counter_changed_behind_its_back_is_caught() {
     let rows = ns.check_rows(20).await.unwrap();
     let truth = |u: i64| rows.iter().find(|r| r.user == u).unwrap().truth;
     let after = check_counters(&rows, Guarantee::Exact);
+    // A read of a counter tampered by more than any op of the load could explain, after
+    // the load, through the strategy itself.
+    let sql = format!("UPDATE \"{schema}\".unread_counts SET unread = unread + 500 WHERE user_id = 7");
+    sqlx::query(AssertSqlSafe(sql)).execute(&admin).await.unwrap();
+    let shown = strategy.read_count(7).await.unwrap();
+    let end = load.history.last().unwrap().complete_us;
+    let read = Event {
+        worker: 0,
+        op: OpKind::ReadCount,
+        user: 7,
+        id: 0,
+        invoke_us: end + 1,
+        complete_us: end + 2,
+        outcome: Outcome::Ok,
+        observed: shown,
+        attempts: 1,
+        unknown_attempts: 0,
+    };
+    let planted = check_reads(&[load.history.clone(), vec![read]].concat(), &|_| 10);
     ns.drop_namespace().await.unwrap();
+    assert_eq!(planted.violations_total, 1, "{planted:?}");
+    // The bounds hold the truth (deletes of rows that may have been read loosen them).
+    let v = &planted.violations[0];
+    assert!(v.lo <= truth(7) && truth(7) <= v.hi && v.hi < v.read.observed, "{v:?}");
+    assert_eq!(v.read.observed, truth(7) + 500);
 
     assert_eq!(after.verdict, Verdict::Fail);
     assert_eq!(after.users_mismatched, 3);

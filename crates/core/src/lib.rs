@@ -3,9 +3,14 @@
 //! against the ground truth. This crate does no I/O; backends live in `strategies`.
 
 mod check;
+mod history;
 mod model;
 mod strategy;
 
 pub use check::{CheckInput, CheckResult, UserDrift, Verdict, check_counters};
+pub use history::{
+    ANOMALY_NAMES, Anomaly, Context, Event, MAX_WITNESSES, ReadCheck, ReadViolation, SettledRead, Witness, check_reads,
+    classify,
+};
 pub use model::{ErrorClass, Guarantee, NotificationId, OpError, OpKind, Outcome, UserId};
 pub use strategy::{Fault, Strategy, StrategyInfo};

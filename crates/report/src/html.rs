@@ -6,6 +6,7 @@
 
 use std::fmt::Write as _;
 
+use crate::render::history_line;
 use crate::{Report, StrategyReport};
 
 /// Series colors, one per strategy report (or per op in a percentile chart).
@@ -1033,9 +1034,23 @@ fn anomalies_and_faults(w: &mut String, r: &Report) {
         .strategies
         .iter()
         .flat_map(|s| s.anomalies.iter().map(move |a| (s, a)))
-        .map(|(s, a)| vec![cell(esc(&label(s))), cell(esc(&a.name)), num(a.count), classed("wide", esc(&a.detail))])
+        .map(|(s, a)| {
+            vec![
+                cell(esc(&label(s))),
+                cell(esc(&a.name)),
+                num(a.count),
+                num(a.ops_to_detect),
+                classed("wide", esc(&a.detail)),
+            ]
+        })
         .collect();
-    table(w, &["strategy", "anomaly", "count", "detail"], &rows);
+    table(w, &["strategy", "anomaly", "count", "visible after calls", "detail"], &rows);
+    let rows: Vec<Vec<Cell>> = r
+        .strategies
+        .iter()
+        .map(|s| vec![cell(esc(&label(s))), classed("wide", esc(&history_line(&s.history)))])
+        .collect();
+    table(w, &["strategy", "history"], &rows);
     writeln!(w, "<h2>Faults</h2>").unwrap();
     let rows: Vec<Vec<Cell>> = r
         .strategies
@@ -1218,7 +1233,12 @@ mod tests {
             settle_error: None,
             faults,
             figures: BTreeMap::from([("flushes".to_string(), 12.0)]),
-            anomalies: vec![Anomaly { name: "lost_flush".into(), count: 1, detail: "1 flush claim lost".into() }],
+            anomalies: vec![Anomaly {
+                name: "lost_flush".into(),
+                count: 1,
+                detail: "1 flush claim lost".into(),
+                ..Default::default()
+            }],
             thresholds: vec![ThresholdResult {
                 metric: "p99_us".into(),
                 op: Some("mark_read".into()),
@@ -1268,6 +1288,7 @@ mod tests {
             }),
             series,
             hdr_log: None,
+            history: Default::default(),
         }
     }
 
@@ -1298,7 +1319,7 @@ mod tests {
             thresholds_breached: 1,
             interrupted: false,
             replay_command: "counterlab run scenarios/html-test.toml --seed 42".into(),
-            hdr_logs: Vec::new(),
+            side_files: Vec::new(),
         }
     }
 

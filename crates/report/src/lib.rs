@@ -9,7 +9,7 @@ mod thresholds;
 
 use std::collections::BTreeMap;
 
-use counterlab_core::{CheckResult, ErrorClass, OpKind, StrategyInfo};
+use counterlab_core::{CheckResult, ErrorClass, Event, OpKind, StrategyInfo, Verdict};
 use counterlab_sim::{LoadModel, LoadResult, Sample, StageResult, Stop};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -50,9 +50,9 @@ pub struct Report {
     pub interrupted: bool,
     /// The command that replays this run.
     pub replay_command: String,
-    /// HDR interval logs to write beside the report: (relative file name, content).
+    /// Files to write beside the report (HDR interval logs, histories): (relative name, content).
     #[serde(skip)]
-    pub hdr_logs: Vec<(String, String)>,
+    pub side_files: Vec<(String, String)>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -125,6 +125,9 @@ pub struct StrategyReport {
     /// File (beside report.json) holding this strategy's HDR interval log, if written.
     #[serde(default)]
     pub hdr_log: Option<String>,
+    /// The recorded history and the read check.
+    #[serde(default)]
+    pub history: HistoryReport,
 }
 
 /// One phase of the load.
@@ -198,31 +201,164 @@ pub struct SeriesPoint {
     pub drift: Option<i64>,
 }
 
-/// Fields missing from older reports (schema 1) read as their defaults.
+/// A named anomaly with its witnesses (see `docs/history.md`). Fields missing from
+/// older reports read as their defaults.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Anomaly {
     pub name: String,
     pub count: u64,
     pub detail: String,
+    /// Calls completed up to the first witness (all calls when only the final state shows it).
+    pub ops_to_detect: u64,
+    pub witnesses: Vec<WitnessReport>,
 }
 
-/// Anomalies named from a strategy's figures and its check.
-fn anomalies(figures: &BTreeMap<String, f64>, check: &CheckResult) -> Vec<Anomaly> {
-    let mut out = Vec::new();
-    if let Some(&n) = figures.get("lost_flush_claims").filter(|n| **n > 0.0) {
-        let lost = figures.get("lost_flush_delta_abs").copied().unwrap_or(0.0);
-        out.push(Anomaly {
-            name: "lost_flush".into(),
-            count: n as u64,
-            detail: format!(
-                "{n} flush claims left Redis and never reached SQL, |delta| {lost}; the check found drift_abs_total {} ({})",
-                check.drift_abs_total,
-                if lost as u64 == check.drift_abs_total { "all of it explained" } else { "not all of it explained" }
-            ),
-        });
+/// One piece of evidence: the user and notification, the counter expected against the
+/// one observed, and the conflicting calls with their times.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WitnessReport {
+    pub user: i64,
+    pub notification: i64,
+    pub expected: i64,
+    pub observed: i64,
+    pub note: String,
+    pub ops: Vec<HistoryEvent>,
+}
+
+/// One line of `history.jsonl` (and a witness's op): a call as the driver saw it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEvent {
+    pub worker: u32,
+    pub op: String,
+    pub user: i64,
+    /// The notification acted on; 0 when none.
+    pub id: i64,
+    /// Microseconds from the start of the load.
+    pub invoke_us: u64,
+    pub complete_us: u64,
+    /// ok, fail or unknown.
+    pub outcome: String,
+    /// The reply: 1/0 changed or not, mark_all_read's count, read_count's value.
+    pub observed: i64,
+    pub attempts: u32,
+    /// Earlier attempts with an unknown outcome that were run again.
+    pub unknown_attempts: u32,
+}
+
+impl From<&Event> for HistoryEvent {
+    fn from(e: &Event) -> HistoryEvent {
+        HistoryEvent {
+            worker: e.worker,
+            op: e.op.name().into(),
+            user: e.user,
+            id: e.id,
+            invoke_us: e.invoke_us,
+            complete_us: e.complete_us,
+            outcome: e.outcome.name().into(),
+            observed: e.observed,
+            attempts: e.attempts,
+            unknown_attempts: e.unknown_attempts,
+        }
+    }
+}
+
+/// The history as JSON Lines, one call per line, by completion time.
+pub fn write_history(events: &[Event]) -> String {
+    let mut out = String::with_capacity(events.len() * 160);
+    for e in events {
+        out.push_str(&serde_json::to_string(&HistoryEvent::from(e)).expect("event serializes"));
+        out.push('\n');
     }
     out
+}
+
+/// Reads `history.jsonl` back; an error names the line.
+pub fn read_history(text: &str) -> Result<Vec<HistoryEvent>, String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 1)))
+        .collect()
+}
+
+/// What the history recorded and what the read check found.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HistoryReport {
+    pub events: u64,
+    /// Calls left out because the history was full (then reads are not checked).
+    pub dropped: u64,
+    pub reads_checked: u64,
+    pub read_violations: u64,
+    /// Whether read violations count against the guarantee (exact strategies only).
+    pub reads_judged: bool,
+    /// Users whose read_count was compared with the truth after settle.
+    pub settled_reads: u64,
+    /// File beside report.json holding the history, when `--history` wrote one.
+    pub file: Option<String>,
+}
+
+fn anomaly_report(a: &counterlab_core::Anomaly, figures: &BTreeMap<String, f64>, check: &CheckResult) -> Anomaly {
+    let mut detail = match a.witnesses.first() {
+        Some(w) => {
+            let ops: Vec<String> = w
+                .ops
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{} w{} {}..{}us {} -> {}",
+                        e.op,
+                        e.worker,
+                        e.invoke_us,
+                        e.complete_us,
+                        e.outcome.name(),
+                        e.observed
+                    )
+                })
+                .collect();
+            let on = if w.id != 0 { format!(" notification {}", w.id) } else { String::new() };
+            format!(
+                "e.g. user {}{on}: expected {}, observed {}; {}{}{}",
+                w.user,
+                w.expected,
+                w.observed,
+                w.note,
+                if ops.is_empty() { "" } else { "; " },
+                ops.join(", ")
+            )
+        }
+        None => String::new(),
+    };
+    if a.name == "lost_flush"
+        && let Some(&n) = figures.get("lost_flush_claims").filter(|n| **n > 0.0)
+    {
+        let lost = figures.get("lost_flush_delta_abs").copied().unwrap_or(0.0);
+        detail = format!(
+            "{n} flush claims left Redis and never reached SQL, |delta| {lost}; the check found drift_abs_total {} ({}); {detail}",
+            check.drift_abs_total,
+            if lost as u64 == check.drift_abs_total { "all of it explained" } else { "not all of it explained" }
+        );
+    }
+    Anomaly {
+        name: a.name.into(),
+        count: a.count,
+        detail,
+        ops_to_detect: a.ops_to_detect,
+        witnesses: a
+            .witnesses
+            .iter()
+            .map(|w| WitnessReport {
+                user: w.user,
+                notification: w.id,
+                expected: w.expected,
+                observed: w.observed,
+                note: w.note.clone(),
+                ops: w.ops.iter().map(HistoryEvent::from).collect(),
+            })
+            .collect(),
+    }
 }
 
 /// Fields missing from older reports (schema 1) read as their defaults.
@@ -452,6 +588,9 @@ pub struct StrategyRun<'a> {
     pub check: &'a CheckResult,
     pub series: &'a [Sample],
     pub hdr_log: Option<String>,
+    /// The named anomalies the history checks found (see `core::classify`).
+    pub anomalies: &'a [counterlab_core::Anomaly],
+    pub history: HistoryReport,
 }
 
 impl StrategyReport {
@@ -504,7 +643,8 @@ impl StrategyReport {
             settle_s: run.settle_s,
             settle_error: run.settle_error,
             faults: run.faults,
-            anomalies: anomalies(&figures, c),
+            anomalies: run.anomalies.iter().map(|a| anomaly_report(a, &figures, c)).collect(),
+            history: run.history,
             thresholds: Vec::new(),
             figures,
             load_model: load_model(load),
@@ -527,7 +667,11 @@ impl StrategyReport {
                     .map(|w| WorstUser { user: w.user, counter: w.counter, truth: w.truth })
                     .collect(),
                 verdict: c.verdict.name().to_string(),
-                matches_guarantee: c.verdict.matches_guarantee(),
+                // An exact or eventual strategy with any anomaly broke its promise, even
+                // when its final counters agree (a read out of bounds, a stale read).
+                matches_guarantee: c.verdict.matches_guarantee()
+                    && (matches!(c.verdict, Verdict::DriftExpected | Verdict::NoDriftObserved)
+                        || run.anomalies.is_empty()),
             },
         }
     }

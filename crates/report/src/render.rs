@@ -115,7 +115,9 @@ pub fn render_terminal(r: &Report) -> String {
     for s in r.strategies.iter().filter(|s| s.namespace_kept) {
         writeln!(w, "\n{}: namespace {} kept", label(s), s.namespace).unwrap();
     }
-    for s in r.strategies.iter().filter(|s| !s.figures.is_empty() || !s.faults.is_empty() || s.settle_error.is_some()) {
+    for s in r.strategies.iter().filter(|s| {
+        !s.figures.is_empty() || !s.faults.is_empty() || s.settle_error.is_some() || !s.anomalies.is_empty()
+    }) {
         let figs: Vec<String> = s.figures.iter().map(|(k, v)| format!("{k}={v}")).collect();
         writeln!(w, "\n{}: {}", label(s), figs.join(" ")).unwrap();
         for f in &s.faults {
@@ -126,7 +128,8 @@ pub fn render_terminal(r: &Report) -> String {
             writeln!(w, "  settle: {e}").unwrap();
         }
         for a in &s.anomalies {
-            writeln!(w, "  anomaly {} x{}: {}", a.name, a.count, a.detail).unwrap();
+            writeln!(w, "  anomaly {} x{} (visible after {} calls): {}", a.name, a.count, a.ops_to_detect, a.detail)
+                .unwrap();
         }
     }
     let breaches: Vec<String> = r
@@ -237,8 +240,12 @@ pub fn render_markdown(r: &Report) -> String {
         if let Some(e) = &s.settle_error {
             line(format!("  - settle: {e}"));
         }
+        line(format!("  - history: {}", history_line(&s.history)));
         for a in &s.anomalies {
-            line(format!("  - anomaly **{}** x{}: {}", a.name, a.count, a.detail));
+            line(format!(
+                "  - anomaly **{}** x{} (visible after {} calls): {}",
+                a.name, a.count, a.ops_to_detect, a.detail
+            ));
         }
         for t in &s.thresholds {
             line(format!("  - threshold {}: {}", if t.passed { "ok" } else { "**BREACHED**" }, t.detail));
@@ -252,4 +259,20 @@ pub fn render_markdown(r: &Report) -> String {
         serde_json::to_string_pretty(&r.plan).expect("plan serializes")
     ));
     out
+}
+
+/// The history and read check in one line.
+pub(crate) fn history_line(h: &crate::HistoryReport) -> String {
+    let reads = if h.dropped > 0 {
+        format!("{} calls not recorded (history full), reads not checked", h.dropped)
+    } else {
+        format!(
+            "{} reads checked against the history, {} out of bounds{}",
+            h.reads_checked,
+            h.read_violations,
+            if h.reads_judged { "" } else { " (not judged: an eventual strategy may read stale)" }
+        )
+    };
+    let file = h.file.as_ref().map_or(String::new(), |f| format!(", written to {f}"));
+    format!("{} calls recorded{file}; {reads}; {} users read after settle", h.events, h.settled_reads)
 }

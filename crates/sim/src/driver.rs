@@ -6,11 +6,11 @@
 //! and counted; they never stop the run.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use counterlab_core::{ErrorClass, OpError, OpKind, Outcome, Strategy};
+use counterlab_core::{ErrorClass, Event, OpError, OpKind, Outcome, Strategy};
 use futures_util::future::join_all;
 use hdrhistogram::Histogram;
 
@@ -77,6 +77,9 @@ pub struct DriverConfig {
     /// Open loop: an op no worker has started this long after its intended time is
     /// dropped (counted, not run). Also bounds the schedule's queue.
     pub max_wait: Duration,
+    /// Record at most this many calls in the history (0: record none). Calls beyond it
+    /// are counted in `LoadResult::history_dropped`, and a read check is then skipped.
+    pub history_limit: u64,
 }
 
 impl DriverConfig {
@@ -104,6 +107,9 @@ pub struct RetryPolicy {
     pub max_attempts: u32,
     pub backoff_base: Duration,
     pub backoff_max: Duration,
+    /// Also re-run an op whose outcome was unknown (a lost reply, a timeout): the blind
+    /// retry applications write, which may apply the op twice. Off by default.
+    pub on_unknown: bool,
 }
 
 impl RetryPolicy {
@@ -160,6 +166,10 @@ pub struct LoadResult {
     pub error_samples: Vec<String>,
     /// Every stage run, warm-up included, in order.
     pub stages: Vec<StageResult>,
+    /// Every call of every stage (warm-up included), by completion time, up to the limit.
+    pub history: Vec<Event>,
+    /// Calls left out of `history` because it was full.
+    pub history_dropped: u64,
 }
 
 pub const MAX_ERROR_SAMPLES: usize = 5;
@@ -225,10 +235,13 @@ struct Worker {
     late: u64,
     dropped: u64,
     issued_or_skipped: u64,
+    history: Vec<Event>,
+    /// The worker's index in its stage, as the history names it.
+    id: u32,
 }
 
 impl Worker {
-    fn new(max_us: u64) -> Worker {
+    fn new(max_us: u64, id: u32) -> Worker {
         Worker {
             stats: OpKind::ALL.iter().map(|_| OpStats::new(max_us)).collect(),
             error_samples: Vec::new(),
@@ -236,6 +249,8 @@ impl Worker {
             late: 0,
             dropped: 0,
             issued_or_skipped: 0,
+            history: Vec::new(),
+            id,
         }
     }
 
@@ -275,7 +290,7 @@ where
     let mut n = 1;
     loop {
         match bounded(cfg.op_timeout, call()).await {
-            Err(e) if e.retryable() => {
+            Err(e) if e.retryable() || (cfg.retry.on_unknown && e.outcome == Outcome::Unknown) => {
                 // Ctrl-C ends retrying too, so a stop is bounded by one attempt.
                 if cfg.cancel.load(Ordering::Relaxed) {
                     return Err(e);
@@ -286,6 +301,7 @@ where
                 }
                 tries.retries += 1;
                 tries.retried_errors[e.class.index()] += 1;
+                tries.unknown_retried += (e.outcome == Outcome::Unknown) as u32;
                 tokio::time::sleep(cfg.retry.backoff(n, jitter_seed)).await;
                 n += 1;
             }
@@ -294,39 +310,78 @@ where
     }
 }
 
+/// One call as the history records it (a `mark_read_dup` op makes K of them).
+struct Call {
+    invoke: Instant,
+    complete: Instant,
+    id: i64,
+    outcome: Outcome,
+    observed: i64,
+    attempts: u32,
+    unknown_attempts: u32,
+}
+
+impl Call {
+    fn of<T>(invoke: Instant, id: i64, r: &Result<T, OpError>, observed: impl Fn(&T) -> i64, t: &Tries) -> Call {
+        Call {
+            invoke,
+            complete: Instant::now(),
+            id,
+            outcome: r.as_ref().map_or_else(|e| e.outcome, |_| Outcome::Ok),
+            observed: r.as_ref().map_or(0, observed),
+            attempts: t.retries as u32 + 1,
+            unknown_attempts: t.unknown_retried,
+        }
+    }
+}
+
 /// Runs one planned op. Returns None when the op had no target (skipped), else whether
-/// it changed something, or its error.
+/// it changed something, or its error, and its calls for the history.
 async fn execute(
     strategy: &dyn Strategy,
     pool: &IdPool,
     op: PlannedOp,
     cfg: &DriverConfig,
     tries: &mut Tries,
-) -> Option<Result<bool, OpError>> {
+) -> Option<(Result<bool, OpError>, Vec<Call>)> {
     let user = op.user;
     let js = cfg.seed ^ op.pick;
+    let t = Instant::now();
     Some(match op.kind {
-        OpKind::Create => attempt(cfg, js, tries, || strategy.create(user)).await.map(|id| {
-            pool.add_unread(user, id);
-            true
-        }),
+        OpKind::Create => {
+            let r = attempt(cfg, js, tries, || strategy.create(user)).await;
+            let call = Call::of(t, *r.as_ref().unwrap_or(&0), &r, |_| 1, tries);
+            let r = r.map(|id| {
+                pool.add_unread(user, id);
+                true
+            });
+            (r, vec![call])
+        }
         OpKind::MarkRead => {
             let id = pool.pick_any(user, op.pick)?;
             let r = attempt(cfg, js, tries, || strategy.mark_read(user, id)).await;
             if r.is_ok() {
                 pool.mark_read(user, id);
             }
-            r
+            let call = Call::of(t, id, &r, |b| *b as i64, tries);
+            (r, vec![call])
         }
         OpKind::MarkReadDup => {
             let id = pool.pick_unread_first(user, op.pick)?;
             let calls = (0..cfg.dup_k as u64).map(|k| async move {
                 let mut t = Tries::default();
+                let invoke = Instant::now();
                 let r = attempt(cfg, js ^ k, &mut t, || strategy.mark_read(user, id)).await;
-                (r, t)
+                let call = Call::of(invoke, id, &r, |b| *b as i64, &t);
+                (r, t, call)
             });
-            let (results, group_tries): (Vec<_>, Vec<_>) = join_all(calls).await.into_iter().unzip();
-            group_tries.iter().for_each(|t| tries.absorb(t));
+            let mut results = Vec::new();
+            let mut group = Vec::new();
+            for (r, t, call) in join_all(calls).await {
+                tries.absorb(&t);
+                results.push(r);
+                group.push(call);
+            }
             let transitions = results.iter().filter(|r| matches!(r, Ok(true))).count();
             // The group is ok when every call replied; otherwise one of its errors, an
             // unknown one when there is any, because it may have applied.
@@ -335,13 +390,14 @@ async fn execute(
                 .filter_map(|r| r.as_ref().err())
                 .max_by_key(|e| (e.outcome == Outcome::Unknown) as u8)
                 .cloned();
-            match worst {
+            let r = match worst {
                 Some(e) => Err(e),
                 None => {
                     pool.mark_read(user, id);
                     Ok(transitions > 0)
                 }
-            }
+            };
+            (r, group)
         }
         OpKind::Delete => {
             let id = pool.pick_any(user, op.pick)?;
@@ -349,13 +405,23 @@ async fn execute(
             if r.is_ok() {
                 pool.remove(user, id);
             }
-            r
+            let call = Call::of(t, id, &r, |b| *b as i64, tries);
+            (r, vec![call])
         }
-        OpKind::MarkAllRead => attempt(cfg, js, tries, || strategy.mark_all_read(user)).await.map(|n| {
-            pool.mark_all_read(user);
-            n > 0
-        }),
-        OpKind::ReadCount => attempt(cfg, js, tries, || strategy.read_count(user)).await.map(|_| false),
+        OpKind::MarkAllRead => {
+            let r = attempt(cfg, js, tries, || strategy.mark_all_read(user)).await;
+            let call = Call::of(t, 0, &r, |n| *n as i64, tries);
+            let r = r.map(|n| {
+                pool.mark_all_read(user);
+                n > 0
+            });
+            (r, vec![call])
+        }
+        OpKind::ReadCount => {
+            let r = attempt(cfg, js, tries, || strategy.read_count(user)).await;
+            let call = Call::of(t, 0, &r, |v| *v, tries);
+            (r.map(|_| false), vec![call])
+        }
     })
 }
 
@@ -366,9 +432,39 @@ struct Ctx {
     cfg: Arc<DriverConfig>,
     monitor: Arc<Monitor>,
     max_us: u64,
+    /// The load's start: history times are measured from it.
+    t0: Instant,
+    /// Calls recorded so far over all workers, and calls left out.
+    recorded: AtomicU64,
+    history_dropped: AtomicU64,
 }
 
 impl Ctx {
+    fn record_calls(&self, w: &mut Worker, op: PlannedOp, calls: Vec<Call>) {
+        let limit = self.cfg.history_limit;
+        if limit == 0 {
+            return;
+        }
+        let n = calls.len() as u64;
+        if self.recorded.fetch_add(n, Ordering::Relaxed) + n > limit {
+            self.history_dropped.fetch_add(n, Ordering::Relaxed);
+            return;
+        }
+        let us = |t: Instant| t.saturating_duration_since(self.t0).as_micros() as u64;
+        w.history.extend(calls.into_iter().map(|c| Event {
+            worker: w.id,
+            op: op.kind,
+            user: op.user,
+            id: c.id,
+            invoke_us: us(c.invoke),
+            complete_us: us(c.complete),
+            outcome: c.outcome,
+            observed: c.observed,
+            attempts: c.attempts,
+            unknown_attempts: c.unknown_attempts,
+        }));
+    }
+
     /// Runs one op that was meant to start at `intended` and records it.
     async fn run_op(&self, w: &mut Worker, op: PlannedOp, intended: Instant) {
         let start = Instant::now();
@@ -376,7 +472,8 @@ impl Ctx {
         w.issued_or_skipped += 1;
         match execute(self.strategy.as_ref(), &self.pool, op, &self.cfg, &mut tries).await {
             None => w.stats[op.kind.index()].skipped += 1,
-            Some(result) => {
+            Some((result, calls)) => {
+                self.record_calls(w, op, calls);
                 let end = Instant::now();
                 let us = |from: Instant| (end.saturating_duration_since(from).as_micros() as u64).min(self.max_us);
                 let (corrected, service) = (us(intended), us(start));
@@ -388,8 +485,14 @@ impl Ctx {
     }
 }
 
-async fn closed_worker(ctx: Arc<Ctx>, mut ops: OpGen, budget: Option<u64>, deadline: Option<Instant>) -> Worker {
-    let mut w = Worker::new(ctx.max_us);
+async fn closed_worker(
+    ctx: Arc<Ctx>,
+    id: u32,
+    mut ops: OpGen,
+    budget: Option<u64>,
+    deadline: Option<Instant>,
+) -> Worker {
+    let mut w = Worker::new(ctx.max_us, id);
     loop {
         if budget.is_some_and(|b| w.issued_or_skipped >= b)
             || deadline.is_some_and(|d| Instant::now() >= d)
@@ -417,8 +520,8 @@ impl Schedule {
     }
 }
 
-async fn open_worker(ctx: Arc<Ctx>, schedule: Arc<Schedule>) -> Worker {
-    let mut w = Worker::new(ctx.max_us);
+async fn open_worker(ctx: Arc<Ctx>, id: u32, schedule: Arc<Schedule>) -> Worker {
+    let mut w = Worker::new(ctx.max_us, id);
     let max_wait = ctx.cfg.max_wait;
     loop {
         if ctx.cfg.cancel.load(Ordering::Relaxed) {
@@ -552,8 +655,9 @@ fn pace(
 
 fn merge_workers(workers: Vec<Worker>, max_us: u64, error_samples: &mut Vec<String>) -> (Vec<OpStats>, Worker) {
     let mut ops: Vec<OpStats> = OpKind::ALL.iter().map(|_| OpStats::new(max_us)).collect();
-    let mut total = Worker::new(max_us);
-    for w in workers {
+    let mut total = Worker::new(max_us, 0);
+    for mut w in workers {
+        total.history.append(&mut w.history);
         for (t, part) in ops.iter_mut().zip(&w.stats) {
             t.merge(part);
         }
@@ -579,6 +683,7 @@ async fn run_stage(
     stage: &Stage,
     start: Instant,
     error_samples: &mut Vec<String>,
+    history: &mut Vec<Event>,
 ) -> StageResult {
     let cfg = &ctx.cfg;
     let users = Arc::new(UserPicker::new(ctx.pool.n_users(), cfg.skew));
@@ -598,7 +703,7 @@ async fn run_stage(
                         Stop::Duration(_) => None,
                     };
                     let ops = OpGen::new(cfg.seed, stream(i), cfg.mix, users.clone());
-                    tokio::spawn(closed_worker(ctx.clone(), ops, budget, deadline))
+                    tokio::spawn(closed_worker(ctx.clone(), i as u32, ops, budget, deadline))
                 })
                 .collect();
             // A worker panic is a bug in counterlab or a strategy, not a load result.
@@ -615,7 +720,7 @@ async fn run_stage(
                 bound: bound.max(1),
             });
             let handles: Vec<_> =
-                (0..max_in_flight).map(|_| tokio::spawn(open_worker(ctx.clone(), schedule.clone()))).collect();
+                (0..max_in_flight).map(|i| tokio::spawn(open_worker(ctx.clone(), i, schedule.clone()))).collect();
             let ops = OpGen::new(cfg.seed, stream(1 << 19), cfg.mix, users.clone());
             let gaps = Rng::derive(cfg.seed, stream((1 << 19) + 1));
             let (s, m, cancel, stop, max_wait) =
@@ -635,7 +740,8 @@ async fn run_stage(
         }
     };
     let elapsed = start.elapsed();
-    let (ops, total) = merge_workers(workers, ctx.max_us, error_samples);
+    let (ops, mut total) = merge_workers(workers, ctx.max_us, error_samples);
+    history.append(&mut total.history);
     StageResult {
         stage: stage.clone(),
         elapsed,
@@ -660,7 +766,17 @@ pub async fn run_load(
     assert!(cfg.stages.iter().all(|s| s.model.workers() > 0), "a stage without workers");
     assert!(cfg.dup_k > 0, "dup_k is 0");
     let max_us = cfg.max_latency_us();
-    let ctx = Arc::new(Ctx { strategy, pool, cfg: Arc::new(cfg.clone()), monitor: monitor.clone(), max_us });
+    let ctx = Arc::new(Ctx {
+        strategy,
+        pool,
+        cfg: Arc::new(cfg.clone()),
+        monitor: monitor.clone(),
+        max_us,
+        t0: Instant::now(),
+        recorded: AtomicU64::new(0),
+        history_dropped: AtomicU64::new(0),
+    });
+    let mut history = Vec::new();
     let mut ops: Vec<OpStats> = OpKind::ALL.iter().map(|_| OpStats::new(max_us)).collect();
     let mut error_samples = Vec::new();
     let mut stages = Vec::new();
@@ -676,7 +792,8 @@ pub async fn run_load(
             Stop::Duration(_) => planned,
             Stop::Ops(_) => Instant::now(),
         };
-        let r = run_stage(&ctx, i, stage, start, if stage.measured { &mut error_samples } else { &mut samples }).await;
+        let samples = if stage.measured { &mut error_samples } else { &mut samples };
+        let r = run_stage(&ctx, i, stage, start, samples, &mut history).await;
         planned = match stage.stop {
             Stop::Duration(d) => start + d,
             Stop::Ops(_) => Instant::now(),
@@ -689,7 +806,9 @@ pub async fn run_load(
         }
         stages.push(r);
     }
-    LoadResult { ops, elapsed, error_samples, stages }
+    history.sort_by_key(|e| (e.complete_us, e.invoke_us, e.worker));
+    let history_dropped = ctx.history_dropped.load(Ordering::Relaxed);
+    LoadResult { ops, elapsed, error_samples, stages, history, history_dropped }
 }
 
 #[cfg(test)]
@@ -711,8 +830,14 @@ mod tests {
             dup_k: 1,
             op_timeout: Duration::from_secs(5),
             cancel: Default::default(),
-            retry: RetryPolicy { max_attempts: 1, backoff_base: Duration::ZERO, backoff_max: Duration::ZERO },
+            retry: RetryPolicy {
+                max_attempts: 1,
+                backoff_base: Duration::ZERO,
+                backoff_max: Duration::ZERO,
+                on_unknown: false,
+            },
             max_wait: Duration::from_secs(1),
+            history_limit: 0,
         }
     }
 

@@ -26,12 +26,15 @@ pub struct Tries {
     pub gave_up: bool,
     /// Classes of the failed attempts that were retried.
     pub retried_errors: [u64; 7],
+    /// Attempts with an unknown outcome that were run again (retry on unknown).
+    pub unknown_retried: u32,
 }
 
 impl Tries {
     pub(crate) fn absorb(&mut self, other: &Tries) {
         self.retries += other.retries;
         self.gave_up |= other.gave_up;
+        self.unknown_retried += other.unknown_retried;
         for (a, b) in self.retried_errors.iter_mut().zip(other.retried_errors) {
             *a += b;
         }

@@ -1,0 +1,581 @@
+//! The recorded history of a run (one event per call) and the checks that read it:
+//! every `read_count` judged against bounds the history allows, and the named anomalies
+//! (with witnesses) that explain a counter the final check found wrong.
+
+use std::collections::BTreeMap;
+
+use crate::check::CheckInput;
+use crate::model::{Guarantee, NotificationId, OpKind, Outcome, UserId};
+
+/// One call as the driver saw it. Times are microseconds from the start of the load.
+/// `observed` is what the call replied: mark_read / mark_read_dup / delete 1 when it
+/// changed something (0 not), mark_all_read how many it changed, read_count the value
+/// shown, create 1. `unknown_attempts` counts earlier attempts of this op whose outcome
+/// was unknown and that a retry-on-unknown policy ran again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub worker: u32,
+    pub op: OpKind,
+    pub user: UserId,
+    /// The notification acted on (created, marked, deleted); 0 when none.
+    pub id: NotificationId,
+    pub invoke_us: u64,
+    pub complete_us: u64,
+    pub outcome: Outcome,
+    pub observed: i64,
+    pub attempts: u32,
+    pub unknown_attempts: u32,
+}
+
+/// Witnesses kept per anomaly.
+pub const MAX_WITNESSES: usize = 8;
+
+/// The effect an op may have had on its user's true unread count: `[lo, hi]`.
+/// `UNBOUNDED` stands for "down to whatever there was" (an unknown mark_all_read).
+const UNBOUNDED: i64 = i64::MIN / 4;
+
+fn effect_range(e: &Event) -> (i64, i64) {
+    let unknown = match e.op {
+        OpKind::Create => (0, 1),
+        OpKind::MarkRead | OpKind::MarkReadDup | OpKind::Delete => (-1, 0),
+        OpKind::MarkAllRead => (UNBOUNDED, 0),
+        OpKind::ReadCount => (0, 0),
+    };
+    let base = match (e.outcome, e.op) {
+        (_, OpKind::ReadCount) | (Outcome::Fail, _) => (0, 0),
+        (Outcome::Unknown, _) => unknown,
+        (Outcome::Ok, OpKind::Create) => (1, 1),
+        (Outcome::Ok, OpKind::MarkRead | OpKind::MarkReadDup) => (-e.observed.min(1), -e.observed.min(1)),
+        // A deleted row may have been read or unread.
+        (Outcome::Ok, OpKind::Delete) => (-e.observed.min(1), 0),
+        (Outcome::Ok, OpKind::MarkAllRead) => (-e.observed, -e.observed),
+    };
+    // Each attempt that was retried after an unknown outcome may have applied too.
+    let k = e.unknown_attempts as i64;
+    (base.0.saturating_add(unknown.0.saturating_mul(k)).max(UNBOUNDED), base.1 + unknown.1 * k)
+}
+
+/// A read the history cannot explain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadViolation {
+    pub read: Event,
+    /// The values the history allows for that read.
+    pub lo: i64,
+    pub hi: i64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadCheck {
+    pub reads_checked: u64,
+    pub violations_total: u64,
+    /// The first `MAX_WITNESSES` violations by read completion time.
+    pub violations: Vec<ReadViolation>,
+}
+
+/// Prefix sums of effect bounds over ops sorted by a time key.
+struct Prefix {
+    keys: Vec<u64>,
+    lo: Vec<i64>,
+    hi: Vec<i64>,
+    lo_opt: Vec<i64>,
+    hi_opt: Vec<i64>,
+}
+
+impl Prefix {
+    fn new(mut items: Vec<(u64, (i64, i64))>) -> Prefix {
+        items.sort_by_key(|x| x.0);
+        let n = items.len();
+        let mut p = Prefix {
+            keys: Vec::with_capacity(n),
+            lo: vec![0; n + 1],
+            hi: vec![0; n + 1],
+            lo_opt: vec![0; n + 1],
+            hi_opt: vec![0; n + 1],
+        };
+        for (i, (k, (lo, hi))) in items.into_iter().enumerate() {
+            p.keys.push(k);
+            p.lo[i + 1] = p.lo[i].saturating_add(lo);
+            p.hi[i + 1] = p.hi[i] + hi;
+            p.lo_opt[i + 1] = p.lo_opt[i].saturating_add(lo.min(0));
+            p.hi_opt[i + 1] = p.hi_opt[i] + hi.max(0);
+        }
+        p
+    }
+
+    /// Items with key strictly below `t`.
+    fn below(&self, t: u64) -> usize {
+        self.keys.partition_point(|k| *k < t)
+    }
+
+    /// Items with key at or below `t`.
+    fn upto(&self, t: u64) -> usize {
+        self.keys.partition_point(|k| *k <= t)
+    }
+}
+
+/// Judges every successful `read_count` against the history: ops that completed (ok or
+/// fail) before the read was invoked count for sure; ops overlapping it may or may not
+/// be seen; an op with an unknown outcome may apply at any time after its invocation,
+/// so it widens every later read's bounds. Counters move both ways, so the bounds are
+/// signed sums, clamped below at 0 (the truth is never negative).
+/// `initial(user)` is the user's unread count when the load began. O(n log n).
+pub fn check_reads(events: &[Event], initial: &dyn Fn(UserId) -> i64) -> ReadCheck {
+    let mut by_user: BTreeMap<UserId, Vec<&Event>> = BTreeMap::new();
+    for e in events {
+        by_user.entry(e.user).or_default().push(e);
+    }
+    let mut out = ReadCheck::default();
+    let mut all: Vec<ReadViolation> = Vec::new();
+    for (user, evs) in by_user {
+        let reads: Vec<&Event> =
+            evs.iter().copied().filter(|e| e.op == OpKind::ReadCount && e.outcome == Outcome::Ok).collect();
+        if reads.is_empty() {
+            continue;
+        }
+        let writes = evs.iter().filter(|e| e.op != OpKind::ReadCount);
+        let (known, unknown): (Vec<&&Event>, Vec<&&Event>) = writes.partition(|e| e.outcome != Outcome::Unknown);
+        let by_complete = Prefix::new(known.iter().map(|e| (e.complete_us, effect_range(e))).collect());
+        let by_invoke = Prefix::new(known.iter().map(|e| (e.invoke_us, effect_range(e))).collect());
+        let unk = Prefix::new(unknown.iter().map(|e| (e.invoke_us, effect_range(e))).collect());
+        let init = initial(user);
+        for r in reads {
+            out.reads_checked += 1;
+            // Known ops completed at or before the read began: certain.
+            let d = by_complete.upto(r.invoke_us);
+            // Known ops invoked before the read ended, minus the certain ones: overlapping.
+            let v = by_invoke.below(r.complete_us);
+            let u = unk.below(r.complete_us);
+            let lo = init
+                .saturating_add(by_complete.lo[d])
+                .saturating_add(by_invoke.lo_opt[v] - by_complete.lo_opt[d])
+                .saturating_add(unk.lo_opt[u]);
+            let hi = init + by_complete.hi[d] + (by_invoke.hi_opt[v] - by_complete.hi_opt[d]) + unk.hi_opt[u];
+            let lo = lo.max(0);
+            if r.observed < lo || r.observed > hi {
+                out.violations_total += 1;
+                all.push(ReadViolation { read: *r, lo, hi });
+            }
+        }
+    }
+    all.sort_by_key(|v| (v.read.complete_us, v.read.user));
+    all.truncate(MAX_WITNESSES);
+    out.violations = all;
+    out
+}
+
+/// One piece of evidence for an anomaly: the user (and notification), the ops that
+/// conflict, and the counter expected against the one observed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Witness {
+    pub user: UserId,
+    pub id: NotificationId,
+    pub ops: Vec<Event>,
+    pub expected: i64,
+    pub observed: i64,
+    pub note: String,
+}
+
+impl Witness {
+    /// When the witness became visible: the latest completion among its ops.
+    fn at_us(&self) -> u64 {
+        self.ops.iter().map(|e| e.complete_us).max().unwrap_or(u64::MAX)
+    }
+}
+
+/// A named anomaly, how many times it occurred and up to `MAX_WITNESSES` witnesses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Anomaly {
+    pub name: &'static str,
+    pub count: u64,
+    pub witnesses: Vec<Witness>,
+    /// Calls completed up to the first witness's last op (all of them when the anomaly
+    /// is only visible in the final state).
+    pub ops_to_detect: u64,
+}
+
+/// Every anomaly name the checker can give, in report order.
+pub const ANOMALY_NAMES: [&str; 11] = [
+    "double_decrement",
+    "double_apply_after_retry",
+    "lost_increment",
+    "lost_decrement",
+    "lost_flush",
+    "double_flush",
+    "negative_counter",
+    "read_out_of_bounds",
+    "stale_after_settle",
+    "unhealed_drift",
+    "unexplained_drift",
+];
+
+/// What the classifier knows beside the history.
+#[derive(Clone, Copy, Debug)]
+pub struct Context {
+    pub guarantee: Guarantee,
+    /// Deltas the strategy itself counted as lost / applied twice by its flusher.
+    pub lost_flushes: u64,
+    pub double_flushes: u64,
+    /// A reconciler ran: drift left after settle is drift it never healed.
+    pub reconciler: bool,
+}
+
+/// The post-settle read of one user: what `read_count` showed and the truth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SettledRead {
+    pub user: UserId,
+    pub shown: i64,
+    pub truth: i64,
+}
+
+fn overlap(a: &Event, b: &Event) -> bool {
+    a.invoke_us < b.complete_us && b.invoke_us < a.complete_us
+}
+
+fn transitions(e: &Event) -> bool {
+    e.outcome == Outcome::Ok
+        && e.observed > 0
+        && matches!(e.op, OpKind::MarkRead | OpKind::MarkReadDup | OpKind::Delete)
+}
+
+struct Acc {
+    found: BTreeMap<&'static str, (u64, Vec<Witness>)>,
+}
+
+impl Acc {
+    fn add(&mut self, name: &'static str, w: Witness) {
+        let e = self.found.entry(name).or_default();
+        e.0 += 1;
+        e.1.push(w);
+    }
+}
+
+/// Names what went wrong. Final-state mismatches (`rows`, counter against truth after
+/// settle) are explained per user from the history, most specific cause first:
+/// two ok calls that both claimed the same notification's transition (double
+/// decrement); an op retried after an unknown outcome (double apply); the strategy's
+/// own lost or doubled flushes; a create racing a mark_all_read (lost increment); an
+/// unknown op that half applied (lost increment/decrement); else unexplained drift, or
+/// unhealed drift when a reconciler ran. Independently: negative counters, reads out of
+/// bounds (`reads`; not judged for eventual strategies), and post-settle reads that
+/// differ from the truth (`settled`, exact and eventual strategies).
+pub fn classify(
+    events: &[Event],
+    rows: &[CheckInput],
+    reads: Option<&ReadCheck>,
+    settled: &[SettledRead],
+    cx: Context,
+) -> Vec<Anomaly> {
+    let mut acc = Acc { found: BTreeMap::new() };
+    let mismatched: BTreeMap<UserId, &CheckInput> =
+        rows.iter().filter(|r| r.counter.unwrap_or(0) != r.truth).map(|r| (r.user, r)).collect();
+    let mut by_user: BTreeMap<UserId, Vec<&Event>> = BTreeMap::new();
+    for e in events.iter().filter(|e| mismatched.contains_key(&e.user)) {
+        by_user.entry(e.user).or_default().push(e);
+    }
+    for r in rows.iter().filter(|r| r.counter.is_some_and(|c| c < 0)) {
+        acc.add(
+            "negative_counter",
+            Witness {
+                user: r.user,
+                id: 0,
+                ops: Vec::new(),
+                expected: r.truth,
+                observed: r.counter.unwrap_or(0),
+                note: "a counter below zero".into(),
+            },
+        );
+    }
+    let mut flush_budget = (cx.lost_flushes, cx.double_flushes);
+    for (user, row) in &mismatched {
+        let evs = by_user.remove(user).unwrap_or_default();
+        let observed = row.counter.unwrap_or(0);
+        let drift = observed - row.truth;
+        let base =
+            |ops: Vec<Event>, id, note: String| Witness { user: *user, id, ops, expected: row.truth, observed, note };
+        // Two overlapping-or-not ok calls that each claimed the same row's transition.
+        let mut claims: BTreeMap<NotificationId, Vec<&Event>> = BTreeMap::new();
+        for e in evs.iter().filter(|e| transitions(e)) {
+            claims.entry(e.id).or_default().push(e);
+        }
+        let double = claims.iter().find_map(|(id, cs)| {
+            let marks: Vec<&&Event> = cs.iter().filter(|e| e.op != OpKind::Delete).collect();
+            if marks.len() >= 2 {
+                return Some((*id, vec![**marks[0], **marks[1]]));
+            }
+            let del = cs.iter().find(|e| e.op == OpKind::Delete)?;
+            let m = marks.iter().find(|m| overlap(m, del))?;
+            Some((*id, vec![***m, **del]))
+        });
+        let retried = evs.iter().find(|e| e.unknown_attempts > 0 && e.outcome == Outcome::Ok);
+        let race = evs.iter().filter(|e| e.op == OpKind::MarkAllRead && e.outcome == Outcome::Ok).find_map(|m| {
+            evs.iter().find(|c| c.op == OpKind::Create && c.outcome == Outcome::Ok && overlap(c, m)).map(|c| (*m, *c))
+        });
+        let half = evs.iter().find(|e| e.outcome == Outcome::Unknown && e.op != OpKind::ReadCount);
+        if drift < 0
+            && let Some((id, ops)) = double
+        {
+            acc.add("double_decrement", base(ops, id, "two calls each claimed this notification's transition".into()));
+        } else if let Some(e) = retried {
+            acc.add(
+                "double_apply_after_retry",
+                base(vec![**e], e.id, format!("retried after {} unknown attempt(s)", e.unknown_attempts)),
+            );
+        } else if drift < 0 && flush_budget.0 > 0 {
+            flush_budget.0 -= 1;
+            acc.add("lost_flush", base(Vec::new(), 0, "the flusher lost a claimed delta".into()));
+        } else if drift > 0 && flush_budget.1 > 0 {
+            flush_budget.1 -= 1;
+            acc.add("double_flush", base(Vec::new(), 0, "the flusher applied a delta twice".into()));
+        } else if drift < 0
+            && let Some((m, c)) = race
+        {
+            acc.add("lost_increment", base(vec![*c, *m], c.id, "a create raced mark_all_read".into()));
+        } else if let Some(e) = half {
+            let name = if drift > 0 { "lost_decrement" } else { "lost_increment" };
+            acc.add(name, base(vec![**e], e.id, "an op with an unknown outcome half applied".into()));
+        } else if cx.lost_flushes > 0 {
+            acc.add("lost_flush", base(Vec::new(), 0, "the flusher lost a claimed delta".into()));
+        } else if cx.reconciler {
+            acc.add("unhealed_drift", base(Vec::new(), 0, "the reconciler never repaired it".into()));
+        } else {
+            acc.add("unexplained_drift", base(Vec::new(), 0, "no op in the history explains it".into()));
+        }
+    }
+    // Eventual strategies may show stale values while the load runs; the others may not.
+    if cx.guarantee != Guarantee::Eventual
+        && let Some(rc) = reads
+    {
+        for v in &rc.violations {
+            acc.add(
+                "read_out_of_bounds",
+                Witness {
+                    user: v.read.user,
+                    id: 0,
+                    ops: vec![v.read],
+                    expected: v.lo,
+                    observed: v.read.observed,
+                    note: format!("the history allows {}..={}", v.lo, v.hi),
+                },
+            );
+        }
+        if let Some(e) = acc.found.get_mut("read_out_of_bounds") {
+            e.0 = rc.violations_total;
+        }
+    }
+    if cx.guarantee != Guarantee::None {
+        for s in settled.iter().filter(|s| s.shown != s.truth) {
+            acc.add(
+                "stale_after_settle",
+                Witness {
+                    user: s.user,
+                    id: 0,
+                    ops: Vec::new(),
+                    expected: s.truth,
+                    observed: s.shown,
+                    note: "read_count after settle".into(),
+                },
+            );
+        }
+    }
+    let mut done: Vec<u64> = events.iter().map(|e| e.complete_us).collect();
+    done.sort_unstable();
+    let total = events.len() as u64;
+    let mut out: Vec<Anomaly> = ANOMALY_NAMES
+        .iter()
+        .filter_map(|name| {
+            let (count, mut ws) = acc.found.remove(name)?;
+            ws.sort_by_key(|w| (w.at_us(), w.user));
+            let ops_to_detect = match ws.first().map(|w| w.at_us()) {
+                Some(t) if t != u64::MAX => done.partition_point(|c| *c <= t) as u64,
+                _ => total,
+            };
+            ws.truncate(MAX_WITNESSES);
+            Some(Anomaly { name, count, witnesses: ws, ops_to_detect })
+        })
+        .collect();
+    out.sort_by_key(|a| ANOMALY_NAMES.iter().position(|n| *n == a.name));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ev(op: OpKind, user: UserId, id: i64, t: (u64, u64), outcome: Outcome, observed: i64) -> Event {
+        Event {
+            worker: 0,
+            op,
+            user,
+            id,
+            invoke_us: t.0,
+            complete_us: t.1,
+            outcome,
+            observed,
+            attempts: 1,
+            unknown_attempts: 0,
+        }
+    }
+    use OpKind::*;
+    use Outcome::{Fail, Ok as Okay, Unknown};
+
+    #[test]
+    fn a_valid_history_has_no_read_violations() {
+        let h = [
+            ev(Create, 1, 10, (0, 10), Okay, 1),
+            ev(ReadCount, 1, 0, (11, 12), Okay, 4),
+            ev(MarkRead, 1, 10, (13, 20), Okay, 1),
+            // Overlapping the mark_read: either value.
+            ev(ReadCount, 1, 0, (14, 15), Okay, 4),
+            ev(ReadCount, 1, 0, (16, 25), Okay, 3),
+            ev(MarkAllRead, 1, 0, (30, 40), Okay, 3),
+            ev(ReadCount, 1, 0, (41, 42), Okay, 0),
+        ];
+        let r = check_reads(&h, &|_| 3);
+        assert_eq!((r.reads_checked, r.violations_total), (4, 0), "{r:?}");
+    }
+
+    #[test]
+    fn a_planted_read_violation_is_found_with_its_bounds() {
+        let h = [
+            ev(Create, 1, 10, (0, 10), Okay, 1),
+            ev(MarkRead, 1, 10, (13, 20), Okay, 1),
+            // After both completed, the count must be 3 again: 2 is a lost increment seen.
+            ev(ReadCount, 1, 0, (21, 22), Okay, 2),
+        ];
+        let r = check_reads(&h, &|_| 3);
+        assert_eq!(r.violations_total, 1);
+        assert_eq!((r.violations[0].lo, r.violations[0].hi), (3, 3));
+    }
+
+    #[test]
+    fn unknown_ops_widen_every_later_read_and_fails_do_not() {
+        let h = [
+            ev(Create, 1, 0, (0, 10), Unknown, 0),
+            ev(Delete, 1, 5, (0, 10), Fail, 0),
+            ev(ReadCount, 1, 0, (100, 101), Okay, 1),
+            ev(ReadCount, 1, 0, (100, 101), Okay, 0),
+        ];
+        let r = check_reads(&h, &|_| 0);
+        assert_eq!(r.violations_total, 0);
+        let h = [ev(Delete, 1, 5, (0, 10), Fail, 0), ev(ReadCount, 1, 0, (100, 101), Okay, 1)];
+        assert_eq!(check_reads(&h, &|_| 2).violations_total, 1);
+        // A mark_all_read with an unknown outcome may have cleared everything.
+        let h = [ev(MarkAllRead, 1, 0, (0, 10), Unknown, 0), ev(ReadCount, 1, 0, (100, 101), Okay, 0)];
+        assert_eq!(check_reads(&h, &|_| 9).violations_total, 0);
+    }
+
+    fn row(user: UserId, counter: i64, truth: i64) -> CheckInput {
+        CheckInput { user, counter: Some(counter), truth }
+    }
+
+    fn cx() -> Context {
+        Context { guarantee: Guarantee::Exact, lost_flushes: 0, double_flushes: 0, reconciler: false }
+    }
+
+    #[test]
+    fn two_transition_claims_on_one_row_are_a_double_decrement() {
+        let h = [
+            ev(MarkReadDup, 1, 7, (0, 10), Okay, 1),
+            ev(MarkReadDup, 1, 7, (1, 9), Okay, 1),
+            ev(Create, 2, 70, (0, 1), Okay, 1),
+        ];
+        let a = classify(&h, &[row(1, 2, 3), row(2, 1, 1)], None, &[], cx());
+        assert_eq!(a.len(), 1);
+        assert_eq!((a[0].name, a[0].count, a[0].witnesses[0].id), ("double_decrement", 1, 7));
+        assert_eq!(a[0].witnesses[0].ops.len(), 2);
+        // Calls completed by the time the second claim completed: 2 (at 1 and 9) + it.
+        assert_eq!(a[0].ops_to_detect, 3);
+        // The same history with the counters right: nothing.
+        assert!(classify(&h, &[row(1, 3, 3), row(2, 1, 1)], None, &[], cx()).is_empty());
+    }
+
+    #[test]
+    fn a_create_racing_mark_all_read_is_a_lost_increment_and_retries_are_named() {
+        let h = [ev(MarkAllRead, 1, 0, (0, 10), Okay, 3), ev(Create, 1, 9, (2, 5), Okay, 1)];
+        let a = classify(&h, &[row(1, 0, 1)], None, &[], cx());
+        assert_eq!(a[0].name, "lost_increment");
+        let mut retried = ev(Create, 1, 9, (2, 5), Okay, 1);
+        retried.unknown_attempts = 1;
+        let a = classify(&[retried], &[row(1, 2, 1)], None, &[], cx());
+        assert_eq!(a[0].name, "double_apply_after_retry");
+        let half = ev(MarkRead, 1, 9, (2, 5), Unknown, 0);
+        let a = classify(&[half], &[row(1, 2, 1)], None, &[], cx());
+        assert_eq!(a[0].name, "lost_decrement");
+    }
+
+    #[test]
+    fn settle_reads_and_negative_counters_are_named() {
+        let s = [SettledRead { user: 1, shown: 4, truth: 3 }];
+        let a = classify(&[], &[row(1, -1, 0)], None, &s, cx());
+        let names: Vec<&str> = a.iter().map(|a| a.name).collect();
+        assert_eq!(names, ["negative_counter", "stale_after_settle", "unexplained_drift"]);
+        // A racy strategy's stale reads are not judged.
+        let none = Context { guarantee: Guarantee::None, ..cx() };
+        assert!(classify(&[], &[], None, &s, none).is_empty());
+    }
+
+    /// A linearizable single-user counter: ops applied at a random point inside their
+    /// interval; reads return the value at their point. No read may be flagged.
+    fn linear_history() -> impl proptest::strategy::Strategy<Value = (i64, Vec<Event>)> {
+        (0i64..5, prop::collection::vec((0u8..5, 0u64..1000, 1u64..200, 0u64..1000, 0u8..10), 1..40)).prop_map(
+            |(init, raw)| {
+                // (kind, start, len, point fraction in permille, outcome selector)
+                let mut ops: Vec<(u64, u8, u64, u64, u8)> =
+                    raw.into_iter().map(|(k, s, l, f, o)| (s + l * f / 1000, k, s, s + l, o)).collect();
+                ops.sort();
+                let mut value = init;
+                let mut out = Vec::new();
+                for (_, k, s, c, o) in ops {
+                    let unknown = o < 2;
+                    let applies = o != 1;
+                    let (op, obs) = match k {
+                        0 => {
+                            if applies {
+                                value += 1
+                            }
+                            (Create, 1)
+                        }
+                        1 | 2 => {
+                            let t = (value > 0 && applies) as i64;
+                            value -= t;
+                            (if k == 1 { MarkRead } else { Delete }, t)
+                        }
+                        3 => {
+                            let n = if applies { value } else { 0 };
+                            value -= n;
+                            (MarkAllRead, n)
+                        }
+                        _ => (ReadCount, value),
+                    };
+                    let outcome = if unknown && op != ReadCount { Unknown } else { Okay };
+                    out.push(ev(op, 1, 1, (s, c), outcome, obs));
+                }
+                (init, out)
+            },
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn linearizable_histories_pass_the_read_check((init, h) in linear_history()) {
+            let r = check_reads(&h, &|_| init);
+            prop_assert_eq!(r.violations_total, 0, "{:?}", r.violations);
+        }
+
+        #[test]
+        fn a_read_below_what_the_history_allows_is_caught((init, mut h) in linear_history()) {
+            // Only the ok writes, then a read after all of them: the count is at least
+            // their summed certain effect, so one less is a violation and it is not.
+            h.retain(|e| e.outcome == Okay && e.op != ReadCount);
+            let least = h.iter().fold(init, |v, e| v + effect_range(e).0);
+            prop_assume!(least >= 1);
+            let mut wrong = ev(ReadCount, 1, 0, (5000, 5001), Okay, least - 1);
+            let r = check_reads(&[h.clone(), vec![wrong]].concat(), &|_| init);
+            prop_assert_eq!(r.violations_total, 1);
+            wrong.observed = least;
+            let r = check_reads(&[h, vec![wrong]].concat(), &|_| init);
+            prop_assert_eq!(r.violations_total, 0);
+        }
+    }
+}
