@@ -6,5 +6,6 @@ pub mod clock;
 mod custom;
 pub mod run;
 pub mod scenario;
+pub mod zoo;
 
 pub use counterlab_strategies::{CATALOG, find as find_strategy};

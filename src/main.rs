@@ -40,6 +40,115 @@ enum Command {
     /// Exit 1 when a verdict stopped matching its guarantee or, with --fail-if-slower, on
     /// a slowdown beyond the limit.
     Compare(CompareArgs),
+    /// Run the bug zoo: every scenario in DIR declaring `expect_anomaly` over several
+    /// seeds. Exit 1 when a mutant's anomaly is missed or a correct strategy shows one.
+    Zoo(ZooArgs),
+}
+
+#[derive(clap::Args)]
+struct ZooArgs {
+    /// Directory of zoo scenarios.
+    #[arg(long, value_name = "DIR", default_value = "scenarios/zoo")]
+    dir: PathBuf,
+    /// Seeds per file: the file's seed, then seed+1, ...
+    #[arg(long, default_value_t = 2)]
+    seeds: u64,
+    /// Load duration per strategy in seconds; replaces every file's.
+    #[arg(long = "duration-s", value_name = "S")]
+    duration_s: Option<f64>,
+    /// Only these files (by name without .toml; repeatable).
+    #[arg(long = "only", value_name = "NAME")]
+    only: Vec<String>,
+    /// Also fail (exit 1) when a strategy was skipped (e.g. no Redis answering).
+    #[arg(long)]
+    strict: bool,
+    /// Output folder for zoo.json and zoo.md [default: reports/runs/<time>-zoo/].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    #[command(flatten)]
+    servers: ServerArgs,
+}
+
+/// Where the servers are (the same flags as `run`).
+#[derive(clap::Args)]
+struct ServerArgs {
+    /// PostgreSQL URL; else COUNTERLAB_POSTGRES_URL, else DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test.
+    #[arg(long, value_name = "URL")]
+    postgres: Option<String>,
+    /// MySQL/MariaDB URL; else COUNTERLAB_MYSQL_URL, else mysql://root@127.0.0.1:3306/test.
+    #[arg(long, value_name = "URL")]
+    mysql: Option<String>,
+    /// Redis URL for the Redis strategies; else COUNTERLAB_REDIS_URL, else redis://127.0.0.1:6379.
+    #[arg(long, value_name = "URL")]
+    redis: Option<String>,
+    /// Directory for SQLite namespace files [default: a temporary directory, removed after the run].
+    #[arg(long, value_name = "DIR")]
+    sqlite: Option<PathBuf>,
+}
+
+impl ServerArgs {
+    /// Run options for these servers, and where each URL came from (for the log).
+    fn options(self, keep: bool, write_history: bool) -> (RunOptions, String) {
+        let postgres = configured(self.postgres, "--postgres", &["COUNTERLAB_POSTGRES_URL", "DATABASE_URL"]);
+        let mysql = configured(self.mysql, "--mysql", &["COUNTERLAB_MYSQL_URL"]);
+        let redis = configured(self.redis, "--redis", &["COUNTERLAB_REDIS_URL"]);
+        let sources: Vec<String> = [("postgres", &postgres), ("mysql", &mysql), ("redis", &redis)]
+            .iter()
+            .map(|(b, c)| format!("{b} URL from {}", c.as_ref().map_or("the local default", |c| c.1)))
+            .collect();
+        let opts = RunOptions {
+            postgres_url: postgres.map(|c| c.0),
+            postgres_default: counterlab_strategies::DEFAULT_POSTGRES_URL.to_string(),
+            mysql_url: mysql.map(|c| c.0),
+            redis_url: redis.map(|c| c.0),
+            sqlite_dir: self.sqlite,
+            keep,
+            write_history,
+            connect_timeout: Duration::from_secs(5),
+            cancel: Arc::new(AtomicBool::new(false)),
+            progress: None,
+        };
+        (opts, sources.join("; "))
+    }
+}
+
+async fn zoo_cmd(args: ZooArgs) -> ExitCode {
+    let plan =
+        counterlab::zoo::ZooPlan { dir: args.dir, seeds: args.seeds, duration_s: args.duration_s, only: args.only };
+    let (opts, sources) = args.servers.options(false, false);
+    eprintln!("{sources}");
+    let known: Vec<&str> = CATALOG.iter().map(|s| s.name).collect();
+    let rows = match counterlab::zoo::run_zoo(&plan, &opts, &known, &mut |l| eprintln!("{l}")).await {
+        Ok(rows) => rows,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let table = counterlab::zoo::render(&rows);
+    print!("{table}");
+    let (now_s, _) = clock::now_unix();
+    let out = args.out.unwrap_or_else(|| PathBuf::from("reports/runs").join(format!("{}-zoo", clock::compact(now_s))));
+    let written =
+        std::fs::create_dir_all(&out).and_then(|_| std::fs::write(out.join("zoo.md"), &table)).and_then(|_| {
+            std::fs::write(
+                out.join("zoo.json"),
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "summary": counterlab::zoo::summary(&rows),
+                    "runs": rows,
+                }))
+                .expect("rows serialize"),
+            )
+        });
+    match written {
+        Ok(()) => println!("zoo: {}", out.join("zoo.json").display()),
+        Err(e) => {
+            eprintln!("error: cannot write {}: {e}", out.display());
+            return ExitCode::from(2);
+        }
+    }
+    let failed = rows.iter().any(|r| r.failed()) || (args.strict && rows.iter().any(|r| r.result == "skipped"));
+    if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
 }
 
 #[derive(clap::Args)]
@@ -109,18 +218,8 @@ struct RunArgs {
     /// Run at these isolation levels (repeatable); replaces the scenario's.
     #[arg(long = "isolation", value_name = "LEVEL")]
     isolation: Vec<String>,
-    /// PostgreSQL URL; else COUNTERLAB_POSTGRES_URL, else DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test.
-    #[arg(long, value_name = "URL")]
-    postgres: Option<String>,
-    /// MySQL/MariaDB URL; else COUNTERLAB_MYSQL_URL, else mysql://root@127.0.0.1:3306/test.
-    #[arg(long, value_name = "URL")]
-    mysql: Option<String>,
-    /// Redis URL for the Redis strategies; else COUNTERLAB_REDIS_URL, else redis://127.0.0.1:6379.
-    #[arg(long, value_name = "URL")]
-    redis: Option<String>,
-    /// Directory for SQLite namespace files [default: a temporary directory, removed after the run].
-    #[arg(long, value_name = "DIR")]
-    sqlite: Option<PathBuf>,
+    #[command(flatten)]
+    servers: ServerArgs,
     /// Seed for every random choice; replaces the scenario's.
     #[arg(long)]
     seed: Option<u64>,
@@ -198,25 +297,7 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     let default_seed = now_s ^ (u64::from(nanos) << 20);
     let plan =
         scenario::load(&args.scenario, &overrides, &known, default_seed).map_err(|e| Failure::Input(e.into()))?;
-    let postgres = configured(args.postgres, "--postgres", &["COUNTERLAB_POSTGRES_URL", "DATABASE_URL"]);
-    let mysql = configured(args.mysql, "--mysql", &["COUNTERLAB_MYSQL_URL"]);
-    let redis = configured(args.redis, "--redis", &["COUNTERLAB_REDIS_URL"]);
-    let sources: Vec<String> = [("postgres", &postgres), ("mysql", &mysql), ("redis", &redis)]
-        .iter()
-        .map(|(b, c)| format!("{b} URL from {}", c.as_ref().map_or("the local default", |c| c.1)))
-        .collect();
-    let opts = RunOptions {
-        postgres_url: postgres.map(|c| c.0),
-        postgres_default: counterlab_strategies::DEFAULT_POSTGRES_URL.to_string(),
-        mysql_url: mysql.map(|c| c.0),
-        redis_url: redis.map(|c| c.0),
-        sqlite_dir: args.sqlite,
-        keep: args.keep,
-        write_history: args.history,
-        connect_timeout: Duration::from_secs(5),
-        cancel: Arc::new(AtomicBool::new(false)),
-        progress: None,
-    };
+    let (opts, sources) = args.servers.options(args.keep, args.history);
     let cancel = opts.cancel.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -247,7 +328,7 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
             eprintln!("{line}");
         }
     };
-    log(&sources.join("; "));
+    log(&sources);
     let report = run_plan(&plan, &opts, &mut log).await.map_err(|e| match e {
         BackendError::Connect { .. } => {
             let hint = "start the servers with `docker compose up -d` from the repository, or point counterlab at yours with --postgres URL / COUNTERLAB_POSTGRES_URL, --mysql URL / COUNTERLAB_MYSQL_URL; `--backend sqlite` needs no server";
@@ -295,6 +376,16 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     Ok(if report.all_guarantees_held && report.thresholds_breached == 0 { Ending::Held } else { Ending::Broken })
 }
 
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            None
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -303,14 +394,12 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Compare(args) => compare_cmd(args),
+        Command::Zoo(args) => match runtime() {
+            Some(rt) => rt.block_on(zoo_cmd(args)),
+            None => ExitCode::from(2),
+        },
         Command::Run(args) => {
-            let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("error: cannot start the async runtime: {e}");
-                    return ExitCode::from(2);
-                }
-            };
+            let Some(rt) = runtime() else { return ExitCode::from(2) };
             match rt.block_on(run(*args)) {
                 Ok(Ending::Held) => ExitCode::SUCCESS,
                 Ok(Ending::Broken) => ExitCode::from(1),

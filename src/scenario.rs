@@ -64,6 +64,7 @@ struct RawScenario {
     strategy_isolation: Option<BTreeMap<String, Spanned<Vec<Spanned<String>>>>>,
     retry: Option<Spanned<RawRetry>>,
     expect_drift: Option<Vec<Spanned<String>>>,
+    expect_anomaly: Option<Spanned<String>>,
     redis: Option<Spanned<RawRedis>>,
     faults: Option<Vec<Spanned<RawFault>>>,
     thresholds: Option<Vec<Spanned<RawThreshold>>>,
@@ -179,6 +180,9 @@ pub struct RunPlan {
     /// Strategies whose drift this scenario expects (a fault it schedules breaks them):
     /// judged as if they had no guarantee.
     pub expect_drift: Vec<String>,
+    /// For `counterlab zoo`: the anomaly every strategy of this file must show (a
+    /// mutant), or `none` (correct strategies must show none).
+    pub expect_anomaly: Option<String>,
     pub redis: RedisPlan,
     pub faults: Vec<FaultPlan>,
     /// Limits that fail the run (exit code 1) when breached.
@@ -313,7 +317,8 @@ pub const ISOLATION_LEVELS: [&str; 3] = ["read-committed", "repeatable-read", "s
 pub const DEFAULT_ISOLATION: &str = "read-committed";
 pub const DEFAULT_REDIS: RedisPlan =
     RedisPlan { flush_interval_ms: 100, flush_batch: 1000, reconcile_interval_ms: None, settle_timeout_ms: 10_000 };
-pub const FAULT_KINDS: [&str; 5] = ["redis_data_loss", "flusher_crash", "redis_disconnect", "redis_timeout", "pause"];
+pub const FAULT_KINDS: [&str; 6] =
+    ["redis_data_loss", "flusher_crash", "redis_disconnect", "redis_timeout", "crash_after_commit", "pause"];
 pub const DEFAULT_RETRY: RetryPlan =
     RetryPlan { max_attempts: 5, backoff_base_ms: 2, backoff_max_ms: 100, on_unknown: false };
 pub const DEFAULT_OP_TIMEOUT_MS: u64 = 5_000;
@@ -507,6 +512,22 @@ pub fn parse(
     };
 
     let expect_drift = pick_names(&cx, "strategy", &[], raw.expect_drift.as_deref(), known, &[])?;
+    let expect_anomaly = match &raw.expect_anomaly {
+        None => None,
+        Some(a) if a.get_ref() == "none" || counterlab_core::ANOMALY_NAMES.contains(&a.get_ref().as_str()) => {
+            Some(a.get_ref().clone())
+        }
+        Some(a) => {
+            return Err(cx.at(
+                a.span(),
+                format!(
+                    "unknown anomaly {:?}; valid: none, {}",
+                    a.get_ref(),
+                    counterlab_core::ANOMALY_NAMES.join(", ")
+                ),
+            ));
+        }
+    };
     let bounded_ms = |v: &Option<Spanned<u64>>, what: &str, default: u64| -> Result<u64, ScenarioError> {
         match v {
             Some(x) if *x.get_ref() == 0 || *x.get_ref() > MAX_INTERVAL_MS => {
@@ -947,6 +968,7 @@ pub fn parse(
         strategy_isolation,
         retry,
         expect_drift,
+        expect_anomaly,
         redis,
         faults,
         thresholds,

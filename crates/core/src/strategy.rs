@@ -18,11 +18,21 @@ pub enum Fault {
     RedisDisconnect,
     /// The next Redis write runs but its reply is lost: the op's outcome is unknown.
     RedisTimeout,
+    /// The next op that commits SQL writes stops right after that commit, as if the
+    /// application died there: its later steps never run and its outcome is unknown.
+    /// A strategy whose op is one transaction loses only the reply; one that commits
+    /// between statements is left half applied.
+    CrashAfterCommit,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 4] =
-        [Fault::RedisDataLoss, Fault::FlusherCrash, Fault::RedisDisconnect, Fault::RedisTimeout];
+    pub const ALL: [Fault; 5] = [
+        Fault::RedisDataLoss,
+        Fault::FlusherCrash,
+        Fault::RedisDisconnect,
+        Fault::RedisTimeout,
+        Fault::CrashAfterCommit,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -30,6 +40,7 @@ impl Fault {
             Fault::FlusherCrash => "flusher_crash",
             Fault::RedisDisconnect => "redis_disconnect",
             Fault::RedisTimeout => "redis_timeout",
+            Fault::CrashAfterCommit => "crash_after_commit",
         }
     }
 

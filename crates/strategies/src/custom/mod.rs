@@ -222,6 +222,8 @@ struct Step {
     commit: bool,
     /// Number of outputs (`StepSpec::fields`).
     width: usize,
+    /// `step <name>`, for messages.
+    name: String,
 }
 
 #[derive(Clone, Debug)]
@@ -447,7 +449,7 @@ impl CustomSpec {
                 }
             }
         };
-        Ok(Step { exec, when, each, commit: s.commit, width: s.fields().len() })
+        Ok(Step { exec, when, each, commit: s.commit, width: s.fields().len(), name: format!("step {}", s.name) })
     }
 
     /// Checks one op's result expression.
@@ -620,6 +622,9 @@ pub struct CustomStrategy {
     /// Armed `redis_timeout` faults: the next Redis writes run and lose their replies.
     replies_to_lose: AtomicU64,
     lost_replies: AtomicU64,
+    /// Armed `crash_after_commit` faults, and the ops they stopped.
+    crashes_armed: AtomicU64,
+    crashes: AtomicU64,
 }
 
 /// An op's progress through its steps.
@@ -666,6 +671,8 @@ impl CustomStrategy {
             begin,
             replies_to_lose: AtomicU64::new(0),
             lost_replies: AtomicU64::new(0),
+            crashes_armed: AtomicU64::new(0),
+            crashes: AtomicU64::new(0),
         })
     }
 
@@ -804,7 +811,11 @@ impl CustomStrategy {
                         st.open_writes |= *writes;
                         if !self.transaction {
                             st.open.take().expect("just used").commit().await?;
-                            st.effects |= std::mem::take(&mut st.open_writes);
+                            // The last step's commit is the op's end: a crash there is
+                            // the final commit's, below.
+                            if i + 1 < steps.len() {
+                                self.committed(st, &s.name)?;
+                            }
                         }
                         out[0] = out[0].saturating_add(v[0]);
                         out[1..].copy_from_slice(&v[1..]);
@@ -838,11 +849,32 @@ impl CustomStrategy {
                 && let Some(tx) = st.open.take()
             {
                 tx.commit().await?;
-                st.effects |= std::mem::take(&mut st.open_writes);
+                self.committed(st, &s.name)?;
             }
         }
         if let Some(tx) = st.open.take() {
             tx.commit().await?;
+        }
+        if st.open_writes {
+            self.committed(st, "the last step")?;
+        }
+        Ok(())
+    }
+
+    /// After a commit: its writes are visible; an armed `crash_after_commit` stops the
+    /// op here when they were writes.
+    fn committed(&self, st: &mut Run, step: &str) -> Result<(), OpError> {
+        if !std::mem::take(&mut st.open_writes) {
+            return Ok(());
+        }
+        st.effects = true;
+        if self.crashes_armed.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok() {
+            self.crashes.fetch_add(1, Ordering::Relaxed);
+            return Err(OpError::new(
+                ErrorClass::Connection,
+                Outcome::Unknown,
+                format!("crashed after the commit of {step} (injected)"),
+            ));
         }
         Ok(())
     }
@@ -903,6 +935,10 @@ impl Strategy for CustomStrategy {
         }
     }
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
+        if fault == Fault::CrashAfterCommit {
+            self.crashes_armed.fetch_add(1, Ordering::Relaxed);
+            return Ok("the next op that commits a write stops after that commit".into());
+        }
         let Some(space) = &self.redis else {
             return Err(other(format!("{} uses no Redis: {} does not apply", self.info.name, fault.name())));
         };
@@ -914,14 +950,15 @@ impl Strategy for CustomStrategy {
                 Ok("the next Redis write loses its reply".into())
             }
             Fault::FlusherCrash => Err(other(format!("{} has no flusher", self.info.name))),
+            Fault::CrashAfterCommit => unreachable!("handled above"),
         }
     }
     fn figures(&self) -> Vec<(&'static str, f64)> {
+        let mut v = vec![("crashes_after_commit", self.crashes.load(Ordering::Relaxed) as f64)];
         if self.redis.is_some() {
-            vec![("lost_replies", self.lost_replies.load(Ordering::Relaxed) as f64)]
-        } else {
-            Vec::new()
+            v.push(("lost_replies", self.lost_replies.load(Ordering::Relaxed) as f64));
         }
+        v
     }
     async fn teardown(&self) -> Result<(), OpError> {
         if let Some(space) = &self.redis {

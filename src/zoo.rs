@@ -1,0 +1,251 @@
+//! `counterlab zoo`: runs every scenario of a directory that declares `expect_anomaly`
+//! (deliberately broken strategies and their correct controls), over several seeds, and
+//! judges the checker: each mutant must show its anomaly, each control none.
+
+use std::path::{Path, PathBuf};
+
+use counterlab_report::Report;
+use serde::Serialize;
+
+use crate::run::{RunOptions, run_plan};
+use crate::scenario::{self, Overrides};
+
+/// Where the zoo lives and how big a run is.
+#[derive(Clone, Debug)]
+pub struct ZooPlan {
+    pub dir: PathBuf,
+    /// Seeds per file: the file's own seed, then seed+1, ...
+    pub seeds: u64,
+    /// Replaces every file's duration.
+    pub duration_s: Option<f64>,
+    /// Only files whose name (stem) is listed; empty: all.
+    pub only: Vec<String>,
+}
+
+/// Most seeds a zoo run takes per file.
+pub const MAX_SEEDS: u64 = 100;
+
+/// One strategy of one file at one seed.
+#[derive(Clone, Debug, Serialize)]
+pub struct ZooRow {
+    pub file: String,
+    pub strategy: String,
+    pub backend: String,
+    pub seed: u64,
+    /// The anomaly the file expects, or `none`.
+    pub expected: String,
+    /// `detected`, `missed`, `clean`, `false positive` or `skipped`.
+    pub result: String,
+    /// Every anomaly found, `name xcount`.
+    pub found: Vec<String>,
+    /// Calls completed when the expected anomaly's first witness completed.
+    pub ops_to_detect: Option<u64>,
+    /// Calls recorded in the run.
+    pub calls: u64,
+    pub replay: String,
+}
+
+impl ZooRow {
+    pub fn failed(&self) -> bool {
+        matches!(self.result.as_str(), "missed" | "false positive")
+    }
+}
+
+/// Why a zoo run could not judge anything.
+#[derive(Debug, thiserror::Error)]
+pub enum ZooError {
+    #[error("{0}")]
+    Input(String),
+    #[error(transparent)]
+    Scenario(#[from] scenario::ScenarioError),
+    #[error(transparent)]
+    Backend(#[from] counterlab_strategies::BackendError),
+}
+
+/// The zoo's files, sorted; an error when the directory has none.
+pub fn files(plan: &ZooPlan) -> Result<Vec<PathBuf>, ZooError> {
+    let entries = std::fs::read_dir(&plan.dir).map_err(|e| {
+        ZooError::Input(format!(
+            "cannot read the zoo directory {}: {e} (run from the repository root or pass --dir)",
+            plan.dir.display()
+        ))
+    })?;
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .filter(|p| {
+            plan.only.is_empty() || p.file_stem().is_some_and(|s| plan.only.iter().any(|o| *o == s.to_string_lossy()))
+        })
+        .collect();
+    out.sort();
+    if out.is_empty() {
+        return Err(ZooError::Input(format!("no zoo scenario (*.toml) in {}", plan.dir.display())));
+    }
+    Ok(out)
+}
+
+fn judge(file: &Path, expected: &str, seed: u64, report: &Report) -> Vec<ZooRow> {
+    let name = file.display().to_string();
+    let mut rows: Vec<ZooRow> = report
+        .strategies
+        .iter()
+        .map(|s| {
+            let hit = s.anomalies.iter().find(|a| a.name == expected);
+            let result = match (expected, s.anomalies.is_empty(), hit) {
+                ("none", true, _) => "clean",
+                ("none", false, _) => "false positive",
+                (_, _, Some(_)) => "detected",
+                (_, _, None) => "missed",
+            };
+            ZooRow {
+                file: name.clone(),
+                strategy: s.strategy.clone(),
+                backend: s.backend.clone(),
+                seed,
+                expected: expected.to_string(),
+                result: result.into(),
+                found: s.anomalies.iter().map(|a| format!("{} x{}", a.name, a.count)).collect(),
+                ops_to_detect: hit.map(|a| a.ops_to_detect),
+                calls: s.history.events,
+                replay: report.replay_command.clone(),
+            }
+        })
+        .collect();
+    rows.extend(report.skipped.iter().map(|k| ZooRow {
+        file: name.clone(),
+        strategy: k.strategy.clone(),
+        backend: k.backend.clone(),
+        seed,
+        expected: expected.to_string(),
+        result: "skipped".into(),
+        found: vec![k.reason.clone()],
+        ops_to_detect: None,
+        calls: 0,
+        replay: report.replay_command.clone(),
+    }));
+    rows
+}
+
+/// Runs the zoo. Every file must declare `expect_anomaly`; all are parsed before any runs.
+pub async fn run_zoo(
+    plan: &ZooPlan,
+    opts: &RunOptions,
+    known: &[&str],
+    log: &mut dyn FnMut(&str),
+) -> Result<Vec<ZooRow>, ZooError> {
+    if plan.seeds == 0 || plan.seeds > MAX_SEEDS {
+        return Err(ZooError::Input(format!("--seeds must be in 1..={MAX_SEEDS}, got {}", plan.seeds)));
+    }
+    let mut work = Vec::new();
+    for file in files(plan)? {
+        let base = scenario::load(&file, &Overrides::default(), known, 1)?;
+        let Some(expected) = base.expect_anomaly.clone() else {
+            return Err(ZooError::Input(format!(
+                "{}: not a zoo scenario: it declares no expect_anomaly (an anomaly name, or \"none\")",
+                file.display()
+            )));
+        };
+        for k in 0..plan.seeds {
+            let overrides = Overrides {
+                seed: Some(base.seed.wrapping_add(k)),
+                duration_s: plan.duration_s,
+                ..Overrides::default()
+            };
+            work.push((file.clone(), expected.clone(), scenario::load(&file, &overrides, known, 1)?));
+        }
+    }
+    let mut rows = Vec::new();
+    for (file, expected, p) in work {
+        if opts.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        log(&format!("zoo: {} seed {} (expects {expected})", file.display(), p.seed));
+        let report = run_plan(&p, opts, &mut |_| {}).await?;
+        let judged = judge(&file, &expected, p.seed, &report);
+        for r in &judged {
+            log(&format!("zoo: {} {} seed {}: {} [{}]", r.file, r.strategy, r.seed, r.result, r.found.join(", ")));
+        }
+        rows.extend(judged);
+    }
+    Ok(rows)
+}
+
+/// One file and strategy over its seeds.
+#[derive(Clone, Debug, Serialize)]
+pub struct ZooSummary {
+    pub file: String,
+    pub strategy: String,
+    pub expected: String,
+    /// Runs that came out as expected (detected, or clean for a control).
+    pub as_expected: u64,
+    pub runs: u64,
+    /// Mean calls to detect over the detecting runs.
+    pub mean_ops_to_detect: Option<f64>,
+    /// Misses and false positives.
+    pub failed: u64,
+}
+
+pub fn summary(rows: &[ZooRow]) -> Vec<ZooSummary> {
+    let mut out: Vec<ZooSummary> = Vec::new();
+    for r in rows.iter().filter(|r| r.result != "skipped") {
+        let i = match out.iter().position(|o| o.file == r.file && o.strategy == r.strategy) {
+            Some(i) => i,
+            None => {
+                out.push(ZooSummary {
+                    file: r.file.clone(),
+                    strategy: r.strategy.clone(),
+                    expected: r.expected.clone(),
+                    as_expected: 0,
+                    runs: 0,
+                    mean_ops_to_detect: None,
+                    failed: 0,
+                });
+                out.len() - 1
+            }
+        };
+        let o = &mut out[i];
+        o.runs += 1;
+        o.as_expected += u64::from(matches!(r.result.as_str(), "detected" | "clean"));
+        o.failed += u64::from(r.failed());
+        if let Some(n) = r.ops_to_detect {
+            // Running mean over the detecting runs.
+            let k = o.as_expected as f64;
+            o.mean_ops_to_detect = Some(o.mean_ops_to_detect.map_or(n as f64, |m| m + (n as f64 - m) / k));
+        }
+    }
+    out
+}
+
+/// The detection table as Markdown (also what the terminal shows).
+pub fn render(rows: &[ZooRow]) -> String {
+    let mut s = String::from(
+        "| file | strategy | expected | as expected | runs | mean calls to detect | misses / false positives |\n|---|---|---|---|---|---|---|\n",
+    );
+    for o in summary(rows) {
+        let file = Path::new(&o.file).file_name().map_or(o.file.clone(), |f| f.to_string_lossy().into_owned());
+        let mean = o.mean_ops_to_detect.map_or("-".to_string(), |m| format!("{m:.0}"));
+        s += &format!(
+            "| {file} | {} | {} | {} | {} | {mean} | {} |\n",
+            o.strategy, o.expected, o.as_expected, o.runs, o.failed
+        );
+    }
+    let fp = rows.iter().filter(|r| r.result == "false positive").count();
+    let missed = rows.iter().filter(|r| r.result == "missed").count();
+    let skipped = rows.iter().filter(|r| r.result == "skipped").count();
+    s += &format!("\n{} runs: {missed} missed, {fp} false positives, {skipped} skipped\n", rows.len());
+    for r in rows.iter().filter(|r| r.failed()) {
+        s += &format!(
+            "- {} {} seed {}: {} (found: {}); replay: `{}`\n",
+            r.file,
+            r.strategy,
+            r.seed,
+            r.result,
+            r.found.join(", "),
+            r.replay
+        );
+    }
+    for r in rows.iter().filter(|r| r.result == "skipped") {
+        s += &format!("- skipped {} {}: {}\n", r.file, r.strategy, r.found.join(", "));
+    }
+    s
+}
