@@ -36,3 +36,6 @@ mod custom;
 
 /// Repository hygiene: doc lines on every file.
 mod tidy;
+
+/// The bug zoo as a gate: a miss and a false positive both fail it, with the replay.
+mod zoo;

@@ -70,6 +70,8 @@ fn malformed_input_is_located() {
     // (mutation of GOOD, expected file:line:col prefix, words the message must contain)
     let cases: &[(&str, &str, &str)] = &[
         (&GOOD.replace("users = 10", "users = -10"), "bad.toml:2:9:", "u64"),
+        (&format!("expect_anomaly = \"double\"\n{GOOD}"), "bad.toml:1:18:", "unknown anomaly \"double\"; valid: none,"),
+        (&format!("{GOOD}[retry]\non_unknown = 1\n"), "bad.toml:10:14:", "expected a boolean"),
         (&GOOD.replace("users = 10", "users = 0"), "bad.toml:2:9:", "users must be in 1..="),
         (&GOOD.replace("workers = 2", "workers = 0"), "bad.toml:5:11:", "workers must be in 1..="),
         (&GOOD.replace("mark_read = 1", "mark_read = 0"), "bad.toml:7:1:", "every mix weight is 0"),

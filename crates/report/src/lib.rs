@@ -680,3 +680,33 @@ impl StrategyReport {
 pub fn render_json(report: &Report) -> String {
     serde_json::to_string_pretty(report).expect("report serializes")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use counterlab_core::Outcome;
+
+    #[test]
+    fn a_history_round_trips_through_json_lines_and_bad_lines_are_named() {
+        let e = |op, outcome, observed| Event {
+            worker: 3,
+            op,
+            user: 7,
+            id: 70,
+            invoke_us: 10,
+            complete_us: 25,
+            outcome,
+            observed,
+            attempts: 2,
+            unknown_attempts: 1,
+        };
+        let events = [e(OpKind::MarkRead, Outcome::Ok, 1), e(OpKind::ReadCount, Outcome::Unknown, 0)];
+        let text = write_history(&events);
+        assert_eq!(text.lines().count(), 2);
+        assert!(text.starts_with(r#"{"worker":3,"op":"mark_read","user":7,"id":70,"invoke_us":10,"complete_us":25,"outcome":"ok","observed":1,"attempts":2,"unknown_attempts":1}"#));
+        let back = read_history(&text).unwrap();
+        assert_eq!(back, events.iter().map(HistoryEvent::from).collect::<Vec<_>>());
+        let bad = format!("{text}{{\"worker\":1}}\n");
+        assert!(read_history(&bad).unwrap_err().starts_with("line 3: missing field"));
+    }
+}

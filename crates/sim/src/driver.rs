@@ -849,6 +849,71 @@ mod tests {
         (scheduled, dropped, started)
     }
 
+    /// Every odd-numbered create call loses its reply (after "applying").
+    #[derive(Default)]
+    struct LosesEveryOtherReply {
+        calls: std::sync::atomic::AtomicU64,
+        inner: NullStrategy,
+    }
+
+    #[async_trait::async_trait]
+    impl Strategy for LosesEveryOtherReply {
+        fn info(&self) -> counterlab_core::StrategyInfo {
+            self.inner.info()
+        }
+        async fn create(&self, u: i64) -> Result<i64, OpError> {
+            if self.calls.fetch_add(1, Ordering::Relaxed) % 2 == 0 {
+                return Err(OpError::new(ErrorClass::Timeout, Outcome::Unknown, "lost"));
+            }
+            self.inner.create(u).await
+        }
+        async fn mark_read(&self, u: i64, id: i64) -> Result<bool, OpError> {
+            self.inner.mark_read(u, id).await
+        }
+        async fn delete(&self, u: i64, id: i64) -> Result<bool, OpError> {
+            self.inner.delete(u, id).await
+        }
+        async fn mark_all_read(&self, u: i64) -> Result<u64, OpError> {
+            self.inner.mark_all_read(u).await
+        }
+        async fn read_count(&self, u: i64) -> Result<i64, OpError> {
+            self.inner.read_count(u).await
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_history_records_every_call_and_blind_retries() {
+        for on_unknown in [false, true] {
+            let mut cfg = open(1, 1.0, 1.0, false, 1.0);
+            cfg.stages = DriverConfig::closed_stage(1, Stop::Ops(20));
+            cfg.mix = Mix { weights: [1, 0, 0, 0, 0, 0] };
+            cfg.retry = RetryPolicy { max_attempts: 3, on_unknown, ..cfg.retry };
+            cfg.history_limit = 15;
+            let s: Arc<dyn Strategy> = Arc::new(LosesEveryOtherReply::default());
+            let load = run_load(s, Arc::new(IdPool::seeded(5, 5, 0)), &cfg, Monitor::new()).await;
+            // The limit holds and the rest is counted.
+            assert_eq!((load.history.len(), load.history_dropped), (15, 5));
+            assert!(load.history.windows(2).all(|w| w[0].complete_us <= w[1].complete_us));
+            for e in &load.history {
+                assert_eq!(e.op, OpKind::Create);
+                assert!(e.invoke_us <= e.complete_us);
+                if on_unknown {
+                    // Every create lost its first reply, was run again and then replied.
+                    assert_eq!((e.outcome, e.attempts, e.unknown_attempts), (Outcome::Ok, 2, 1), "{e:?}");
+                    assert!(e.id > 0);
+                } else {
+                    assert_eq!(e.attempts, 1);
+                    assert_eq!(e.unknown_attempts, 0);
+                }
+            }
+            if !on_unknown {
+                // Without the policy, unknown outcomes stay unknown: calls alternate.
+                let unknown = load.history.iter().filter(|e| e.outcome == Outcome::Unknown).count();
+                assert_eq!(unknown, 8, "{:?}", load.history);
+            }
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_constant_schedule_has_rate_times_duration_ops_all_issued() {
         let (n, dropped, issued) = scheduled(&open(1, 2000.0, 2000.0, false, 0.5)).await;
