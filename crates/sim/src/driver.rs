@@ -862,7 +862,7 @@ mod tests {
             self.inner.info()
         }
         async fn create(&self, u: i64) -> Result<i64, OpError> {
-            if self.calls.fetch_add(1, Ordering::Relaxed) % 2 == 0 {
+            if self.calls.fetch_add(1, Ordering::Relaxed).is_multiple_of(2) {
                 return Err(OpError::new(ErrorClass::Timeout, Outcome::Unknown, "lost"));
             }
             self.inner.create(u).await
