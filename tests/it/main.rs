@@ -37,5 +37,8 @@ mod custom;
 /// Repository hygiene: doc lines on every file.
 mod tidy;
 
+/// Generated concurrent cases against the real servers, shrunk and replayed.
+mod props;
+
 /// The bug zoo as a gate: a miss and a false positive both fail it, with the replay.
 mod zoo;
