@@ -628,7 +628,7 @@ async fn run_one(
         let cx = Context {
             guarantee,
             lost_flushes: figure("lost_flush_claims"),
-            double_flushes: 0,
+            double_flushes: figure("double_flush_claims"),
             reconciler: t.redis.is_some() && plan.redis.reconcile_interval_ms.is_some(),
         };
         let anomalies = classify(&load.history, &rows, reads.as_ref(), &settled, cx);

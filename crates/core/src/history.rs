@@ -253,7 +253,8 @@ impl Acc {
 /// settle) are explained per user from the history, most specific cause first:
 /// two ok calls that both claimed the same notification's transition (double
 /// decrement); an op retried after an unknown outcome (double apply); the strategy's
-/// own lost or doubled flushes; a create racing a mark_all_read (lost increment); an
+/// own count of lost or doubled flush claims (either sign of delta); a create racing a
+/// mark_all_read (lost increment); an
 /// unknown op that half applied (lost increment/decrement); else unexplained drift, or
 /// unhealed drift when a reconciler ran. Independently: negative counters, reads out of
 /// bounds (`reads`; not judged for eventual strategies), and post-settle reads that
@@ -320,12 +321,17 @@ pub fn classify(
                 "double_apply_after_retry",
                 base(vec![**e], e.id, format!("retried after {} unknown attempt(s)", e.unknown_attempts)),
             );
-        } else if drift < 0 && flush_budget.0 > 0 {
-            flush_budget.0 -= 1;
-            acc.add("lost_flush", base(Vec::new(), 0, "the flusher lost a claimed delta".into()));
-        } else if drift > 0 && flush_budget.1 > 0 {
-            flush_budget.1 -= 1;
-            acc.add("double_flush", base(Vec::new(), 0, "the flusher applied a delta twice".into()));
+        } else if cx.lost_flushes > 0 || cx.double_flushes > 0 {
+            // A buffered delta of either sign: lost, or applied twice. Each drifted user
+            // is charged to the flusher's own count of such claims, lost ones first.
+            let double = flush_budget.0 == 0 && (flush_budget.1 > 0 || cx.lost_flushes == 0);
+            if double {
+                flush_budget.1 = flush_budget.1.saturating_sub(1);
+                acc.add("double_flush", base(Vec::new(), 0, "the flusher applied a claimed delta twice".into()));
+            } else {
+                flush_budget.0 = flush_budget.0.saturating_sub(1);
+                acc.add("lost_flush", base(Vec::new(), 0, "the flusher lost a claimed delta".into()));
+            }
         } else if drift < 0
             && let Some((m, c)) = race
         {
@@ -333,8 +339,6 @@ pub fn classify(
         } else if let Some(e) = half {
             let name = if drift > 0 { "lost_decrement" } else { "lost_increment" };
             acc.add(name, base(vec![**e], e.id, "an op with an unknown outcome half applied".into()));
-        } else if cx.lost_flushes > 0 {
-            acc.add("lost_flush", base(Vec::new(), 0, "the flusher lost a claimed delta".into()));
         } else if cx.reconciler {
             acc.add("unhealed_drift", base(Vec::new(), 0, "the reconciler never repaired it".into()));
         } else {
@@ -502,6 +506,14 @@ mod tests {
         let half = ev(MarkRead, 1, 9, (2, 5), Unknown, 0);
         let a = classify(&[half], &[row(1, 2, 1)], None, &[], cx());
         assert_eq!(a[0].name, "lost_decrement");
+        // A flusher's own count of doubled claims names drift of either sign.
+        let flushed = Context { guarantee: Guarantee::Eventual, double_flushes: 2, ..cx() };
+        let a = classify(&[], &[row(1, 0, 1), row(2, 3, 2)], None, &[], flushed);
+        assert_eq!((a[0].name, a[0].count), ("double_flush", 2));
+        let lost = Context { lost_flushes: 1, ..flushed };
+        let a = classify(&[], &[row(1, 0, 1), row(2, 3, 2)], None, &[], lost);
+        let names: Vec<(&str, u64)> = a.iter().map(|a| (a.name, a.count)).collect();
+        assert_eq!(names, [("lost_flush", 1), ("double_flush", 1)]);
     }
 
     #[test]

@@ -59,6 +59,11 @@ pub const CATALOG: &[StrategyInfo] = &[
         summary: "the same buffer; the claim moves the delta to a processing hash under a claim id recorded in the SQL transaction: a flusher crash loses nothing, a replay applies nothing twice",
     },
     StrategyInfo {
+        name: "zset-buffer-replay",
+        guarantee: Guarantee::Eventual,
+        summary: "mutant: the durable buffer's claim without the claim id in SQL; a flusher crash after the add commits and before the claim is cleared makes the replay add the delta twice",
+    },
+    StrategyInfo {
         name: "lua-script",
         guarantee: Guarantee::Exact,
         summary: "unread state and counter in Redis, every check-and-change one Lua script, SQL rows written after; exact while Redis keeps its data",
@@ -79,6 +84,7 @@ fn redis_design(name: &str) -> Option<RedisDesign> {
     Some(match name {
         "zset-buffer" => RedisDesign::ZsetBuffer,
         "zset-buffer-durable" => RedisDesign::ZsetBufferDurable,
+        "zset-buffer-replay" => RedisDesign::ZsetBufferReplay,
         "lua-script" => RedisDesign::LuaScript,
         "redis-counter" => RedisDesign::RedisCounter,
         _ => return None,

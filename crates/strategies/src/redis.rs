@@ -273,10 +273,21 @@ pub enum RedisDesign {
     /// Same buffer; the claim moves the delta to a processing hash under a claim id that
     /// the SQL transaction records, so a crash loses nothing and a replay is harmless.
     ZsetBufferDurable,
+    /// The mutant of the durable buffer: the same claim, but the SQL add records no claim
+    /// id, so replaying a claim whose add had committed (a crash after the commit,
+    /// before the processing entry is deleted) applies its delta twice.
+    ZsetBufferReplay,
     /// Unread state and counter in Redis, every check-and-change one Lua script.
     LuaScript,
     /// SQL conditional UPDATE decides, INCRBY/DECRBY on the user's key follows.
     RedisCounter,
+}
+
+impl RedisDesign {
+    /// Designs that buffer deltas and flush them to SQL.
+    pub fn buffered(self) -> bool {
+        matches!(self, RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable | RedisDesign::ZsetBufferReplay)
+    }
 }
 
 /// Tunables of the Redis strategies, from the scenario's `[redis]` table.
@@ -295,6 +306,8 @@ struct Figures {
     flushes: AtomicU64,
     deltas_flushed_abs: AtomicU64,
     flusher_crashes: AtomicU64,
+    /// Claims the replay mutant applied before a crash and will apply again.
+    double_claims: AtomicU64,
     lost_replies: AtomicU64,
     lost_claims: AtomicU64,
     lost_delta_abs: AtomicU64,
@@ -395,7 +408,7 @@ impl RedisStrategy {
     /// lua-script the per-user unread state. Buffered designs start with empty buffers.
     pub async fn seed(&self, n_users: u64, per_user: u64, read_per_user: u64) -> Result<(), OpError> {
         let sh = &self.shared;
-        if matches!(sh.design, RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable) {
+        if sh.design.buffered() {
             return Ok(());
         }
         let mut conn = sh.space.conn();
@@ -551,9 +564,11 @@ impl Shared {
     }
 
     /// One write-back of one user's claimed delta, idempotent through the claim id.
+    /// The replay mutant records nothing and always applies.
     async fn apply_claim(&self, user: UserId, claim: i64, delta: i64) -> Result<bool, OpError> {
         let mut tx = self.db.begin(Begin::Plain).await?;
-        let fresh = tx.exec(self.sql.claim_record, &[claim]).await? == 1;
+        let fresh =
+            self.design == RedisDesign::ZsetBufferReplay || tx.exec(self.sql.claim_record, &[claim]).await? == 1;
         if fresh {
             tx.exec(self.sql.counter_add, &[delta, user]).await?;
         }
@@ -581,7 +596,7 @@ impl Shared {
 
     /// One flush pass over at most `flush_batch` users. `may_crash`: honour armed crashes.
     async fn flush_pass(&self, may_crash: bool) -> Result<(), OpError> {
-        if self.design == RedisDesign::ZsetBufferDurable {
+        if matches!(self.design, RedisDesign::ZsetBufferDurable | RedisDesign::ZsetBufferReplay) {
             self.recover().await?;
         }
         let mut c = self.space.conn();
@@ -627,7 +642,7 @@ impl Shared {
                     self.figures.flushes.fetch_add(1, Ordering::Relaxed);
                     self.figures.deltas_flushed_abs.fetch_add(d.unsigned_abs(), Ordering::Relaxed);
                 }
-                RedisDesign::ZsetBufferDurable => {
+                RedisDesign::ZsetBufferDurable | RedisDesign::ZsetBufferReplay => {
                     let claimed: Option<String> = self
                         .scripts
                         .zset_claim
@@ -640,6 +655,17 @@ impl Shared {
                         .map_err(classify_redis)?;
                     let Some((claim, d)) = claimed.as_deref().and_then(|e| e.split_once(':')) else { continue };
                     let (claim, d) = (claim.parse().unwrap_or(0), parse_delta(d));
+                    if crash && self.design == RedisDesign::ZsetBufferReplay {
+                        // The mutant's fault point is later: after the SQL add committed,
+                        // before the processing entry is deleted. The restarted flusher
+                        // replays the entry and, recording no claim id, adds it again.
+                        let mut tx = self.db.begin(Begin::Plain).await?;
+                        tx.exec(self.sql.counter_add, &[d, user]).await?;
+                        tx.commit().await?;
+                        self.figures.flusher_crashes.fetch_add(1, Ordering::Relaxed);
+                        self.figures.double_claims.fetch_add(1, Ordering::Relaxed);
+                        return Ok(());
+                    }
                     if crash {
                         // Same fault point: the claim stays in the processing hash and the
                         // restarted flusher replays it.
@@ -874,7 +900,7 @@ impl Strategy for RedisStrategy {
             RedisDesign::LuaScript | RedisDesign::RedisCounter => {
                 Ok(sh.get_i64(sh.k(user, "unread")).await?.unwrap_or(0))
             }
-            RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable => {
+            RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable | RedisDesign::ZsetBufferReplay => {
                 let base = sh.db.opt_i64(sh.sql.counter_read, &[user]).await?.unwrap_or(0);
                 let mut c = sh.space.conn();
                 let pending: Option<f64> = c.zscore(sh.space.buf_key("pending"), user).await.map_err(classify_redis)?;
@@ -889,7 +915,7 @@ impl Strategy for RedisStrategy {
     async fn start(&self) {
         let sh = self.shared.clone();
         let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
-        if matches!(sh.design, RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable) {
+        if sh.design.buffered() {
             let s = sh.clone();
             tasks.push(tokio::spawn(async move {
                 while !s.stop.load(Ordering::Relaxed) {
@@ -929,7 +955,7 @@ impl Strategy for RedisStrategy {
                 return Err(other(format!("background tasks still running after {} ms", bound.as_millis())));
             }
         }
-        if matches!(sh.design, RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable) {
+        if sh.design.buffered() {
             loop {
                 sh.flush_pass(false).await?;
                 if sh.buffers_empty().await? {
@@ -965,7 +991,7 @@ impl Strategy for RedisStrategy {
                 }
                 Ok(Some(out))
             }
-            RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable => {
+            RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable | RedisDesign::ZsetBufferReplay => {
                 // Conservation: SQL counter + pending + claimed-but-unapplied, per user.
                 let mut out: Vec<Option<i64>> = vec![None; n_users as usize];
                 for (u, v) in sh.db.rows::<(i64, i64)>(sh.sql.counters_all, &[]).await? {
@@ -1008,7 +1034,7 @@ impl Strategy for RedisStrategy {
                 sh.replies_to_lose.fetch_add(1, Ordering::Relaxed);
                 Ok("the next Redis write runs but its reply is lost: outcome unknown".into())
             }
-            Fault::FlusherCrash if matches!(sh.design, RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable) => {
+            Fault::FlusherCrash if sh.design.buffered() => {
                 sh.crashes_armed.fetch_add(1, Ordering::Relaxed);
                 Ok("the flusher will die after its next claim, before the SQL commit, and restart".into())
             }
@@ -1019,7 +1045,7 @@ impl Strategy for RedisStrategy {
     /// Buffered designs: users with a pending delta plus claims not yet applied.
     async fn pending(&self) -> Option<i64> {
         let sh = &self.shared;
-        if !matches!(sh.design, RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable) {
+        if !sh.design.buffered() {
             return None;
         }
         let mut c = sh.space.conn();
@@ -1032,7 +1058,7 @@ impl Strategy for RedisStrategy {
         let f = &self.shared.figures;
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
         let mut v = Vec::new();
-        if matches!(self.shared.design, RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable) {
+        if self.shared.design.buffered() {
             v.extend([
                 ("flushes", g(&f.flushes)),
                 ("deltas_flushed_abs", g(&f.deltas_flushed_abs)),
@@ -1040,6 +1066,7 @@ impl Strategy for RedisStrategy {
                 ("lost_replies", g(&f.lost_replies)),
                 ("lost_flush_claims", g(&f.lost_claims)),
                 ("lost_flush_delta_abs", g(&f.lost_delta_abs)),
+                ("double_flush_claims", g(&f.double_claims)),
                 ("recovered_claims", g(&f.recovered_claims)),
                 ("replayed_claims_skipped", g(&f.replayed_claims_skipped)),
             ]);
