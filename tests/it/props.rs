@@ -169,18 +169,40 @@ fn seed() -> u64 {
 }
 
 fn runner(seed: u64, cases: u32) -> TestRunner {
-    let config = Config { cases, max_shrink_iters: 200, failure_persistence: None, ..Config::default() };
+    let config = Config { cases, max_shrink_iters: 100, failure_persistence: None, ..Config::default() };
     let mut bytes = [0u8; 32];
     bytes[..8].copy_from_slice(&seed.to_le_bytes());
     TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
 }
 
 /// Runs the property for `name` from `seed`; the minimal failing case when it fails.
-fn explore(server: &Server, redis: Option<&RedisServer>, name: &str, seed: u64, cases: u32) -> Result<(), Case> {
+/// Once a case has failed, each shrinking candidate runs up to `repeat` times and fails
+/// when any run does: the interleaving is the servers', so a racy candidate that passes
+/// once may still be failing, and repeating keeps the shrinking from stopping early.
+fn explore(
+    server: &Server,
+    redis: Option<&RedisServer>,
+    name: &str,
+    seed: u64,
+    cases: u32,
+    repeat: u32,
+) -> Result<(), Case> {
     let rt = tokio::runtime::Handle::current();
+    let failed = std::cell::Cell::new(false);
     let result = tokio::task::block_in_place(|| {
-        runner(seed, cases)
-            .run(&case(), |c| rt.block_on(run_case(server, redis, name, &c)).map_err(TestCaseError::fail))
+        runner(seed, cases).run(&case(), |c| {
+            let runs = if failed.get() { repeat } else { 1 };
+            rt.block_on(async {
+                for _ in 0..runs {
+                    run_case(server, redis, name, &c).await?;
+                }
+                Ok::<(), String>(())
+            })
+            .map_err(|e| {
+                failed.set(true);
+                TestCaseError::fail(e)
+            })
+        })
     });
     match result {
         Ok(()) => Ok(()),
@@ -211,7 +233,7 @@ async fn every_strategy_with_a_guarantee_holds_under_generated_concurrent_cases(
     assert!(names.len() >= 6, "{names:?}");
     for name in names {
         let r = needs_redis(name).then_some(&redis);
-        if let Err(minimal) = explore(&pg, r, name, seed(), 24) {
+        if let Err(minimal) = explore(&pg, r, name, seed(), 24, 1) {
             panic!("{name} broke its guarantee; minimal case {minimal:?}, seed {}", seed());
         }
     }
@@ -221,7 +243,7 @@ async fn every_strategy_with_a_guarantee_holds_under_generated_concurrent_cases(
 async fn the_racy_design_fails_shrinks_and_replays_from_its_seed() {
     let (pg, _) = servers().await;
     let s = seed();
-    let minimal = explore(&pg, None, "direct-update", s, 64).expect_err("direct-update must break on some case");
+    let minimal = explore(&pg, None, "direct-update", s, 64, 8).expect_err("direct-update must break on some case");
     // Shrunk: a handful of ops, at least two of them concurrent.
     assert!(minimal.size() <= 6, "{minimal:?}");
     assert!(minimal.branches.len() >= 2);
@@ -235,5 +257,5 @@ async fn the_racy_design_fails_shrinks_and_replays_from_its_seed() {
     }
     assert!(reproduced, "the minimal case {minimal:?} did not fail again in 30 runs");
     // The printed seed replays the exploration: it fails again.
-    assert!(explore(&pg, None, "direct-update", s, 64).is_err(), "seed {s} did not reproduce the failure");
+    assert!(explore(&pg, None, "direct-update", s, 64, 8).is_err(), "seed {s} did not reproduce the failure");
 }
