@@ -24,18 +24,25 @@ fn main() {
     let (calls, users) = (args.first().copied().unwrap_or(1_000_000), args.get(1).copied().unwrap_or(10_000));
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut unread = vec![15i64; users as usize + 1];
-    let mut events = Vec::with_capacity(calls as usize);
     // 16 workers: each call lasts 200..1200 us and applies at its midpoint; calls of a
     // worker follow each other, so calls of different workers overlap.
     let mut clock = [0u64; 16];
-    for i in 0..calls {
-        let w = (i % 16) as usize;
-        let user = 1 + (rng.next() % users) as i64;
-        let len = 200 + rng.next() % 1000;
-        let (invoke, complete) = (clock[w], clock[w] + len);
-        clock[w] = complete + 10;
+    let mut calls_planned: Vec<(u64, u32, i64, u64, u64, u64)> = (0..calls)
+        .map(|i| {
+            let w = (i % 16) as usize;
+            let user = 1 + (rng.next() % users) as i64;
+            let len = 200 + rng.next() % 1000;
+            let (invoke, complete) = (clock[w], clock[w] + len);
+            clock[w] = complete + 10;
+            (invoke + len / 2, w as u32, user, invoke, complete, rng.next() % 10)
+        })
+        .collect();
+    // Applied in the order of their linearization points.
+    calls_planned.sort_unstable();
+    let mut events = Vec::with_capacity(calls as usize);
+    for (i, (_, w, user, invoke, complete, kind)) in calls_planned.into_iter().enumerate() {
         let u = &mut unread[user as usize];
-        let (op, observed) = match rng.next() % 10 {
+        let (op, observed) = match kind {
             0..=1 => {
                 *u += 1;
                 (OpKind::Create, 1)
@@ -53,7 +60,7 @@ fn main() {
             _ => (OpKind::ReadCount, *u),
         };
         events.push(Event {
-            worker: w as u32,
+            worker: w,
             op,
             user,
             id: i as i64,
