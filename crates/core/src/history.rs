@@ -29,6 +29,8 @@ pub struct Event {
 
 /// Witnesses kept per anomaly.
 pub const MAX_WITNESSES: usize = 8;
+/// Read violations kept for explaining (the rest are only counted).
+pub const MAX_KEPT_VIOLATIONS: usize = 10_000;
 
 /// The effect an op may have had on its user's true unread count: `[lo, hi]`.
 /// `UNBOUNDED` stands for "down to whatever there was" (an unknown mark_all_read).
@@ -68,7 +70,7 @@ pub struct ReadViolation {
 pub struct ReadCheck {
     pub reads_checked: u64,
     pub violations_total: u64,
-    /// The first `MAX_WITNESSES` violations by read completion time.
+    /// The first `MAX_KEPT_VIOLATIONS` violations by read completion time.
     pub violations: Vec<ReadViolation>,
 }
 
@@ -158,7 +160,7 @@ pub fn check_reads(events: &[Event], initial: &dyn Fn(UserId) -> i64) -> ReadChe
         }
     }
     all.sort_by_key(|v| (v.read.complete_us, v.read.user));
-    all.truncate(MAX_WITNESSES);
+    all.truncate(MAX_KEPT_VIOLATIONS);
     out.violations = all;
     out
 }
@@ -365,6 +367,40 @@ pub fn classify(
         if let Some(e) = acc.found.get_mut("read_out_of_bounds") {
             e.0 = rc.violations_total;
         }
+        // A read below its bounds after a create raced a mark_all_read of the same user:
+        // the zeroing race, seen while it lasted even if a later mark_all_read hid it
+        // from the final state. Once per user not already explained above.
+        let mut seen: std::collections::BTreeSet<UserId> = mismatched.keys().copied().collect();
+        let suspects: std::collections::BTreeSet<UserId> =
+            rc.violations.iter().filter(|v| v.read.observed < v.lo).map(|v| v.read.user).collect();
+        let mut user_events: BTreeMap<UserId, Vec<&Event>> = BTreeMap::new();
+        for e in events.iter().filter(|e| suspects.contains(&e.user) && !seen.contains(&e.user)) {
+            user_events.entry(e.user).or_default().push(e);
+        }
+        for v in rc.violations.iter().filter(|v| v.read.observed < v.lo) {
+            let Some(evs) = user_events.get(&v.read.user) else { continue };
+            if seen.contains(&v.read.user) {
+                continue;
+            }
+            let before = |e: &&&Event| e.outcome == Outcome::Ok && e.complete_us <= v.read.invoke_us;
+            let race = evs.iter().filter(before).filter(|m| m.op == OpKind::MarkAllRead).find_map(|m| {
+                evs.iter().filter(before).find(|c| c.op == OpKind::Create && overlap(c, m)).map(|c| (*m, *c))
+            });
+            if let Some((m, c)) = race {
+                seen.insert(v.read.user);
+                acc.add(
+                    "lost_increment",
+                    Witness {
+                        user: v.read.user,
+                        id: c.id,
+                        ops: vec![*c, *m, v.read],
+                        expected: v.lo,
+                        observed: v.read.observed,
+                        note: "a create raced mark_all_read; a later read saw the count without it".into(),
+                    },
+                );
+            }
+        }
     }
     if cx.guarantee != Guarantee::None {
         for s in settled.iter().filter(|s| s.shown != s.truth) {
@@ -499,6 +535,20 @@ mod tests {
         let h = [ev(MarkAllRead, 1, 0, (0, 10), Okay, 3), ev(Create, 1, 9, (2, 5), Okay, 1)];
         let a = classify(&h, &[row(1, 0, 1)], None, &[], cx());
         assert_eq!(a[0].name, "lost_increment");
+        // The same race seen only by a later read, the final state healed by another
+        // mark_all_read: still named, from the read that fell below its bounds.
+        let h = [
+            ev(MarkAllRead, 1, 0, (0, 10), Okay, 3),
+            ev(Create, 1, 9, (2, 5), Okay, 1),
+            ev(ReadCount, 1, 0, (20, 21), Okay, 0),
+            ev(MarkAllRead, 1, 0, (30, 40), Okay, 1),
+        ];
+        let reads = check_reads(&h, &|_| 3);
+        assert_eq!(reads.violations_total, 1);
+        let a = classify(&h, &[row(1, 0, 0)], Some(&reads), &[], cx());
+        let names: Vec<&str> = a.iter().map(|a| a.name).collect();
+        assert_eq!(names, ["lost_increment", "read_out_of_bounds"]);
+        assert_eq!(a[0].witnesses[0].ops.len(), 3);
         let mut retried = ev(Create, 1, 9, (2, 5), Okay, 1);
         retried.unknown_attempts = 1;
         let a = classify(&[retried], &[row(1, 2, 1)], None, &[], cx());
