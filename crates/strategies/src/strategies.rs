@@ -1,8 +1,10 @@
 //! The SQL strategies, written once over `Db`: each op is one transaction at the
 //! namespace's isolation level; they differ only in how they decide what changed.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use async_trait::async_trait;
-use counterlab_core::{NotificationId, OpError, Strategy, StrategyInfo, UserId};
+use counterlab_core::{ErrorClass, Fault, NotificationId, OpError, Outcome, Strategy, StrategyInfo, UserId};
 
 use crate::db::{Begin, Db};
 use crate::sqlfile::{common, statement};
@@ -70,11 +72,32 @@ pub struct SqlStrategy {
     design: Design,
     db: Db,
     s: Stmts,
+    /// Armed `crash_after_commit` faults, and the ops they stopped.
+    crashes_armed: AtomicU64,
+    crashes: AtomicU64,
 }
 
 impl SqlStrategy {
     pub fn new(info: StrategyInfo, design: Design, db: Db) -> SqlStrategy {
-        SqlStrategy { info, design, s: Stmts::load(&db), db }
+        SqlStrategy {
+            info,
+            design,
+            s: Stmts::load(&db),
+            db,
+            crashes_armed: AtomicU64::new(0),
+            crashes: AtomicU64::new(0),
+        }
+    }
+
+    /// Fault point "after the commit, before the reply": an armed crash turns a committed
+    /// op's reply into an unknown outcome (each op is one transaction, so nothing is
+    /// half applied).
+    fn replied(&self) -> Result<(), OpError> {
+        if self.crashes_armed.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok() {
+            self.crashes.fetch_add(1, Ordering::Relaxed);
+            return Err(OpError::new(ErrorClass::Connection, Outcome::Unknown, "crashed after the commit (injected)"));
+        }
+        Ok(())
     }
 
     fn begin_mode(&self) -> Begin {
@@ -91,6 +114,25 @@ impl Strategy for SqlStrategy {
         self.info
     }
 
+    async fn inject(&self, fault: Fault) -> Result<String, OpError> {
+        if fault != Fault::CrashAfterCommit {
+            return Err(OpError::new(
+                ErrorClass::Other,
+                Outcome::Fail,
+                format!("{} does not support {}", self.info.name, fault.name()),
+            ));
+        }
+        self.crashes_armed.fetch_add(1, Ordering::Relaxed);
+        Ok("the next op to commit loses its reply".into())
+    }
+
+    fn figures(&self) -> Vec<(&'static str, f64)> {
+        match self.crashes.load(Ordering::Relaxed) + self.crashes_armed.load(Ordering::Relaxed) {
+            0 => Vec::new(),
+            _ => vec![("crashes_after_commit", self.crashes.load(Ordering::Relaxed) as f64)],
+        }
+    }
+
     async fn net_drift(&self) -> Option<i64> {
         self.db.opt_i64(self.s.net_drift, &[]).await.ok().flatten()
     }
@@ -100,6 +142,7 @@ impl Strategy for SqlStrategy {
         let id = tx.insert_id(self.s.insert, &[user]).await?;
         tx.exec(self.s.increment, &[user]).await?;
         tx.commit().await?;
+        self.replied()?;
         Ok(id)
     }
 
@@ -123,6 +166,7 @@ impl Strategy for SqlStrategy {
             tx.exec(s.decrement, &[user]).await?;
         }
         tx.commit().await?;
+        self.replied()?;
         Ok(changed)
     }
 
@@ -153,6 +197,7 @@ impl Strategy for SqlStrategy {
             tx.exec(s.decrement, &[user]).await?;
         }
         tx.commit().await?;
+        self.replied()?;
         Ok(deleted)
     }
 
@@ -184,6 +229,7 @@ impl Strategy for SqlStrategy {
             }
         };
         tx.commit().await?;
+        self.replied()?;
         Ok(n)
     }
 

@@ -954,7 +954,10 @@ impl Strategy for CustomStrategy {
         }
     }
     fn figures(&self) -> Vec<(&'static str, f64)> {
-        let mut v = vec![("crashes_after_commit", self.crashes.load(Ordering::Relaxed) as f64)];
+        let mut v = Vec::new();
+        if self.crashes.load(Ordering::Relaxed) + self.crashes_armed.load(Ordering::Relaxed) > 0 {
+            v.push(("crashes_after_commit", self.crashes.load(Ordering::Relaxed) as f64));
+        }
         if self.redis.is_some() {
             v.push(("lost_replies", self.lost_replies.load(Ordering::Relaxed) as f64));
         }
