@@ -2,8 +2,8 @@
 //! or three branches run concurrently, then settle and check: every counter equals the
 //! rows (and every read fits the bounds its history allows) for each strategy that
 //! declares a guarantee (SQL + Redis on PostgreSQL, the SQL designs on MariaDB too). The
-//! racy design fails, shrinks to a small case, and that case
-//! and the printed seed both reproduce the failure.
+//! racy design fails, shrinks to a small case, and that case and the printed seed both
+//! reproduce the failure.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
