@@ -12,9 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use counterlab_core::Strategy;
-use counterlab_sim::{
-    DriverConfig, IdPool, LoadModel, Mix, Monitor, NullStrategy, RetryPolicy, Skew, Stage, Stop, run_load,
-};
+use counterlab_sim::{DriverConfig, IdPool, LoadModel, Mix, Monitor, NullStrategy, Stage, Stop, run_load};
 
 /// utime + stime of this process, in seconds (clock ticks at the usual 100 Hz).
 fn cpu_seconds() -> f64 {
@@ -39,28 +37,13 @@ fn main() {
     );
     for rate in rates {
         rt.block_on(async {
-            let cfg = DriverConfig {
-                seed: 1,
-                stages: vec![Stage {
-                    name: "load".into(),
-                    stop: Stop::Duration(Duration::from_secs_f64(seconds)),
-                    model: LoadModel::Open { rate_from: rate, rate_to: rate, poisson: false, max_in_flight: 16 },
-                    measured: true,
-                }],
-                mix: Mix { weights: [1, 2, 0, 0, 0, 1] },
-                skew: Skew::Uniform,
-                dup_k: 1,
-                op_timeout: Duration::from_secs(5),
-                cancel: Default::default(),
-                retry: RetryPolicy {
-                    max_attempts: 1,
-                    backoff_base: Duration::ZERO,
-                    backoff_max: Duration::ZERO,
-                    on_unknown: false,
-                },
-                max_wait: Duration::from_secs(1),
-                history_limit: 0,
-            };
+            let stages = vec![Stage {
+                name: "load".into(),
+                stop: Stop::Duration(Duration::from_secs_f64(seconds)),
+                model: LoadModel::Open { rate_from: rate, rate_to: rate, poisson: false, max_in_flight: 16 },
+                measured: true,
+            }];
+            let cfg = DriverConfig::plain(1, stages, Mix { weights: [1, 2, 0, 0, 0, 1] });
             let strategy: Arc<dyn Strategy> = Arc::new(NullStrategy::default());
             let pool = Arc::new(IdPool::seeded(10_000, 10, 0));
             let (cpu0, t0) = (cpu_seconds(), Instant::now());

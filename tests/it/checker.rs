@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use counterlab_core::{Event, Guarantee, OpKind, Outcome, UserDrift, Verdict, check_counters, check_reads};
-use counterlab_sim::{DriverConfig, IdPool, Mix, Monitor, RetryPolicy, Skew, Stop, run_load};
+use counterlab_sim::{DriverConfig, IdPool, Mix, Monitor, Stop, run_load};
 use counterlab_strategies::{Isolation, PoolSpec, SeedSpec, Server, build};
 use sqlx::AssertSqlSafe;
 
@@ -31,21 +31,9 @@ async fn counter_changed_behind_its_back_is_caught() {
     ns.seed(spec).await.unwrap();
     let strategy = build("conditional-update", ns.db().clone()).unwrap();
     let cfg = DriverConfig {
-        seed: 3,
-        stages: DriverConfig::closed_stage(4, Stop::Ops(400)),
-        mix: Mix { weights: [2, 3, 1, 1, 1, 1] },
-        skew: Skew::Uniform,
         dup_k: 2,
-        op_timeout: Duration::from_secs(5),
-        cancel: Default::default(),
-        retry: RetryPolicy {
-            max_attempts: 1,
-            backoff_base: Duration::ZERO,
-            backoff_max: Duration::ZERO,
-            on_unknown: false,
-        },
-        max_wait: Duration::from_secs(1),
         history_limit: 100_000,
+        ..DriverConfig::plain(3, DriverConfig::closed_stage(4, Stop::Ops(400)), Mix { weights: [2, 3, 1, 1, 1, 1] })
     };
     let load = run_load(strategy.clone(), Arc::new(IdPool::seeded(20, 10, 0)), &cfg, Monitor::new()).await;
     assert_eq!(load.total_ops() + load.ops.iter().map(|s| s.skipped).sum::<u64>(), 400);

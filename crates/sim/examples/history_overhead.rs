@@ -5,10 +5,10 @@
 //!   cargo run --release -p counterlab-sim --example history_overhead -- [rounds] [ops] [workers]
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use counterlab_core::Strategy;
-use counterlab_sim::{DriverConfig, IdPool, Mix, Monitor, NullStrategy, RetryPolicy, Skew, Stop, run_load};
+use counterlab_sim::{DriverConfig, IdPool, Mix, Monitor, NullStrategy, Stop, run_load};
 
 fn main() {
     let args: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
@@ -23,22 +23,10 @@ fn main() {
         // Alternate which goes first, so drift in the machine's load cancels out.
         let order = if round % 2 == 1 { [false, true] } else { [true, false] };
         for history in order {
+            let stages = DriverConfig::closed_stage(workers, Stop::Ops(ops));
             let cfg = DriverConfig {
-                seed: round,
-                stages: DriverConfig::closed_stage(workers, Stop::Ops(ops)),
-                mix: Mix { weights: [2, 4, 0, 1, 1, 2] },
-                skew: Skew::Uniform,
-                dup_k: 1,
-                op_timeout: Duration::from_secs(5),
-                cancel: Default::default(),
-                retry: RetryPolicy {
-                    max_attempts: 1,
-                    backoff_base: Duration::ZERO,
-                    backoff_max: Duration::ZERO,
-                    on_unknown: false,
-                },
-                max_wait: Duration::from_secs(1),
                 history_limit: if history { 4_000_000 } else { 0 },
+                ..DriverConfig::plain(round, stages, Mix { weights: [2, 4, 0, 1, 1, 2] })
             };
             let s: Arc<dyn Strategy> = Arc::new(NullStrategy::default());
             let pool = Arc::new(IdPool::seeded(10_000, 10, 0));

@@ -83,6 +83,23 @@ pub struct DriverConfig {
 }
 
 impl DriverConfig {
+    /// `stages` with `mix`, uniform users, K = 1, a 5 s op timeout, no retries, 1 s
+    /// max_wait and no history: the shape of the tests, benches and examples.
+    pub fn plain(seed: u64, stages: Vec<Stage>, mix: Mix) -> DriverConfig {
+        DriverConfig {
+            seed,
+            stages,
+            mix,
+            skew: Skew::Uniform,
+            dup_k: 1,
+            op_timeout: Duration::from_secs(5),
+            cancel: Default::default(),
+            retry: RetryPolicy::NONE,
+            max_wait: Duration::from_secs(1),
+            history_limit: 0,
+        }
+    }
+
     /// A single measured closed-loop stage: the common case and the tests' shape.
     pub fn closed_stage(workers: u32, stop: Stop) -> Vec<Stage> {
         vec![Stage { name: "load".into(), stop, model: LoadModel::Closed { workers }, measured: true }]
@@ -113,6 +130,10 @@ pub struct RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// One attempt, nothing retried.
+    pub const NONE: RetryPolicy =
+        RetryPolicy { max_attempts: 1, backoff_base: Duration::ZERO, backoff_max: Duration::ZERO, on_unknown: false };
+
     fn backoff(&self, attempt: u32, jitter_seed: u64) -> Duration {
         let exp = self.backoff_base.saturating_mul(1u32 << (attempt - 1).min(16)).min(self.backoff_max);
         // Half fixed, half jitter, so colliding transactions spread out.
@@ -817,28 +838,13 @@ mod tests {
     use crate::null::NullStrategy;
 
     fn open(seed: u64, from: f64, to: f64, poisson: bool, secs: f64) -> DriverConfig {
-        DriverConfig {
-            seed,
-            stages: vec![Stage {
-                name: "s".into(),
-                stop: Stop::Duration(Duration::from_secs_f64(secs)),
-                model: LoadModel::Open { rate_from: from, rate_to: to, poisson, max_in_flight: 4 },
-                measured: true,
-            }],
-            mix: Mix { weights: [1, 1, 0, 0, 0, 1] },
-            skew: Skew::Uniform,
-            dup_k: 1,
-            op_timeout: Duration::from_secs(5),
-            cancel: Default::default(),
-            retry: RetryPolicy {
-                max_attempts: 1,
-                backoff_base: Duration::ZERO,
-                backoff_max: Duration::ZERO,
-                on_unknown: false,
-            },
-            max_wait: Duration::from_secs(1),
-            history_limit: 0,
-        }
+        let stages = vec![Stage {
+            name: "s".into(),
+            stop: Stop::Duration(Duration::from_secs_f64(secs)),
+            model: LoadModel::Open { rate_from: from, rate_to: to, poisson, max_in_flight: 4 },
+            measured: true,
+        }];
+        DriverConfig::plain(seed, stages, Mix { weights: [1, 1, 0, 0, 0, 1] })
     }
 
     async fn scheduled(cfg: &DriverConfig) -> (u64, u64, u64) {
