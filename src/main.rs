@@ -88,7 +88,7 @@ struct ServerArgs {
 
 impl ServerArgs {
     /// Run options for these servers, and where each URL came from (for the log).
-    fn options(self, keep: bool, write_history: bool) -> (RunOptions, String) {
+    fn options(self, keep: bool, history_dir: Option<PathBuf>) -> (RunOptions, String) {
         let postgres = configured(self.postgres, "--postgres", &["COUNTERLAB_POSTGRES_URL", "DATABASE_URL"]);
         let mysql = configured(self.mysql, "--mysql", &["COUNTERLAB_MYSQL_URL"]);
         let redis = configured(self.redis, "--redis", &["COUNTERLAB_REDIS_URL"]);
@@ -103,7 +103,7 @@ impl ServerArgs {
             redis_url: redis.map(|c| c.0),
             sqlite_dir: self.sqlite,
             keep,
-            write_history,
+            history_dir,
             connect_timeout: Duration::from_secs(5),
             cancel: Arc::new(AtomicBool::new(false)),
             progress: None,
@@ -115,8 +115,9 @@ impl ServerArgs {
 async fn zoo_cmd(args: ZooArgs) -> ExitCode {
     let plan =
         counterlab::zoo::ZooPlan { dir: args.dir, seeds: args.seeds, duration_s: args.duration_s, only: args.only };
-    let (opts, sources) = args.servers.options(false, false);
+    let (opts, sources) = args.servers.options(false, None);
     eprintln!("{sources}");
+    watch_ctrl_c(opts.cancel.clone(), "the zoo's namespaces");
     let known: Vec<&str> = CATALOG.iter().map(|s| s.name).collect();
     let rows = match counterlab::zoo::run_zoo(&plan, &opts, &known, &mut |l| eprintln!("{l}")).await {
         Ok(rows) => rows,
@@ -146,6 +147,10 @@ async fn zoo_cmd(args: ZooArgs) -> ExitCode {
             eprintln!("error: cannot write {}: {e}", out.display());
             return ExitCode::from(2);
         }
+    }
+    if opts.cancel.load(Ordering::Relaxed) {
+        println!("interrupted: the table covers the runs that finished");
+        return ExitCode::from(EXIT_INTERRUPTED as u8);
     }
     let failed = rows.iter().any(|r| r.failed()) || (args.strict && rows.iter().any(|r| r.result == "skipped"));
     if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
@@ -297,18 +302,22 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     let default_seed = now_s ^ (u64::from(nanos) << 20);
     let plan =
         scenario::load(&args.scenario, &overrides, &known, default_seed).map_err(|e| Failure::Input(e.into()))?;
-    let (opts, sources) = args.servers.options(args.keep, args.history);
-    let cancel = opts.cancel.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("interrupted: stopping the load, then checking and cleaning up (Ctrl-C again to abort)");
-            cancel.store(true, Ordering::Relaxed);
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("aborted: namespaces of this run may be left behind (schemas cl_*)");
-                std::process::exit(EXIT_INTERRUPTED);
-            }
+    let out = args
+        .out
+        .unwrap_or_else(|| PathBuf::from("reports/runs").join(format!("{}-{}", clock::compact(now_s), plan.scenario)));
+    // Histories are written as each strategy run ends, so their folder comes first.
+    let history_dir = match args.history {
+        false => None,
+        true => {
+            let dir = out.join("history");
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))
+                .map_err(Failure::Input)?;
+            Some(dir)
         }
-    });
+    };
+    let (opts, sources) = args.servers.options(args.keep, history_dir);
+    watch_ctrl_c(opts.cancel.clone(), "this run's namespaces (schemas cl_*)");
     let quiet = args.quiet;
     // A live line on a terminal only: CI logs and pipes get the plain log.
     let live = !quiet && std::io::stderr().is_terminal();
@@ -336,9 +345,6 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         }
         other => Failure::Input(other.into()),
     })?;
-    let out = args
-        .out
-        .unwrap_or_else(|| PathBuf::from("reports/runs").join(format!("{}-{}", clock::compact(now_s), plan.scenario)));
     let written = (|| -> anyhow::Result<()> {
         std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
         std::fs::write(out.join("report.json"), render_json(&report)).context("cannot write report.json")?;
@@ -374,6 +380,21 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         println!("a strategy broke its declared guarantee; replay with: {}", report.replay_command);
     }
     Ok(if report.all_guarantees_held && report.thresholds_breached == 0 { Ending::Held } else { Ending::Broken })
+}
+
+/// The first Ctrl-C sets `cancel` (the load stops, what ran is checked and cleaned up);
+/// a second exits at once, leaving `what` behind.
+fn watch_ctrl_c(cancel: Arc<AtomicBool>, what: &'static str) {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("interrupted: stopping the load, then checking and cleaning up (Ctrl-C again to abort)");
+            cancel.store(true, Ordering::Relaxed);
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("aborted: {what} may be left behind");
+                std::process::exit(EXIT_INTERRUPTED);
+            }
+        }
+    });
 }
 
 fn runtime() -> Option<tokio::runtime::Runtime> {

@@ -44,8 +44,9 @@ pub struct RunOptions {
     pub sqlite_dir: Option<PathBuf>,
     /// Leave each namespace in place after the run.
     pub keep: bool,
-    /// Put each strategy run's history (JSON Lines) among the files beside the report.
-    pub write_history: bool,
+    /// Write each strategy run's history (JSON Lines) into this directory as soon as the
+    /// run is checked (`history/` beside the report).
+    pub history_dir: Option<PathBuf>,
     pub connect_timeout: Duration,
     /// Set by Ctrl-C: the load stops, the run in flight is still checked and torn down,
     /// later runs do not start, and the report says `interrupted`.
@@ -622,28 +623,48 @@ async fn run_one(
         let settled = settled_reads(strategy.as_ref(), &rows).await;
         let unread_at_start = (seed_spec.notifications_per_user - seed_spec.initial_read_per_user) as i64;
         let reads = (load.history_dropped == 0).then(|| check_reads(&load.history, &|_| unread_at_start));
-        let figure = |k: &str| {
-            strategy.figures().iter().find(|(n, _)| *n == k).map_or(0, |(_, v)| *v as u64)
-        };
+        let figures = strategy.figures();
+        let figure = |k: &str| figures.iter().find(|(n, _)| *n == k).map(|(_, v)| *v as u64);
+        // Reads are judged unless the strategy is eventual as declared (stale reads are
+        // its design) or a scheduled data loss wiped what it reads from (it heals later;
+        // the final check and settled reads judge that).
+        let data_loss = plan.faults.iter().any(|f| f.kind == "redis_data_loss" && f.applies_to(name));
+        let judge_reads = t.info.guarantee != Guarantee::Eventual && !data_loss;
         let cx = Context {
             guarantee,
-            lost_flushes: figure("lost_flush_claims"),
-            double_flushes: figure("double_flush_claims"),
-            reconciler: t.redis.is_some() && plan.redis.reconcile_interval_ms.is_some(),
+            lost_flushes: figure("lost_flush_claims").unwrap_or(0),
+            double_flushes: figure("double_flush_claims").unwrap_or(0),
+            reconciler: figure("reconcile_passes").is_some(),
         };
-        let anomalies = classify(&load.history, &rows, reads.as_ref(), &settled, cx);
+        let anomalies = classify(&load.history, &rows, reads.as_ref().filter(|_| judge_reads), &settled, cx);
         for a in &anomalies {
             log(&format!("{name} on {backend} at {}: anomaly {} x{}", isolation.name(), a.name, a.count));
         }
-        let history_file = opts
-            .write_history
-            .then(|| format!("history/{}.jsonl", ns_name.strip_prefix(&format!("cl_{}_", t.run_id)).unwrap_or(&ns_name)));
+        let short = ns_name.strip_prefix(&format!("cl_{}_", t.run_id)).unwrap_or(&ns_name).to_string();
+        let history_file = match &opts.history_dir {
+            None => None,
+            Some(dir) => {
+                let path = dir.join(format!("{short}.jsonl"));
+                let written = std::fs::File::create(&path).and_then(|f| {
+                    let mut w = std::io::BufWriter::new(f);
+                    counterlab_report::write_history_to(&load.history, &mut w)?;
+                    std::io::Write::flush(&mut w)
+                });
+                written.map_err(|e| BackendError::Step {
+                    backend: "report",
+                    step: "write the history",
+                    namespace: ns_name.clone(),
+                    detail: format!("{}: {e}", path.display()),
+                })?;
+                Some(format!("history/{short}.jsonl"))
+            }
+        };
         let history = HistoryReport {
             events: load.history.len() as u64,
             dropped: load.history_dropped,
             reads_checked: reads.as_ref().map_or(0, |r| r.reads_checked),
             read_violations: reads.as_ref().map_or(0, |r| r.violations_total),
-            reads_judged: guarantee != Guarantee::Eventual,
+            reads_judged: judge_reads,
             settled_reads: settled.len() as u64,
             file: history_file.clone(),
         };
@@ -668,7 +689,7 @@ async fn run_one(
             settle_s,
             settle_error,
             faults,
-            figures: strategy.figures(),
+            figures,
             check: &check,
             series: &series.samples,
             hdr_log: Some(hdr_name.clone()),
@@ -679,11 +700,7 @@ async fn run_one(
         for b in report.thresholds.iter().filter(|t| !t.passed) {
             log(&format!("{name} on {backend} at {}: threshold breached: {}", isolation.name(), b.detail));
         }
-        let mut files = vec![(hdr_name, series.hdr_log)];
-        if let Some(f) = history_file {
-            files.push((f, counterlab_report::write_history(&load.history)));
-        }
-        Ok::<_, BackendError>((report, files))
+        Ok::<_, BackendError>((report, vec![(hdr_name, series.hdr_log)]))
     }
     .await;
     if opts.keep {

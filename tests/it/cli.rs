@@ -78,6 +78,7 @@ async fn a_run_writes_reports_and_leaves_nothing_behind() {
         "400",
         "--workers",
         "4",
+        "--history",
         "--out",
         dir.to_str().unwrap(),
     ]);
@@ -104,6 +105,24 @@ async fn a_run_writes_reports_and_leaves_nothing_behind() {
             assert!(dup["latency_us"][key].as_u64().unwrap() > 0, "{key} in {dup}");
         }
         assert!(dup["count"].as_u64().unwrap() > 0 && !dup["errors"].is_null());
+        // --history: every recorded call is in the file, readable back, and the racy
+        // design's double decrements are named with witnesses.
+        let h = &s["history"];
+        let file = std::fs::read_to_string(dir.join(h["file"].as_str().unwrap())).unwrap();
+        let events = counterlab_report::read_history(&file).unwrap();
+        assert_eq!(events.len() as u64, h["events"].as_u64().unwrap());
+        assert_eq!(h["dropped"], 0);
+        assert!(h["reads_checked"].as_u64().unwrap() > 0);
+        let calls = |op: &str| events.iter().filter(|e| e.op == op).count() as u64;
+        assert_eq!(calls("create"), s["ops"]["create"]["count"].as_u64().unwrap());
+        let names: Vec<&str> = s["anomalies"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap()).collect();
+        if s["check"]["users_mismatched"].as_u64().unwrap() > 0 {
+            assert!(names.contains(&"double_decrement"), "{names:?}");
+            let w = &s["anomalies"][0]["witnesses"][0];
+            assert_eq!(w["ops"].as_array().unwrap().len(), 2, "{w}");
+        } else {
+            assert!(names.is_empty(), "{names:?}");
+        }
         // Dropped after the run: no --keep.
         assert!(!util::schema_exists(&admin, s["namespace"].as_str().unwrap()).await);
     }

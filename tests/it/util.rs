@@ -58,7 +58,7 @@ pub fn options(keep: bool, sqlite: Option<PathBuf>) -> RunOptions {
         redis_url: Some(crate::redis::redis_url()),
         sqlite_dir: sqlite,
         keep,
-        write_history: false,
+        history_dir: None,
         connect_timeout: Duration::from_secs(5),
         cancel: Default::default(),
         progress: None,

@@ -62,7 +62,9 @@ pub struct StrategyInfo {
 /// One way to keep a per-user unread counter next to the notification rows.
 ///
 /// Every method is one application-level operation as a request handler would run it;
-/// the driver times it, records its outcome and never retries it blindly.
+/// the driver times it, records its outcome, and retries it only after a conflict the
+/// server rolled back (or, with the scenario's `retry.on_unknown`, blindly after an
+/// unknown outcome, to show what that does).
 #[async_trait]
 pub trait Strategy: Send + Sync {
     fn info(&self) -> StrategyInfo;

@@ -266,12 +266,18 @@ impl From<&Event> for HistoryEvent {
 
 /// The history as JSON Lines, one call per line, by completion time.
 pub fn write_history(events: &[Event]) -> String {
-    let mut out = String::with_capacity(events.len() * 160);
+    let mut out = Vec::with_capacity(events.len() * 160);
+    write_history_to(events, &mut out).expect("writing to memory");
+    String::from_utf8(out).expect("JSON is UTF-8")
+}
+
+/// Streams the history as JSON Lines into `w` (buffer it).
+pub fn write_history_to(events: &[Event], w: &mut impl std::io::Write) -> std::io::Result<()> {
     for e in events {
-        out.push_str(&serde_json::to_string(&HistoryEvent::from(e)).expect("event serializes"));
-        out.push('\n');
+        serde_json::to_writer(&mut *w, &HistoryEvent::from(e))?;
+        w.write_all(b"\n")?;
     }
-    out
+    Ok(())
 }
 
 /// Reads `history.jsonl` back; an error names the line.

@@ -270,7 +270,7 @@ pub(crate) fn history_line(h: &crate::HistoryReport) -> String {
             "{} reads checked against the history, {} out of bounds{}",
             h.reads_checked,
             h.read_violations,
-            if h.reads_judged { "" } else { " (not judged: an eventual strategy may read stale)" }
+            if h.reads_judged { "" } else { " (not judged: an eventual strategy, or a data loss was scheduled)" }
         )
     };
     let file = h.file.as_ref().map_or(String::new(), |f| format!(", written to {f}"));

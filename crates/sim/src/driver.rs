@@ -117,7 +117,7 @@ impl DriverConfig {
 
 /// How conflicts (serialization, deadlock, lock wait timeout, busy) are retried: the
 /// whole operation again, after an exponential backoff with seeded jitter. Unknown
-/// outcomes are never retried: they may have applied.
+/// outcomes may have applied, so they are retried only with `on_unknown`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Attempts in all, the first included; 1 disables retries.

@@ -1036,7 +1036,11 @@ impl Strategy for RedisStrategy {
             }
             Fault::FlusherCrash if sh.design.buffered() => {
                 sh.crashes_armed.fetch_add(1, Ordering::Relaxed);
-                Ok("the flusher will die after its next claim, before the SQL commit, and restart".into())
+                Ok(if sh.design == RedisDesign::ZsetBufferReplay {
+                    "the flusher will die after its next SQL commit, before clearing the claim, and restart".into()
+                } else {
+                    "the flusher will die after its next claim, before the SQL commit, and restart".into()
+                })
             }
             _ => Err(other(format!("{} has no {} fault point", sh.info.name, fault.name()))),
         }

@@ -123,7 +123,7 @@ impl Strategy for SqlStrategy {
             ));
         }
         self.crashes_armed.fetch_add(1, Ordering::Relaxed);
-        Ok("the next op to commit loses its reply".into())
+        Ok("the next op to commit (whatever it changed) loses its reply".into())
     }
 
     fn figures(&self) -> Vec<(&'static str, f64)> {

@@ -811,11 +811,8 @@ impl CustomStrategy {
                         st.open_writes |= *writes;
                         if !self.transaction {
                             st.open.take().expect("just used").commit().await?;
-                            // The last step's commit is the op's end: a crash there is
-                            // the final commit's, below.
-                            if i + 1 < steps.len() {
-                                self.committed(st, &s.name)?;
-                            }
+                            // After the last step a crash would only lose the reply.
+                            self.committed(st, &s.name, i + 1 < steps.len())?;
                         }
                         out[0] = out[0].saturating_add(v[0]);
                         out[1..].copy_from_slice(&v[1..]);
@@ -849,26 +846,26 @@ impl CustomStrategy {
                 && let Some(tx) = st.open.take()
             {
                 tx.commit().await?;
-                self.committed(st, &s.name)?;
+                self.committed(st, &s.name, true)?;
             }
         }
         if let Some(tx) = st.open.take() {
             tx.commit().await?;
-        }
-        if st.open_writes {
-            self.committed(st, "the last step")?;
+            self.committed(st, "the last step", true)?;
         }
         Ok(())
     }
 
     /// After a commit: its writes are visible; an armed `crash_after_commit` stops the
-    /// op here when they were writes.
-    fn committed(&self, st: &mut Run, step: &str) -> Result<(), OpError> {
+    /// op here when they were writes and `may_crash`.
+    fn committed(&self, st: &mut Run, step: &str, may_crash: bool) -> Result<(), OpError> {
         if !std::mem::take(&mut st.open_writes) {
             return Ok(());
         }
         st.effects = true;
-        if self.crashes_armed.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok() {
+        if may_crash
+            && self.crashes_armed.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
+        {
             self.crashes.fetch_add(1, Ordering::Relaxed);
             return Err(OpError::new(
                 ErrorClass::Connection,
