@@ -431,7 +431,13 @@ fn schedule_faults(
         .map(|f| {
             let s = strategy.clone();
             let pause = f.duration_ms.map(|d| (Duration::from_millis(d), pausable.expect("pause faults wrap").clone()));
-            let (kind, at_ms, times) = (Fault::from_name(&f.kind), f.at_ms, f.times);
+            let kind = Fault::from_name(&f.kind).map(|k| match k {
+                Fault::CrashAfterCommit { .. } => {
+                    Fault::CrashAfterCommit { op: f.op.as_deref().and_then(counterlab_core::OpKind::from_name) }
+                }
+                other => other,
+            });
+            let (at_ms, times) = (f.at_ms, f.times);
             let h = tokio::spawn(async move {
                 tokio::time::sleep_until((start + Duration::from_millis(at_ms)).into()).await;
                 let fired = start.elapsed().as_millis() as u64;

@@ -90,6 +90,7 @@ struct RawFault {
     at_ms: Spanned<u64>,
     times: Option<Spanned<u32>>,
     duration_ms: Option<Spanned<u64>>,
+    op: Option<Spanned<String>>,
     strategies: Option<Vec<Spanned<String>>>,
 }
 
@@ -221,6 +222,8 @@ pub struct FaultPlan {
     pub times: u32,
     /// `pause` only: how long every op stalls.
     pub duration_ms: Option<u64>,
+    /// `crash_after_commit` only: the op kind that crashes (None: whichever commits first).
+    pub op: Option<String>,
     pub strategies: Vec<String>,
 }
 
@@ -603,12 +606,27 @@ pub fn parse(
             (Some(d), kind) => return Err(cx.at(d.span(), format!("duration_ms applies to pause only, not {kind}"))),
             (None, _) => None,
         };
+        const CRASH_OPS: [&str; 4] = ["create", "mark_read", "delete", "mark_all_read"];
+        let op = match (&f.op, f.kind.get_ref().as_str()) {
+            (None, _) => None,
+            (Some(o), "crash_after_commit") if CRASH_OPS.contains(&o.get_ref().as_str()) => Some(o.get_ref().clone()),
+            (Some(o), "crash_after_commit") => {
+                return Err(cx.at(
+                    o.span(),
+                    format!("op {:?} never commits a write; valid: {}", o.get_ref(), CRASH_OPS.join(", ")),
+                ));
+            }
+            (Some(o), kind) => {
+                return Err(cx.at(o.span(), format!("op applies to crash_after_commit only, not {kind}")));
+            }
+        };
         let strategies = pick_names(&cx, "strategy", &[], f.strategies.as_deref(), known, &[])?;
         faults.push(FaultPlan {
             kind: f.kind.get_ref().clone(),
             at_ms: *f.at_ms.get_ref(),
             times,
             duration_ms,
+            op,
             strategies,
         });
     }

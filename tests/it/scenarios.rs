@@ -72,6 +72,16 @@ fn malformed_input_is_located() {
         (&GOOD.replace("users = 10", "users = -10"), "bad.toml:2:9:", "u64"),
         (&format!("expect_anomaly = \"double\"\n{GOOD}"), "bad.toml:1:18:", "unknown anomaly \"double\"; valid: none,"),
         (&format!("{GOOD}[retry]\non_unknown = 1\n"), "bad.toml:10:14:", "expected a boolean"),
+        (
+            &format!("{GOOD}[[faults]]\nkind = \"crash_after_commit\"\nat_ms = 1\nop = \"read_count\"\n"),
+            "bad.toml:12:6:",
+            "op \"read_count\" never commits a write; valid: create, mark_read, delete, mark_all_read",
+        ),
+        (
+            &format!("{GOOD}[[faults]]\nkind = \"flusher_crash\"\nat_ms = 1\nop = \"create\"\n"),
+            "bad.toml:12:6:",
+            "op applies to crash_after_commit only, not flusher_crash",
+        ),
         (&GOOD.replace("users = 10", "users = 0"), "bad.toml:2:9:", "users must be in 1..="),
         (&GOOD.replace("workers = 2", "workers = 0"), "bad.toml:5:11:", "workers must be in 1..="),
         (&GOOD.replace("mark_read = 1", "mark_read = 0"), "bad.toml:7:1:", "every mix weight is 0"),

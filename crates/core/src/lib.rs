@@ -13,4 +13,4 @@ pub use history::{
     classify,
 };
 pub use model::{ErrorClass, Guarantee, NotificationId, OpError, OpKind, Outcome, UserId};
-pub use strategy::{Fault, Strategy, StrategyInfo};
+pub use strategy::{CrashPoints, Fault, Strategy, StrategyInfo};

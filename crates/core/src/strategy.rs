@@ -4,7 +4,7 @@ use async_trait::async_trait;
 
 use std::time::Duration;
 
-use crate::model::{ErrorClass, Guarantee, NotificationId, OpError, Outcome, UserId};
+use crate::model::{ErrorClass, Guarantee, NotificationId, OpError, OpKind, Outcome, UserId};
 
 /// Faults a scenario can schedule. Each strategy says which it can suffer; all of them
 /// touch only the run's own keys and connections.
@@ -21,8 +21,9 @@ pub enum Fault {
     /// The next op that commits SQL writes stops right after that commit, as if the
     /// application died there: its later steps never run and its outcome is unknown.
     /// A strategy whose op is one transaction loses only the reply; one that commits
-    /// between statements is left half applied.
-    CrashAfterCommit,
+    /// between statements is left half applied. `op`: only an op of that kind (a
+    /// `mark_read_dup` call is a `mark_read`); None: the first op to commit.
+    CrashAfterCommit { op: Option<OpKind> },
 }
 
 impl Fault {
@@ -31,7 +32,7 @@ impl Fault {
         Fault::FlusherCrash,
         Fault::RedisDisconnect,
         Fault::RedisTimeout,
-        Fault::CrashAfterCommit,
+        Fault::CrashAfterCommit { op: None },
     ];
 
     pub fn name(self) -> &'static str {
@@ -40,7 +41,7 @@ impl Fault {
             Fault::FlusherCrash => "flusher_crash",
             Fault::RedisDisconnect => "redis_disconnect",
             Fault::RedisTimeout => "redis_timeout",
-            Fault::CrashAfterCommit => "crash_after_commit",
+            Fault::CrashAfterCommit { .. } => "crash_after_commit",
         }
     }
 
@@ -130,5 +131,39 @@ pub trait Strategy: Send + Sync {
     /// Removes whatever the strategy keeps outside the SQL namespace (Redis keys).
     async fn teardown(&self) -> Result<(), OpError> {
         Ok(())
+    }
+}
+
+/// Armed `crash_after_commit` faults of a strategy: one count per op kind and one for
+/// "whichever op commits first".
+#[derive(Debug, Default)]
+pub struct CrashPoints {
+    armed: [std::sync::atomic::AtomicU64; 7],
+    fired: std::sync::atomic::AtomicU64,
+}
+
+impl CrashPoints {
+    pub fn arm(&self, op: Option<OpKind>) {
+        self.armed[op.map_or(0, |k| k.index() + 1)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// True (and disarmed) when `op`, having just committed a write, must crash now.
+    pub fn fire(&self, op: OpKind) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let take =
+            |slot: &std::sync::atomic::AtomicU64| slot.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1)).is_ok();
+        let fired = take(&self.armed[op.index() + 1]) || take(&self.armed[0]);
+        if fired {
+            self.fired.fetch_add(1, Relaxed);
+        }
+        fired
+    }
+
+    /// Crashes fired; None when none was ever armed (no figure to report).
+    pub fn figure(&self) -> Option<f64> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let armed: u64 = self.armed.iter().map(|a| a.load(Relaxed)).sum();
+        let fired = self.fired.load(Relaxed);
+        (armed + fired > 0).then_some(fired as f64)
     }
 }

@@ -1,10 +1,10 @@
 //! The SQL strategies, written once over `Db`: each op is one transaction at the
 //! namespace's isolation level; they differ only in how they decide what changed.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use async_trait::async_trait;
-use counterlab_core::{ErrorClass, Fault, NotificationId, OpError, Outcome, Strategy, StrategyInfo, UserId};
+use counterlab_core::{
+    CrashPoints, ErrorClass, Fault, NotificationId, OpError, OpKind, Outcome, Strategy, StrategyInfo, UserId,
+};
 
 use crate::db::{Begin, Db};
 use crate::sqlfile::{common, statement};
@@ -73,28 +73,19 @@ pub struct SqlStrategy {
     db: Db,
     s: Stmts,
     /// Armed `crash_after_commit` faults, and the ops they stopped.
-    crashes_armed: AtomicU64,
-    crashes: AtomicU64,
+    crashes: CrashPoints,
 }
 
 impl SqlStrategy {
     pub fn new(info: StrategyInfo, design: Design, db: Db) -> SqlStrategy {
-        SqlStrategy {
-            info,
-            design,
-            s: Stmts::load(&db),
-            db,
-            crashes_armed: AtomicU64::new(0),
-            crashes: AtomicU64::new(0),
-        }
+        SqlStrategy { info, design, s: Stmts::load(&db), db, crashes: CrashPoints::default() }
     }
 
     /// Fault point "after the commit, before the reply": an armed crash turns a committed
     /// op's reply into an unknown outcome (each op is one transaction, so nothing is
     /// half applied).
-    fn replied(&self) -> Result<(), OpError> {
-        if self.crashes_armed.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok() {
-            self.crashes.fetch_add(1, Ordering::Relaxed);
+    fn replied(&self, op: OpKind) -> Result<(), OpError> {
+        if self.crashes.fire(op) {
             return Err(OpError::new(ErrorClass::Connection, Outcome::Unknown, "crashed after the commit (injected)"));
         }
         Ok(())
@@ -115,22 +106,19 @@ impl Strategy for SqlStrategy {
     }
 
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
-        if fault != Fault::CrashAfterCommit {
+        let Fault::CrashAfterCommit { op } = fault else {
             return Err(OpError::new(
                 ErrorClass::Other,
                 Outcome::Fail,
                 format!("{} does not support {}", self.info.name, fault.name()),
             ));
-        }
-        self.crashes_armed.fetch_add(1, Ordering::Relaxed);
+        };
+        self.crashes.arm(op);
         Ok("the next op to commit (whatever it changed) loses its reply".into())
     }
 
     fn figures(&self) -> Vec<(&'static str, f64)> {
-        match self.crashes.load(Ordering::Relaxed) + self.crashes_armed.load(Ordering::Relaxed) {
-            0 => Vec::new(),
-            _ => vec![("crashes_after_commit", self.crashes.load(Ordering::Relaxed) as f64)],
-        }
+        self.crashes.figure().map(|n| ("crashes_after_commit", n)).into_iter().collect()
     }
 
     async fn net_drift(&self) -> Option<i64> {
@@ -142,7 +130,7 @@ impl Strategy for SqlStrategy {
         let id = tx.insert_id(self.s.insert, &[user]).await?;
         tx.exec(self.s.increment, &[user]).await?;
         tx.commit().await?;
-        self.replied()?;
+        self.replied(OpKind::Create)?;
         Ok(id)
     }
 
@@ -166,7 +154,7 @@ impl Strategy for SqlStrategy {
             tx.exec(s.decrement, &[user]).await?;
         }
         tx.commit().await?;
-        self.replied()?;
+        self.replied(OpKind::MarkRead)?;
         Ok(changed)
     }
 
@@ -197,7 +185,7 @@ impl Strategy for SqlStrategy {
             tx.exec(s.decrement, &[user]).await?;
         }
         tx.commit().await?;
-        self.replied()?;
+        self.replied(OpKind::Delete)?;
         Ok(deleted)
     }
 
@@ -229,7 +217,7 @@ impl Strategy for SqlStrategy {
             }
         };
         tx.commit().await?;
-        self.replied()?;
+        self.replied(OpKind::MarkAllRead)?;
         Ok(n)
     }
 

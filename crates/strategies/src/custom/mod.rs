@@ -16,7 +16,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use counterlab_core::{ErrorClass, Fault, Guarantee, NotificationId, OpError, Outcome, Strategy, StrategyInfo, UserId};
+use counterlab_core::{
+    CrashPoints, ErrorClass, Fault, Guarantee, NotificationId, OpError, OpKind, Outcome, Strategy, StrategyInfo, UserId,
+};
 use futures_util::StreamExt;
 use serde::Serialize;
 
@@ -623,8 +625,7 @@ pub struct CustomStrategy {
     replies_to_lose: AtomicU64,
     lost_replies: AtomicU64,
     /// Armed `crash_after_commit` faults, and the ops they stopped.
-    crashes_armed: AtomicU64,
-    crashes: AtomicU64,
+    crashes: CrashPoints,
 }
 
 /// An op's progress through its steps.
@@ -635,6 +636,8 @@ struct Run {
     open_writes: bool,
     /// Something this op did is already visible (committed SQL write, Redis write).
     effects: bool,
+    /// The op being run (None: the Redis seed).
+    kind: Option<OpKind>,
 }
 
 impl CustomStrategy {
@@ -671,8 +674,7 @@ impl CustomStrategy {
             begin,
             replies_to_lose: AtomicU64::new(0),
             lost_replies: AtomicU64::new(0),
-            crashes_armed: AtomicU64::new(0),
-            crashes: AtomicU64::new(0),
+            crashes: CrashPoints::default(),
         })
     }
 
@@ -773,6 +775,9 @@ impl CustomStrategy {
             open: None,
             open_writes: false,
             effects: false,
+            kind: [OpKind::Create, OpKind::MarkRead, OpKind::Delete, OpKind::MarkAllRead, OpKind::ReadCount]
+                .get(op)
+                .copied(),
         };
         let r = self.steps(steps, env, &mut st).await;
         match r {
@@ -863,10 +868,7 @@ impl CustomStrategy {
             return Ok(());
         }
         st.effects = true;
-        if may_crash
-            && self.crashes_armed.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
-        {
-            self.crashes.fetch_add(1, Ordering::Relaxed);
+        if may_crash && st.kind.is_some_and(|k| self.crashes.fire(k)) {
             return Err(OpError::new(
                 ErrorClass::Connection,
                 Outcome::Unknown,
@@ -932,9 +934,10 @@ impl Strategy for CustomStrategy {
         }
     }
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
-        if fault == Fault::CrashAfterCommit {
-            self.crashes_armed.fetch_add(1, Ordering::Relaxed);
-            return Ok("the next op that commits a write stops after that commit".into());
+        if let Fault::CrashAfterCommit { op } = fault {
+            self.crashes.arm(op);
+            let which = op.map_or("op".to_string(), |k| k.name().to_string());
+            return Ok(format!("the next {which} that commits a write stops after that commit"));
         }
         let Some(space) = &self.redis else {
             return Err(other(format!("{} uses no Redis: {} does not apply", self.info.name, fault.name())));
@@ -947,13 +950,13 @@ impl Strategy for CustomStrategy {
                 Ok("the next Redis write loses its reply".into())
             }
             Fault::FlusherCrash => Err(other(format!("{} has no flusher", self.info.name))),
-            Fault::CrashAfterCommit => unreachable!("handled above"),
+            Fault::CrashAfterCommit { .. } => unreachable!("handled above"),
         }
     }
     fn figures(&self) -> Vec<(&'static str, f64)> {
         let mut v = Vec::new();
-        if self.crashes.load(Ordering::Relaxed) + self.crashes_armed.load(Ordering::Relaxed) > 0 {
-            v.push(("crashes_after_commit", self.crashes.load(Ordering::Relaxed) as f64));
+        if let Some(n) = self.crashes.figure() {
+            v.push(("crashes_after_commit", n));
         }
         if self.redis.is_some() {
             v.push(("lost_replies", self.lost_replies.load(Ordering::Relaxed) as f64));
