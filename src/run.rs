@@ -435,6 +435,9 @@ fn schedule_faults(
                 Fault::CrashAfterCommit { .. } => {
                     Fault::CrashAfterCommit { op: f.op.as_deref().and_then(counterlab_core::OpKind::from_name) }
                 }
+                Fault::ErrorBeforeCommit { .. } => {
+                    Fault::ErrorBeforeCommit { op: f.op.as_deref().and_then(counterlab_core::OpKind::from_name) }
+                }
                 other => other,
             });
             let (at_ms, times) = (f.at_ms, f.times);

@@ -222,7 +222,8 @@ pub struct FaultPlan {
     pub times: u32,
     /// `pause` only: how long every op stalls.
     pub duration_ms: Option<u64>,
-    /// `crash_after_commit` only: the op kind that crashes (None: whichever commits first).
+    /// `crash_after_commit`, `error_before_commit`: the op kind hit (None: whichever
+    /// commits first).
     pub op: Option<String>,
     pub strategies: Vec<String>,
 }
@@ -320,8 +321,15 @@ pub const ISOLATION_LEVELS: [&str; 3] = ["read-committed", "repeatable-read", "s
 pub const DEFAULT_ISOLATION: &str = "read-committed";
 pub const DEFAULT_REDIS: RedisPlan =
     RedisPlan { flush_interval_ms: 100, flush_batch: 1000, reconcile_interval_ms: None, settle_timeout_ms: 10_000 };
-pub const FAULT_KINDS: [&str; 6] =
-    ["redis_data_loss", "flusher_crash", "redis_disconnect", "redis_timeout", "crash_after_commit", "pause"];
+pub const FAULT_KINDS: [&str; 7] = [
+    "redis_data_loss",
+    "flusher_crash",
+    "redis_disconnect",
+    "redis_timeout",
+    "crash_after_commit",
+    "error_before_commit",
+    "pause",
+];
 pub const DEFAULT_RETRY: RetryPlan =
     RetryPlan { max_attempts: 5, backoff_base_ms: 2, backoff_max_ms: 100, on_unknown: false };
 pub const DEFAULT_OP_TIMEOUT_MS: u64 = 5_000;
@@ -609,15 +617,20 @@ pub fn parse(
         const CRASH_OPS: [&str; 4] = ["create", "mark_read", "delete", "mark_all_read"];
         let op = match (&f.op, f.kind.get_ref().as_str()) {
             (None, _) => None,
-            (Some(o), "crash_after_commit") if CRASH_OPS.contains(&o.get_ref().as_str()) => Some(o.get_ref().clone()),
-            (Some(o), "crash_after_commit") => {
+            (Some(o), "crash_after_commit" | "error_before_commit") if CRASH_OPS.contains(&o.get_ref().as_str()) => {
+                Some(o.get_ref().clone())
+            }
+            (Some(o), "crash_after_commit" | "error_before_commit") => {
                 return Err(cx.at(
                     o.span(),
                     format!("op {:?} never commits a write; valid: {}", o.get_ref(), CRASH_OPS.join(", ")),
                 ));
             }
             (Some(o), kind) => {
-                return Err(cx.at(o.span(), format!("op applies to crash_after_commit only, not {kind}")));
+                return Err(cx.at(
+                    o.span(),
+                    format!("op applies to crash_after_commit and error_before_commit only, not {kind}"),
+                ));
             }
         };
         let strategies = pick_names(&cx, "strategy", &[], f.strategies.as_deref(), known, &[])?;

@@ -80,7 +80,7 @@ fn malformed_input_is_located() {
         (
             &format!("{GOOD}[[faults]]\nkind = \"flusher_crash\"\nat_ms = 1\nop = \"create\"\n"),
             "bad.toml:12:6:",
-            "op applies to crash_after_commit only, not flusher_crash",
+            "op applies to crash_after_commit and error_before_commit only, not flusher_crash",
         ),
         (&GOOD.replace("users = 10", "users = 0"), "bad.toml:2:9:", "users must be in 1..="),
         (&GOOD.replace("workers = 2", "workers = 0"), "bad.toml:5:11:", "workers must be in 1..="),

@@ -24,15 +24,21 @@ pub enum Fault {
     /// between statements is left half applied. `op`: only an op of that kind (a
     /// `mark_read_dup` call is a `mark_read`); None: the first op to commit.
     CrashAfterCommit { op: Option<OpKind> },
+    /// The next op (of kind `op`, if given) about to commit SQL writes fails instead:
+    /// its transaction rolls back and it reports an injected error. An op that already
+    /// committed an earlier step is left half applied (unknown); otherwise nothing
+    /// happened (fail).
+    ErrorBeforeCommit { op: Option<OpKind> },
 }
 
 impl Fault {
-    pub const ALL: [Fault; 5] = [
+    pub const ALL: [Fault; 6] = [
         Fault::RedisDataLoss,
         Fault::FlusherCrash,
         Fault::RedisDisconnect,
         Fault::RedisTimeout,
         Fault::CrashAfterCommit { op: None },
+        Fault::ErrorBeforeCommit { op: None },
     ];
 
     pub fn name(self) -> &'static str {
@@ -42,6 +48,7 @@ impl Fault {
             Fault::RedisDisconnect => "redis_disconnect",
             Fault::RedisTimeout => "redis_timeout",
             Fault::CrashAfterCommit { .. } => "crash_after_commit",
+            Fault::ErrorBeforeCommit { .. } => "error_before_commit",
         }
     }
 
@@ -134,8 +141,9 @@ pub trait Strategy: Send + Sync {
     }
 }
 
-/// Armed `crash_after_commit` faults of a strategy: one count per op kind and one for
-/// "whichever op commits first".
+/// Armed faults of one kind at one point of a strategy (`crash_after_commit`,
+/// `error_before_commit`): one count per op kind and one for "whichever op gets there
+/// first".
 #[derive(Debug, Default)]
 pub struct CrashPoints {
     armed: [std::sync::atomic::AtomicU64; 7],

@@ -74,16 +74,34 @@ pub struct SqlStrategy {
     s: Stmts,
     /// Armed `crash_after_commit` faults, and the ops they stopped.
     crashes: CrashPoints,
+    /// Armed `error_before_commit` faults, and the ops they failed.
+    errors: CrashPoints,
 }
 
 impl SqlStrategy {
     pub fn new(info: StrategyInfo, design: Design, db: Db) -> SqlStrategy {
-        SqlStrategy { info, design, s: Stmts::load(&db), db, crashes: CrashPoints::default() }
+        SqlStrategy {
+            info,
+            design,
+            s: Stmts::load(&db),
+            db,
+            crashes: CrashPoints::default(),
+            errors: CrashPoints::default(),
+        }
     }
 
     /// Fault point "after the commit, before the reply": an armed crash turns a committed
     /// op's reply into an unknown outcome (each op is one transaction, so nothing is
     /// half applied).
+    /// Fault point "before the commit": an armed error fails the op; the caller drops
+    /// its transaction, which rolls it back.
+    fn committing(&self, op: OpKind) -> Result<(), OpError> {
+        if self.errors.fire(op) {
+            return Err(OpError::new(ErrorClass::Other, Outcome::Fail, "error before the commit (injected)"));
+        }
+        Ok(())
+    }
+
     fn replied(&self, op: OpKind) -> Result<(), OpError> {
         if self.crashes.fire(op) {
             return Err(OpError::new(ErrorClass::Connection, Outcome::Unknown, "crashed after the commit (injected)"));
@@ -106,19 +124,28 @@ impl Strategy for SqlStrategy {
     }
 
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
-        let Fault::CrashAfterCommit { op } = fault else {
-            return Err(OpError::new(
+        let which = |op: Option<OpKind>| op.map_or("op".to_string(), |k| k.name().to_string());
+        match fault {
+            Fault::CrashAfterCommit { op } => {
+                self.crashes.arm(op);
+                Ok(format!("the next {} to commit (whatever it changed) loses its reply", which(op)))
+            }
+            Fault::ErrorBeforeCommit { op } => {
+                self.errors.arm(op);
+                Ok(format!("the next {} about to commit rolls back and fails", which(op)))
+            }
+            _ => Err(OpError::new(
                 ErrorClass::Other,
                 Outcome::Fail,
                 format!("{} does not support {}", self.info.name, fault.name()),
-            ));
-        };
-        self.crashes.arm(op);
-        Ok("the next op to commit (whatever it changed) loses its reply".into())
+            )),
+        }
     }
 
     fn figures(&self) -> Vec<(&'static str, f64)> {
-        self.crashes.figure().map(|n| ("crashes_after_commit", n)).into_iter().collect()
+        let crashes = self.crashes.figure().map(|n| ("crashes_after_commit", n));
+        let errors = self.errors.figure().map(|n| ("errors_before_commit", n));
+        crashes.into_iter().chain(errors).collect()
     }
 
     async fn net_drift(&self) -> Option<i64> {
@@ -129,6 +156,7 @@ impl Strategy for SqlStrategy {
         let mut tx = self.db.begin(self.begin_mode()).await?;
         let id = tx.insert_id(self.s.insert, &[user]).await?;
         tx.exec(self.s.increment, &[user]).await?;
+        self.committing(OpKind::Create)?;
         tx.commit().await?;
         self.replied(OpKind::Create)?;
         Ok(id)
@@ -153,6 +181,7 @@ impl Strategy for SqlStrategy {
         if changed {
             tx.exec(s.decrement, &[user]).await?;
         }
+        self.committing(OpKind::MarkRead)?;
         tx.commit().await?;
         self.replied(OpKind::MarkRead)?;
         Ok(changed)
@@ -184,6 +213,7 @@ impl Strategy for SqlStrategy {
         if was_unread {
             tx.exec(s.decrement, &[user]).await?;
         }
+        self.committing(OpKind::Delete)?;
         tx.commit().await?;
         self.replied(OpKind::Delete)?;
         Ok(deleted)
@@ -216,6 +246,7 @@ impl Strategy for SqlStrategy {
                 n
             }
         };
+        self.committing(OpKind::MarkAllRead)?;
         tx.commit().await?;
         self.replied(OpKind::MarkAllRead)?;
         Ok(n)

@@ -626,6 +626,8 @@ pub struct CustomStrategy {
     lost_replies: AtomicU64,
     /// Armed `crash_after_commit` faults, and the ops they stopped.
     crashes: CrashPoints,
+    /// Armed `error_before_commit` faults.
+    errors: CrashPoints,
 }
 
 /// An op's progress through its steps.
@@ -675,6 +677,7 @@ impl CustomStrategy {
             replies_to_lose: AtomicU64::new(0),
             lost_replies: AtomicU64::new(0),
             crashes: CrashPoints::default(),
+            errors: CrashPoints::default(),
         })
     }
 
@@ -815,6 +818,7 @@ impl CustomStrategy {
                         let v = Self::sql_step(tx, sql, *returns, *returning_id, &args).await?;
                         st.open_writes |= *writes;
                         if !self.transaction {
+                            self.committing(st)?;
                             st.open.take().expect("just used").commit().await?;
                             // After the last step a crash would only lose the reply.
                             self.committed(st, &s.name, i + 1 < steps.len())?;
@@ -847,16 +851,27 @@ impl CustomStrategy {
                 }
             }
             st.vals[i] = out;
-            if s.commit
-                && let Some(tx) = st.open.take()
-            {
+            if s.commit && st.open.is_some() {
+                self.committing(st)?;
+                let tx = st.open.take().expect("checked");
                 tx.commit().await?;
                 self.committed(st, &s.name, true)?;
             }
         }
-        if let Some(tx) = st.open.take() {
+        if st.open.is_some() {
+            self.committing(st)?;
+            let tx = st.open.take().expect("checked");
             tx.commit().await?;
             self.committed(st, "the last step", true)?;
+        }
+        Ok(())
+    }
+
+    /// Before a commit of writes: an armed `error_before_commit` fails the op here (the
+    /// open transaction is dropped, so it rolls back).
+    fn committing(&self, st: &Run) -> Result<(), OpError> {
+        if st.open_writes && st.kind.is_some_and(|k| self.errors.fire(k)) {
+            return Err(other("error before the commit (injected)".into()));
         }
         Ok(())
     }
@@ -934,10 +949,14 @@ impl Strategy for CustomStrategy {
         }
     }
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
+        let which = |op: Option<OpKind>| op.map_or("op".to_string(), |k| k.name().to_string());
         if let Fault::CrashAfterCommit { op } = fault {
             self.crashes.arm(op);
-            let which = op.map_or("op".to_string(), |k| k.name().to_string());
-            return Ok(format!("the next {which} that commits a write stops after that commit"));
+            return Ok(format!("the next {} that commits a write stops after that commit", which(op)));
+        }
+        if let Fault::ErrorBeforeCommit { op } = fault {
+            self.errors.arm(op);
+            return Ok(format!("the next {} about to commit a write rolls back and fails", which(op)));
         }
         let Some(space) = &self.redis else {
             return Err(other(format!("{} uses no Redis: {} does not apply", self.info.name, fault.name())));
@@ -950,13 +969,16 @@ impl Strategy for CustomStrategy {
                 Ok("the next Redis write loses its reply".into())
             }
             Fault::FlusherCrash => Err(other(format!("{} has no flusher", self.info.name))),
-            Fault::CrashAfterCommit { .. } => unreachable!("handled above"),
+            Fault::CrashAfterCommit { .. } | Fault::ErrorBeforeCommit { .. } => unreachable!("handled above"),
         }
     }
     fn figures(&self) -> Vec<(&'static str, f64)> {
         let mut v = Vec::new();
         if let Some(n) = self.crashes.figure() {
             v.push(("crashes_after_commit", n));
+        }
+        if let Some(n) = self.errors.figure() {
+            v.push(("errors_before_commit", n));
         }
         if self.redis.is_some() {
             v.push(("lost_replies", self.lost_replies.load(Ordering::Relaxed) as f64));
