@@ -25,6 +25,7 @@ fn plan(extra: &str) -> counterlab::scenario::RunPlan {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stall_shows_from_the_intended_start_and_not_in_service_time() {
+    let _heavy = util::HEAVY.lock().await;
     // 500 ops/s for 4 s with at most 4 in flight; every op stalls 400 ms at 1.5 s. About
     // 200 ops are scheduled during the stall: those waiting past max_wait (250 ms) are
     // dropped, the rest start late. Only the (at most 4) ops that entered the stall have
@@ -64,6 +65,7 @@ async fn a_stall_shows_from_the_intended_start_and_not_in_service_time() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_achieved_rate_tracks_the_target_below_saturation() {
+    let _heavy = util::HEAVY.lock().await;
     // 300 ops/s is a tenth of what conditional-update sustains here.
     let p = plan(
         "[workload]\nworkers = 8\nwarmup_s = 1\narrival = \"poisson\"\n\

@@ -143,3 +143,8 @@ pub async fn schema_exists(admin: &PgPool, schema: &str) -> bool {
         .await
         .expect("query pg_namespace")
 }
+
+/// Held by the tests that time the driver (open loop) and by the CPU-heavy property
+/// tests, so neither runs beside the other on a 2-core machine: the timing assertions
+/// measure the driver, not the neighbours.
+pub static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
