@@ -431,15 +431,8 @@ fn schedule_faults(
         .map(|f| {
             let s = strategy.clone();
             let pause = f.duration_ms.map(|d| (Duration::from_millis(d), pausable.expect("pause faults wrap").clone()));
-            let kind = Fault::from_name(&f.kind).map(|k| match k {
-                Fault::CrashAfterCommit { .. } => {
-                    Fault::CrashAfterCommit { op: f.op.as_deref().and_then(counterlab_core::OpKind::from_name) }
-                }
-                Fault::ErrorBeforeCommit { .. } => {
-                    Fault::ErrorBeforeCommit { op: f.op.as_deref().and_then(counterlab_core::OpKind::from_name) }
-                }
-                other => other,
-            });
+            let op = f.op.as_deref().and_then(counterlab_core::OpKind::from_name);
+            let kind = Fault::from_name(&f.kind).map(|k| k.placed(op));
             let (at_ms, times) = (f.at_ms, f.times);
             let h = tokio::spawn(async move {
                 tokio::time::sleep_until((start + Duration::from_millis(at_ms)).into()).await;

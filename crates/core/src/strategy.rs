@@ -52,6 +52,16 @@ impl Fault {
         }
     }
 
+    /// The commit faults placed in `op`'s kind; other faults have one place and stay as
+    /// they are.
+    pub fn placed(self, op: Option<OpKind>) -> Fault {
+        match self {
+            Fault::CrashAfterCommit { .. } => Fault::CrashAfterCommit { op },
+            Fault::ErrorBeforeCommit { .. } => Fault::ErrorBeforeCommit { op },
+            other => other,
+        }
+    }
+
     pub fn from_name(s: &str) -> Option<Fault> {
         Fault::ALL.into_iter().find(|f| f.name() == s)
     }

@@ -6,7 +6,7 @@ use counterlab_core::{
     CrashPoints, ErrorClass, Fault, NotificationId, OpError, OpKind, Outcome, Strategy, StrategyInfo, UserId,
 };
 
-use crate::db::{Begin, Db};
+use crate::db::{Begin, Db, Tx};
 use crate::sqlfile::{common, statement};
 
 /// Every statement a strategy may use, looked up once in its dialect's file.
@@ -90,19 +90,15 @@ impl SqlStrategy {
         }
     }
 
-    /// Fault point "after the commit, before the reply": an armed crash turns a committed
-    /// op's reply into an unknown outcome (each op is one transaction, so nothing is
-    /// half applied).
-    /// Fault point "before the commit": an armed error fails the op; the caller drops
-    /// its transaction, which rolls it back.
-    fn committing(&self, op: OpKind) -> Result<(), OpError> {
+    /// Commits `op`'s transaction through its two fault points. Before the commit: an
+    /// armed error fails the op and drops the transaction, which rolls it back. After
+    /// it, before the reply: an armed crash turns the reply into an unknown outcome
+    /// (each op is one transaction, so nothing is half applied).
+    async fn commit(&self, tx: Tx, op: OpKind) -> Result<(), OpError> {
         if self.errors.fire(op) {
             return Err(OpError::new(ErrorClass::Other, Outcome::Fail, "error before the commit (injected)"));
         }
-        Ok(())
-    }
-
-    fn replied(&self, op: OpKind) -> Result<(), OpError> {
+        tx.commit().await?;
         if self.crashes.fire(op) {
             return Err(OpError::new(ErrorClass::Connection, Outcome::Unknown, "crashed after the commit (injected)"));
         }
@@ -156,9 +152,7 @@ impl Strategy for SqlStrategy {
         let mut tx = self.db.begin(self.begin_mode()).await?;
         let id = tx.insert_id(self.s.insert, &[user]).await?;
         tx.exec(self.s.increment, &[user]).await?;
-        self.committing(OpKind::Create)?;
-        tx.commit().await?;
-        self.replied(OpKind::Create)?;
+        self.commit(tx, OpKind::Create).await?;
         Ok(id)
     }
 
@@ -181,9 +175,7 @@ impl Strategy for SqlStrategy {
         if changed {
             tx.exec(s.decrement, &[user]).await?;
         }
-        self.committing(OpKind::MarkRead)?;
-        tx.commit().await?;
-        self.replied(OpKind::MarkRead)?;
+        self.commit(tx, OpKind::MarkRead).await?;
         Ok(changed)
     }
 
@@ -213,9 +205,7 @@ impl Strategy for SqlStrategy {
         if was_unread {
             tx.exec(s.decrement, &[user]).await?;
         }
-        self.committing(OpKind::Delete)?;
-        tx.commit().await?;
-        self.replied(OpKind::Delete)?;
+        self.commit(tx, OpKind::Delete).await?;
         Ok(deleted)
     }
 
@@ -246,9 +236,7 @@ impl Strategy for SqlStrategy {
                 n
             }
         };
-        self.committing(OpKind::MarkAllRead)?;
-        tx.commit().await?;
-        self.replied(OpKind::MarkAllRead)?;
+        self.commit(tx, OpKind::MarkAllRead).await?;
         Ok(n)
     }
 

@@ -818,10 +818,8 @@ impl CustomStrategy {
                         let v = Self::sql_step(tx, sql, *returns, *returning_id, &args).await?;
                         st.open_writes |= *writes;
                         if !self.transaction {
-                            self.committing(st)?;
-                            st.open.take().expect("just used").commit().await?;
                             // After the last step a crash would only lose the reply.
-                            self.committed(st, &s.name, i + 1 < steps.len())?;
+                            self.commit_open(st, &s.name, i + 1 < steps.len()).await?;
                         }
                         out[0] = out[0].saturating_add(v[0]);
                         out[1..].copy_from_slice(&v[1..]);
@@ -851,20 +849,22 @@ impl CustomStrategy {
                 }
             }
             st.vals[i] = out;
-            if s.commit && st.open.is_some() {
-                self.committing(st)?;
-                let tx = st.open.take().expect("checked");
-                tx.commit().await?;
-                self.committed(st, &s.name, true)?;
+            if s.commit {
+                self.commit_open(st, &s.name, true).await?;
             }
         }
-        if st.open.is_some() {
-            self.committing(st)?;
-            let tx = st.open.take().expect("checked");
-            tx.commit().await?;
-            self.committed(st, "the last step", true)?;
+        self.commit_open(st, "the last step", true).await
+    }
+
+    /// Commits the op's open transaction, if any, through the two commit fault points.
+    async fn commit_open(&self, st: &mut Run, step: &str, may_crash: bool) -> Result<(), OpError> {
+        let Some(tx) = st.open.take() else { return Ok(()) };
+        if let Err(e) = self.committing(st) {
+            drop(tx); // rolled back
+            return Err(e);
         }
-        Ok(())
+        tx.commit().await?;
+        self.committed(st, step, may_crash)
     }
 
     /// Before a commit of writes: an armed `error_before_commit` fails the op here (the
