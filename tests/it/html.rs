@@ -125,6 +125,7 @@ fn charts(dom: &str) -> Vec<serde_json::Value> {
 
 #[test]
 fn html_report_lays_out_every_chart_in_chromium() {
+    let _heavy = crate::util::heavy_blocking();
     chromium_or_fail();
     let dir = TempDir(crate::cli::tempdir("html"));
     let scenario = dir.0.join("html-report.toml");

@@ -9,6 +9,7 @@ use crate::util;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn isolation_matrix_findings() {
+    let _heavy = util::heavy().await;
     let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/isolation-matrix.toml");
     let overrides = Overrides { ops: Some(1000), workers: Some(6), ..Overrides::default() };
     let plan = load(&f, &overrides, &util::known(), 1).unwrap();

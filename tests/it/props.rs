@@ -235,7 +235,7 @@ async fn servers() -> (Server, RedisServer) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sql_designs_hold_on_mariadb_too() {
-    let _heavy = util::HEAVY.lock().await;
+    let _heavy = util::heavy().await;
     let my = Server::connect_mysql(&util::mysql_url(), Duration::from_secs(5)).await.unwrap();
     for name in ["conditional-update", "select-for-update"] {
         if let Err(minimal) = explore(&my, None, name, seed(), (24, 1, FULL)) {
@@ -246,7 +246,7 @@ async fn the_sql_designs_hold_on_mariadb_too() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_strategy_with_a_guarantee_holds_under_generated_concurrent_cases() {
-    let _heavy = util::HEAVY.lock().await;
+    let _heavy = util::heavy().await;
     let (pg, redis) = servers().await;
     let names: Vec<&str> = counterlab::CATALOG
         .iter()
@@ -264,7 +264,7 @@ async fn every_strategy_with_a_guarantee_holds_under_generated_concurrent_cases(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_racy_design_fails_shrinks_and_replays_from_its_seed() {
-    let _heavy = util::HEAVY.lock().await;
+    let _heavy = util::heavy().await;
     let (pg, _) = servers().await;
     let s = seed();
     // One user's two rows: the branches collide often enough that a failing case, and

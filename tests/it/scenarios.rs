@@ -20,6 +20,7 @@ fn shipped() -> Vec<std::path::PathBuf> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_shipped_scenario_runs_small() {
+    let _heavy = util::heavy().await;
     let files = shipped();
     assert!(files.len() >= 3, "{files:?}");
     for f in files {

@@ -144,7 +144,23 @@ pub async fn schema_exists(admin: &PgPool, schema: &str) -> bool {
         .expect("query pg_namespace")
 }
 
-/// Held by the tests that time the driver (open loop) and by the CPU-heavy property
-/// tests, so neither runs beside the other on a 2-core machine: the timing assertions
-/// measure the driver, not the neighbours.
-pub static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// The tests that time the driver (open loop) take it alone (write); the CPU-heavy tests
+/// (property tests, the isolation matrix, every shipped scenario, the zoo, Chromium)
+/// share it (read). So on a 2-core machine a timing assertion measures the driver, not
+/// its neighbours, while the heavy tests still run beside each other and the light ones.
+pub static LOAD: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// For a test that times the driver: no heavy test runs meanwhile.
+pub async fn alone() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+    LOAD.write().await
+}
+
+/// For a CPU-heavy async test: never beside a timing test.
+pub async fn heavy() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    LOAD.read().await
+}
+
+/// For a CPU-heavy test outside the runtime (a plain `#[test]`).
+pub fn heavy_blocking() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    LOAD.blocking_read()
+}
