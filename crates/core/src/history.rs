@@ -389,7 +389,13 @@ pub fn classify(
                     ops: vec![v.read],
                     expected: v.lo,
                     observed: v.read.observed,
-                    note: format!("the history allows {}..={}", v.lo, v.hi),
+                    note: if v.hi < v.lo {
+                        // Replies claimed more transitions than there were unread rows
+                        // (e.g. two calls each claimed one row): no value fits.
+                        format!("the replies before it claim the count fell to {}: no value fits", v.hi)
+                    } else {
+                        format!("the history allows {}..={}", v.lo, v.hi)
+                    },
                 },
             );
         }
@@ -512,6 +518,22 @@ mod tests {
         let r = check_reads(&h, &|_| 3);
         assert_eq!(r.violations_total, 1);
         assert_eq!((r.violations[0].lo, r.violations[0].hi), (3, 3));
+    }
+
+    #[test]
+    fn over_claimed_transitions_leave_no_value_and_the_witness_says_so() {
+        // One unread row, two mark_reads that each claimed it (a double decrement): the
+        // replies say -1, the truth is 0, and no read can fit.
+        let h = [
+            ev(MarkRead, 1, 10, (0, 10), Okay, 1),
+            ev(MarkRead, 1, 10, (1, 11), Okay, 1),
+            ev(ReadCount, 1, 0, (20, 21), Okay, 0),
+        ];
+        let r = check_reads(&h, &|_| 1);
+        assert_eq!((r.violations_total, r.violations[0].lo, r.violations[0].hi), (1, 0, -1));
+        let a = classify(&h, &[], Some(&r), &[], cx());
+        let w = &a.iter().find(|a| a.name == "read_out_of_bounds").expect("named").witnesses[0];
+        assert!(w.note.contains("fell to -1: no value fits"), "{}", w.note);
     }
 
     #[test]
