@@ -114,6 +114,13 @@ impl Src<'_> {
         format!("{}:{line}", self.path)
     }
 
+    /// `path:line:col` of a span's start.
+    pub fn location(&self, span: std::ops::Range<usize>) -> String {
+        let e = self.at(span, "");
+        let (line, col) = e.line_col.expect("at() gives a position");
+        format!("{}:{line}:{col}", e.path)
+    }
+
     pub fn at(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> ScenarioError {
         let start = span.start.min(self.text.len());
         let before = &self.text[..start];
@@ -235,6 +242,7 @@ fn raw_steps(op: &str, list: &Spanned<Vec<Spanned<RawStep>>>, src: &Src<'_>) -> 
             when: st.when.as_ref().map(|w| w.get_ref().clone()),
             each: st.each.as_ref().map(|w| w.get_ref().clone()),
             commit: st.commit.unwrap_or(false),
+            at: src.location(step_span(raw, "")),
         });
     }
     Ok(v)

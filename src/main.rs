@@ -84,6 +84,10 @@ struct ServerArgs {
     /// Directory for SQLite namespace files [default: a temporary directory, removed after the run].
     #[arg(long, value_name = "DIR")]
     sqlite: Option<PathBuf>,
+    /// Run file-defined strategies with the configured account's rights where a server
+    /// cannot give their namespace a role, user or ACL user of its own (the report says so).
+    #[arg(long)]
+    trust_strategy_files: bool,
 }
 
 impl ServerArgs {
@@ -107,6 +111,7 @@ impl ServerArgs {
             connect_timeout: Duration::from_secs(5),
             cancel: Arc::new(AtomicBool::new(false)),
             progress: None,
+            trust_strategy_files: self.trust_strategy_files,
         };
         (opts, sources.join("; "))
     }

@@ -20,7 +20,7 @@ use counterlab_sim::{
 };
 use counterlab_strategies::{
     BackendError, CustomStrategy, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Dialect, Isolation, Pausable, PoolSpec,
-    RedisConfig, RedisServer, SeedSpec, Server, build, build_redis, find, needs_redis,
+    RedisConfig, RedisServer, RedisSpace, SeedSpec, Server, build, build_redis, find, needs_redis,
 };
 use futures_util::StreamExt as _;
 
@@ -53,6 +53,9 @@ pub struct RunOptions {
     pub cancel: Arc<AtomicBool>,
     /// Receives a live status line about once a second while a strategy runs.
     pub progress: Option<Progress>,
+    /// `--trust-strategy-files`: run file-defined strategies as the configured account
+    /// where a server cannot give their namespace an identity of its own.
+    pub trust_strategy_files: bool,
 }
 
 /// A sink for the live status line.
@@ -264,6 +267,39 @@ async fn resolve_redis(
     }
 }
 
+/// File-defined strategies run only where the server gives their namespace its own
+/// least-privilege identity, unless the user trusts them explicitly: checked before any
+/// load starts, so a refused run leaves nothing half done.
+fn sandbox_preflight(
+    plan: &RunPlan,
+    opts: &RunOptions,
+    servers: &[Server],
+    redis: &Result<RedisServer, String>,
+) -> Result<(), BackendError> {
+    let Some(file) = plan.strategies.iter().find(|s| plan.custom.contains_key(*s)) else { return Ok(()) };
+    if opts.trust_strategy_files {
+        return Ok(());
+    }
+    let refuse = |backend: &str, why: &str| {
+        Err(BackendError::Refused(format!(
+            "file-defined strategy {file} refused on {backend}: {why}; grant that right, or pass \
+             --trust-strategy-files to run it with the configured account's rights"
+        )))
+    };
+    for server in servers {
+        if let Err(why) = server.sandbox() {
+            return refuse(server.dialect().name(), why);
+        }
+    }
+    let file_uses_redis = plan.strategies.iter().any(|s| plan.custom.get(s).is_some_and(|c| c.needs_redis()));
+    if let (true, Ok(r)) = (file_uses_redis, redis)
+        && let Err(why) = r.sandbox()
+    {
+        return refuse("redis", why);
+    }
+    Ok(())
+}
+
 /// Runs every backend x strategy x isolation level of the plan. Progress goes to `log`.
 pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&str)) -> Result<Report, BackendError> {
     let run_id = new_run_id();
@@ -278,6 +314,12 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
             return Err(e);
         }
     };
+    if let Err(e) = sandbox_preflight(plan, opts, &servers, &redis) {
+        if let Some(dir) = &temp_dir {
+            std::fs::remove_dir_all(dir).ok();
+        }
+        return Err(e);
+    }
     log(&format!("run {run_id}"));
     let cfg = driver_config(plan, opts.cancel.clone());
     let seed_spec = SeedSpec {
@@ -399,6 +441,7 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
         thresholds_breached: breached,
         interrupted: opts.cancel.load(Ordering::Relaxed),
         replay_command: replay_command(plan),
+        trusted_strategy_files: opts.trust_strategy_files,
         side_files,
     })
 }
@@ -485,6 +528,7 @@ async fn run_one(
     };
     let ns = t.server.create_namespace(&ns_name, spec).await?;
     let mut strategy_for_teardown: Option<Arc<dyn Strategy>> = None;
+    let mut space_to_release: Option<RedisSpace> = None;
     let result = async {
         let in_effect = ns.isolation_in_effect().await?;
         let started = Instant::now();
@@ -501,6 +545,7 @@ async fn run_one(
                     Some(r) => Some(r.space(&ns_name, op_timeout, plan.workload.n_workers).await?),
                     None => None,
                 };
+                space_to_release = space.clone();
                 let s = Arc::new(CustomStrategy::build(spec, ns.db().clone(), space).await.map_err(|e| {
                     BackendError::Step {
                         backend: t.server.dialect().name(),
@@ -520,6 +565,7 @@ async fn run_one(
             (None, None) => build(name, ns.db().clone()).expect("catalog strategies build"),
             (None, Some(r)) => {
                 let space = r.space(&ns_name, op_timeout, plan.workload.n_workers).await?;
+                space_to_release = Some(space.clone());
                 let rcfg = RedisConfig {
                     n_users: seed_spec.n_users,
                     flush_interval: Duration::from_millis(plan.redis.flush_interval_ms),
@@ -535,6 +581,11 @@ async fn run_one(
             }
         };
         let seed_s = started.elapsed().as_secs_f64();
+        let identity = match &space_to_release {
+            Some(space) => format!("{}; Redis: {}", ns.identity().describe(), space.identity().describe()),
+            None => ns.identity().describe(),
+        };
+        log(&format!("{name} on {backend} at {} runs as {identity}", isolation.name()));
         log(&format!(
             "{name} on {backend} at {} (server says {in_effect}): seeded {} notifications in {seed_s:.2}s into {ns_name}",
             isolation.name(),
@@ -686,6 +737,7 @@ async fn run_one(
             isolation_in_effect: &in_effect,
             namespace: &ns_name,
             namespace_kept: opts.keep,
+            identity,
             seed_s,
             load: &load,
             settle_s,
@@ -705,8 +757,21 @@ async fn run_one(
         Ok::<_, BackendError>((report, vec![(hdr_name, series.hdr_log)]))
     }
     .await;
+    let released = match &space_to_release {
+        Some(space) => space.release().await.map_err(|e| BackendError::Step {
+            backend: "redis",
+            step: "drop the ACL user",
+            namespace: ns_name.clone(),
+            detail: e.to_string(),
+        }),
+        None => Ok(()),
+    };
     if opts.keep {
-        ns.keep().await;
+        let kept = ns.keep().await;
+        if result.is_ok() {
+            released?;
+            kept?;
+        }
     } else {
         let redis_gone = match &strategy_for_teardown {
             Some(s) => s.teardown().await.map_err(|e| BackendError::Step {
@@ -722,9 +787,10 @@ async fn run_one(
         // and after a failed run it is still said.
         if result.is_ok() {
             redis_gone?;
+            released?;
             dropped?;
         } else {
-            for e in [redis_gone.err(), dropped.err()].into_iter().flatten() {
+            for e in [redis_gone.err(), released.err(), dropped.err()].into_iter().flatten() {
                 log(&format!("cleanup after the failed run also failed: {e}"));
             }
         }

@@ -39,7 +39,7 @@ async fn sequential_ops(backend: &str, name: &str) {
     assert_eq!(s.read_count(2).await.unwrap(), if unguarded { 1 } else { 2 }, "{at}");
     if unguarded {
         // The mutant's bug, deterministically: rows_affected counted an already-read row.
-        ns.keep().await;
+        ns.keep().await.unwrap();
         let stored = util::stored_drift_and_drop(backend, &ns_name, dir.as_ref()).await;
         assert_eq!(stored[1], (2, 1, 2), "{at}: counter 1, truth 2");
         return;
@@ -62,7 +62,7 @@ async fn sequential_ops(backend: &str, name: &str) {
         checked.iter().map(|c| (c.user, c.counter, c.truth)).collect::<Vec<_>>(),
         vec![(1, Some(3), 3), (2, Some(0), 0), (3, Some(3), 3)]
     );
-    ns.keep().await;
+    ns.keep().await.unwrap();
     let stored = util::stored_drift_and_drop(backend, &ns_name, dir.as_ref()).await;
     assert_eq!(stored, vec![(1, 3, 3), (2, 0, 0), (3, 3, 3)], "{at}: counters and rows");
 }

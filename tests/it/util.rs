@@ -62,6 +62,7 @@ pub fn options(keep: bool, sqlite: Option<PathBuf>) -> RunOptions {
         connect_timeout: Duration::from_secs(5),
         cancel: Default::default(),
         progress: None,
+        trust_strategy_files: false,
     }
 }
 

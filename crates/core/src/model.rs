@@ -86,19 +86,25 @@ pub enum ErrorClass {
     /// No reply in time (client op timeout, pool wait, statement timeout).
     Timeout,
     Connection,
+    /// The server refused the statement or command for lack of a privilege (PostgreSQL
+    /// 42501, MySQL 1044/1142/1143/1227/1370, SQLite SQLITE_AUTH, Redis NOPERM): the
+    /// namespace's identity hit its boundary.
+    Permission,
     Other,
 }
 
 impl ErrorClass {
-    pub const ALL: [ErrorClass; 7] = [
+    pub const ALL: [ErrorClass; ErrorClass::COUNT] = [
         ErrorClass::Serialization,
         ErrorClass::Deadlock,
         ErrorClass::LockTimeout,
         ErrorClass::Busy,
         ErrorClass::Timeout,
         ErrorClass::Connection,
+        ErrorClass::Permission,
         ErrorClass::Other,
     ];
+    pub const COUNT: usize = 8;
 
     pub fn name(self) -> &'static str {
         match self {
@@ -108,6 +114,7 @@ impl ErrorClass {
             ErrorClass::Busy => "busy",
             ErrorClass::Timeout => "timeout",
             ErrorClass::Connection => "connection",
+            ErrorClass::Permission => "permission",
             ErrorClass::Other => "other",
         }
     }

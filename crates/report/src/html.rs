@@ -76,7 +76,7 @@ fn p99_all(s: &StrategyReport) -> u64 {
 fn verdict_class(v: &str) -> &'static str {
     match v {
         "pass" => "v-pass",
-        "FAIL" => "v-fail",
+        v if v.starts_with("FAIL") => "v-fail",
         _ => "v-other",
     }
 }
@@ -1077,9 +1077,10 @@ fn details(w: &mut String, r: &Report) {
         let kept = if s.namespace_kept { ", kept" } else { "" };
         writeln!(
             w,
-            "<li>namespace <code>{}</code>{kept}; server isolation <code>{}</code></li>",
+            "<li>namespace <code>{}</code>{kept}; server isolation <code>{}</code>; ran as {}</li>",
             esc(&s.namespace),
-            esc(&s.isolation_in_effect)
+            esc(&s.isolation_in_effect),
+            esc(&s.identity)
         )
         .unwrap();
         writeln!(
@@ -1219,6 +1220,8 @@ mod tests {
             guarantee: "exact".into(),
             namespace: "cl_test".into(),
             namespace_kept: false,
+            identity: "role cl_test (this namespace only)".into(),
+            permission_denied: 0,
             seed_s: 0.5,
             load_s: 3.0,
             ops_total: 1300,
@@ -1319,6 +1322,7 @@ mod tests {
             thresholds_breached: 1,
             interrupted: false,
             replay_command: "counterlab run scenarios/html-test.toml --seed 42".into(),
+            trusted_strategy_files: false,
             side_files: Vec::new(),
         }
     }

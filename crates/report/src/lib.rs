@@ -50,6 +50,10 @@ pub struct Report {
     pub interrupted: bool,
     /// The command that replays this run.
     pub replay_command: String,
+    /// `--trust-strategy-files`: file-defined strategies were allowed to run as the
+    /// configured account where a server gave no identity of their own.
+    #[serde(default)]
+    pub trusted_strategy_files: bool,
     /// Files to write beside the report (HDR interval logs, histories): (relative name, content).
     #[serde(skip)]
     pub side_files: Vec<(String, String)>,
@@ -85,6 +89,12 @@ pub struct StrategyReport {
     pub namespace: String,
     /// True when `--keep` left the namespace in place.
     pub namespace_kept: bool,
+    /// Who the strategy's operations ran as: the namespace's own role/user/ACL user, the
+    /// SQLite authorizer, or the configured account (and why).
+    pub identity: String,
+    /// Operations the server refused for lack of a privilege (the namespace's identity
+    /// hit its boundary); any makes the verdict `FAIL: denied`.
+    pub permission_denied: u64,
     pub seed_s: f64,
     pub load_s: f64,
     pub ops_total: u64,
@@ -444,6 +454,9 @@ pub struct WorstUser {
     pub truth: i64,
 }
 
+/// The verdict of a strategy whose operations the server refused for lack of a privilege.
+pub const DENIED: &str = "FAIL: denied";
+
 /// The quantiles of a latency curve (1.0 is the max).
 pub const CURVE_QUANTILES: [f64; 12] = [0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 1.0];
 
@@ -585,6 +598,7 @@ pub struct StrategyRun<'a> {
     pub isolation_in_effect: &'a str,
     pub namespace: &'a str,
     pub namespace_kept: bool,
+    pub identity: String,
     pub seed_s: f64,
     pub load: &'a LoadResult,
     pub settle_s: f64,
@@ -622,6 +636,7 @@ impl StrategyReport {
                 (k.name().to_string(), r)
             })
             .collect();
+        let permission_denied: u64 = load.ops.iter().map(|s| s.errors_by_class[ErrorClass::Permission.index()]).sum();
         let errors_by_class = ErrorClass::ALL
             .iter()
             .map(|c| (c.name().to_string(), load.ops.iter().map(|s| s.errors_by_class[c.index()]).sum()))
@@ -636,6 +651,8 @@ impl StrategyReport {
             guarantee: run.info.guarantee.name().to_string(),
             namespace: run.namespace.to_string(),
             namespace_kept: run.namespace_kept,
+            identity: run.identity,
+            permission_denied,
             seed_s: run.seed_s,
             load_s: load.elapsed.as_secs_f64(),
             ops_total: load.total_ops(),
@@ -672,10 +689,13 @@ impl StrategyReport {
                     .iter()
                     .map(|w| WorstUser { user: w.user, counter: w.counter, truth: w.truth })
                     .collect(),
-                verdict: c.verdict.name().to_string(),
+                // A strategy that hit its identity's boundary is never a pass, whatever
+                // its counters say: it tried to reach outside its namespace.
+                verdict: if permission_denied > 0 { DENIED.to_string() } else { c.verdict.name().to_string() },
                 // An exact or eventual strategy with any anomaly broke its promise, even
                 // when its final counters agree (a read out of bounds, a stale read).
-                matches_guarantee: c.verdict.matches_guarantee()
+                matches_guarantee: permission_denied == 0
+                    && c.verdict.matches_guarantee()
                     && (matches!(c.verdict, Verdict::DriftExpected | Verdict::NoDriftObserved)
                         || run.anomalies.is_empty()),
             },

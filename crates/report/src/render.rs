@@ -222,11 +222,18 @@ pub fn render_markdown(r: &Report) -> String {
         let detail = if s.check.users_mismatched == 0 { "no mismatched user".to_string() } else { worst(s) };
         let kept = if s.namespace_kept { ", kept" } else { "" };
         line(format!(
-            "- **{}** (namespace `{}`{kept}, server isolation `{}`): {detail}",
+            "- **{}** (namespace `{}`{kept}, server isolation `{}`, ran as {}): {detail}",
             label(s),
             s.namespace,
-            s.isolation_in_effect
+            s.isolation_in_effect,
+            s.identity
         ));
+        if s.permission_denied > 0 {
+            line(format!(
+                "  - {} operations were refused for lack of a privilege: verdict `{}`",
+                s.permission_denied, s.check.verdict
+            ));
+        }
         for e in &s.error_samples {
             line(format!("  - error: `{e}`"));
         }

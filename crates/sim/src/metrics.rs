@@ -25,7 +25,7 @@ pub struct Tries {
     pub retries: u64,
     pub gave_up: bool,
     /// Classes of the failed attempts that were retried.
-    pub retried_errors: [u64; 7],
+    pub retried_errors: [u64; ErrorClass::COUNT],
     /// Attempts with an unknown outcome that were run again (retry on unknown).
     pub unknown_retried: u32,
 }
@@ -52,7 +52,7 @@ pub struct OpStats {
     pub skipped: u64,
     /// Ok ops that changed something (a read transition, a deletion, rows marked read).
     pub transitioned: u64,
-    pub errors_by_class: [u64; 7],
+    pub errors_by_class: [u64; ErrorClass::COUNT],
     /// Attempts that failed on a conflict and were run again.
     pub retries: u64,
     /// Ops whose last allowed attempt still failed on a conflict.
@@ -73,7 +73,7 @@ impl OpStats {
             unknown: 0,
             skipped: 0,
             transitioned: 0,
-            errors_by_class: [0; 7],
+            errors_by_class: [0; ErrorClass::COUNT],
             retries: 0,
             give_ups: 0,
             latency_us: new_latency_histogram(max_us),

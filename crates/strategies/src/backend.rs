@@ -10,10 +10,11 @@ use counterlab_core::CheckInput;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{AssertSqlSafe, Executor, MySqlPool, PgPool};
+use sqlx::{AssertSqlSafe, Executor, MySqlPool, PgPool, SqlitePool};
 
 use crate::db::{Db, Dialect, Isolation};
 use crate::error::{BackendError, redact_url};
+use crate::sandbox::{self, Identity};
 use crate::sqlfile::{after_seed, common, schema, statement};
 
 /// The local PostgreSQL used when nothing else is configured.
@@ -42,6 +43,9 @@ pub struct Server {
     conn: Conn,
     location: String,
     version: String,
+    /// Ok when the configured account can create a namespace's own identity (probed at
+    /// connect by creating and dropping one); Err says which right is missing.
+    sandbox: Result<(), String>,
 }
 
 /// Per-namespace pool settings.
@@ -67,7 +71,13 @@ impl Server {
             .map_err(|e| err(e.to_string()))?;
         let version: String =
             sqlx::query_scalar("SHOW server_version").fetch_one(&admin).await.map_err(|e| err(e.to_string()))?;
-        Ok(Server { conn: Conn::Pg { options, admin }, location, version })
+        let probe = sandbox::probe_name();
+        let sandbox = sqlx::raw_sql(AssertSqlSafe(format!("CREATE ROLE \"{probe}\" NOLOGIN; DROP ROLE \"{probe}\"")))
+            .execute(&admin)
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("the configured PostgreSQL account cannot create roles (CREATEROLE): {e}"));
+        Ok(Server { conn: Conn::Pg { options, admin }, location, version, sandbox })
     }
 
     pub async fn connect_mysql(url: &str, timeout: Duration) -> Result<Server, BackendError> {
@@ -82,7 +92,18 @@ impl Server {
             .map_err(|e| err(e.to_string()))?;
         let version: String =
             sqlx::query_scalar("SELECT VERSION()").fetch_one(&admin).await.map_err(|e| err(e.to_string()))?;
-        Ok(Server { conn: Conn::My { options, admin }, location, version })
+        let probe = sandbox::probe_name();
+        let sandbox = async {
+            sqlx::raw_sql(AssertSqlSafe(format!("CREATE USER '{probe}'@'%' ACCOUNT LOCK"))).execute(&admin).await?;
+            let grant = format!("GRANT SELECT ON `{probe}`.* TO '{probe}'@'%'");
+            let granted = sqlx::raw_sql(AssertSqlSafe(grant)).execute(&admin).await;
+            sqlx::raw_sql(AssertSqlSafe(format!("DROP USER '{probe}'@'%'"))).execute(&admin).await?;
+            granted
+        }
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("the configured MySQL account cannot create users (CREATE USER, GRANT OPTION): {e}"));
+        Ok(Server { conn: Conn::My { options, admin }, location, version, sandbox })
     }
 
     /// SQLite needs no server: namespaces are files in `dir` (created if missing).
@@ -98,7 +119,7 @@ impl Server {
         let version: String =
             sqlx::query_scalar("SELECT sqlite_version()").fetch_one(&pool).await.map_err(|e| err(e.to_string()))?;
         pool.close().await;
-        Ok(Server { conn: Conn::Lite { dir: dir.to_path_buf() }, location, version })
+        Ok(Server { conn: Conn::Lite { dir: dir.to_path_buf() }, location, version, sandbox: Ok(()) })
     }
 
     pub fn dialect(&self) -> Dialect {
@@ -113,6 +134,12 @@ impl Server {
         &self.version
     }
 
+    /// Whether each namespace gets its own least-privilege identity here (Err: why not;
+    /// its namespaces then run as the configured account).
+    pub fn sandbox(&self) -> Result<(), &str> {
+        self.sandbox.as_ref().map(|_| ()).map_err(|e| e.as_str())
+    }
+
     /// The URL with its password redacted, or the SQLite directory.
     pub fn location(&self) -> &str {
         &self.location
@@ -124,8 +151,9 @@ impl Server {
         self.dialect() != Dialect::Sqlite || isolation == Isolation::Serializable
     }
 
-    /// Creates namespace `name` (which must not exist) with its tables, and a pool that
-    /// sees only it at `spec.isolation`. On failure nothing is left behind.
+    /// Creates namespace `name` (which must not exist) with its own identity (see
+    /// `sandbox`), its tables, and a pool that connects as that identity, sees only the
+    /// namespace, and runs at `spec.isolation`. On failure nothing is left behind.
     pub async fn create_namespace(&self, name: &str, spec: PoolSpec) -> Result<Namespace, BackendError> {
         assert!(
             !name.is_empty()
@@ -134,76 +162,41 @@ impl Server {
             "namespace names are generated, not user input: {name:?}"
         );
         assert!(self.supports(spec.isolation), "{} cannot run at {}", self.dialect().name(), spec.isolation.name());
-        let ns = match &self.conn {
-            Conn::Pg { options, admin } => {
-                let ns = Namespace { name: name.into(), home: Home::Pg(admin.clone()), db: None };
-                ns.admin_exec("create schema", format!("CREATE SCHEMA \"{name}\"")).await?;
-                let options = options.clone().options([
-                    ("search_path", name),
-                    ("default_transaction_isolation", &spec.isolation.sql().to_lowercase()),
-                ]);
-                // No ping before each acquire: one more round trip per operation that a
-                // tuned production pool does not pay; a dead connection shows as an error.
-                let pool = PgPoolOptions::new()
-                    .max_connections(spec.max_connections)
-                    .acquire_timeout(spec.acquire_timeout)
-                    .test_before_acquire(false)
-                    .connect_lazy_with(options);
-                Namespace { db: Some(Db::Pg(pool)), ..ns }
-            }
-            Conn::My { options, admin } => {
-                let ns = Namespace { name: name.into(), home: Home::My(admin.clone()), db: None };
-                ns.admin_exec("create database", format!("CREATE DATABASE `{name}`")).await?;
-                let set_isolation: &'static str = match spec.isolation {
-                    Isolation::ReadCommitted => "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
-                    Isolation::RepeatableRead => "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
-                    Isolation::Serializable => "SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE",
-                };
-                let pool = MySqlPoolOptions::new()
-                    .max_connections(spec.max_connections)
-                    .acquire_timeout(spec.acquire_timeout)
-                    .test_before_acquire(false)
-                    .after_connect(move |conn, _| {
-                        Box::pin(async move {
-                            conn.execute(set_isolation).await?;
-                            Ok(())
-                        })
-                    })
-                    .connect_lazy_with(options.clone().database(name));
-                Namespace { db: Some(Db::My(pool)), ..ns }
-            }
-            Conn::Lite { dir } => {
-                let path = dir.join(format!("{name}.sqlite3"));
-                if path.exists() {
-                    return Err(BackendError::Step {
-                        backend: "sqlite",
-                        step: "create file",
-                        namespace: name.into(),
-                        detail: format!("{} exists", path.display()),
-                    });
-                }
-                let options = SqliteConnectOptions::new()
-                    .filename(&path)
-                    .create_if_missing(true)
-                    .journal_mode(SqliteJournalMode::Wal)
-                    .synchronous(SqliteSynchronous::Normal)
-                    // Below the op timeout, so a long wait for the write lock ends as a
-                    // retryable SQLITE_BUSY rather than as an op timeout (unknown outcome).
-                    .busy_timeout(spec.acquire_timeout / 2);
-                let pool = SqlitePoolOptions::new()
-                    .max_connections(spec.max_connections)
-                    .acquire_timeout(spec.acquire_timeout)
-                    .test_before_acquire(false)
-                    .connect_lazy_with(options);
-                Namespace { name: name.into(), home: Home::Lite(path), db: Some(Db::Lite(pool)) }
-            }
+        let home = match &self.conn {
+            Conn::Pg { admin, .. } => Home::Pg(admin.clone()),
+            Conn::My { admin, .. } => Home::My(admin.clone()),
+            Conn::Lite { dir } => Home::Lite(dir.join(format!("{name}.sqlite3"))),
         };
-        if let Err(e) = ns.install().await {
+        let identity = match (&self.conn, &self.sandbox) {
+            (Conn::Lite { .. }, _) => Identity::Authorizer,
+            (Conn::Pg { .. }, Ok(())) => Identity::Own { kind: "role", name: name.into(), caveat: None },
+            (Conn::My { .. }, Ok(())) => Identity::Own { kind: "user", name: sandbox::mysql_user(name), caveat: None },
+            (_, Err(why)) => Identity::Shared { why: why.clone() },
+        };
+        if let Home::Lite(path) = &home
+            && path.exists()
+        {
+            let detail = format!("{} exists", path.display());
+            return Err(BackendError::Step { backend: "sqlite", step: "create file", namespace: name.into(), detail });
+        }
+        let mut ns =
+            Namespace { name: name.into(), home, db: None, identity, made_storage: false, made_identity: false };
+        if let Err(e) = ns.create(&self.conn, spec).await {
             ns.drop_namespace().await.ok();
             return Err(e);
         }
         Ok(ns)
     }
+}
+
+/// The pool settings every namespace shares: bounded waits, no ping before each acquire
+/// (one more round trip per operation that a tuned production pool does not pay; a dead
+/// connection shows as an error).
+fn pool_options<DB: sqlx::Database>(spec: PoolSpec) -> sqlx::pool::PoolOptions<DB> {
+    sqlx::pool::PoolOptions::new()
+        .max_connections(spec.max_connections)
+        .acquire_timeout(spec.acquire_timeout)
+        .test_before_acquire(false)
 }
 
 enum Home {
@@ -217,6 +210,25 @@ pub struct Namespace {
     name: String,
     home: Home,
     db: Option<Db>,
+    identity: Identity,
+    /// What this process created (and so may drop): the storage, the identity.
+    made_storage: bool,
+    made_identity: bool,
+}
+
+/// MySQL sessions get the isolation level on connect (a session default every BEGIN uses).
+fn mysql_pool(spec: PoolSpec) -> MySqlPoolOptions {
+    let set_isolation: &'static str = match spec.isolation {
+        Isolation::ReadCommitted => "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+        Isolation::RepeatableRead => "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+        Isolation::Serializable => "SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+    };
+    pool_options::<sqlx::MySql>(spec).after_connect(move |conn, _| {
+        Box::pin(async move {
+            conn.execute(set_isolation).await?;
+            Ok(())
+        })
+    })
 }
 
 impl Namespace {
@@ -226,6 +238,97 @@ impl Namespace {
 
     pub fn db(&self) -> &Db {
         self.db.as_ref().expect("namespace pool exists until drop")
+    }
+
+    /// Who the namespace's pool connects as.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    fn own(&self) -> bool {
+        matches!(self.identity, Identity::Own { .. })
+    }
+
+    /// Creates the identity, the storage and the pool, then the tables (as the identity).
+    async fn create(&mut self, conn: &Conn, spec: PoolSpec) -> Result<(), BackendError> {
+        let name = self.name.clone();
+        let password = sandbox::random_password();
+        let max = spec.max_connections + 2;
+        let db = match conn {
+            Conn::Pg { options, .. } => {
+                let mut options = options.clone();
+                if self.own() {
+                    // One implicit transaction: the role and its schema, or neither.
+                    self.admin_exec("create role and schema", sandbox::pg_create(&name, &password, max)).await?;
+                    (self.made_storage, self.made_identity) = (true, true);
+                    self.pg_audit().await?;
+                    options = options.username(&name).password(&password);
+                } else {
+                    self.admin_exec("create schema", format!("CREATE SCHEMA \"{name}\"")).await?;
+                    self.made_storage = true;
+                }
+                let options = options.options([
+                    ("search_path", name.as_str()),
+                    ("default_transaction_isolation", &spec.isolation.sql().to_lowercase()),
+                ]);
+                Db::Pg(pool_options(spec).connect_lazy_with(options))
+            }
+            Conn::My { options, .. } => {
+                self.admin_exec("create database", format!("CREATE DATABASE `{name}`")).await?;
+                self.made_storage = true;
+                let mut options = options.clone().database(&name);
+                if let Identity::Own { name: user, .. } = &self.identity {
+                    let [create, grant] = &sandbox::mysql_create(&name, &password, max)[..] else { unreachable!() };
+                    self.admin_exec("create user", create.clone()).await?;
+                    self.made_identity = true;
+                    self.admin_exec("grant", grant.clone()).await?;
+                    options = options.username(user).password(&password);
+                }
+                Db::My(mysql_pool(spec).connect_lazy_with(options))
+            }
+            Conn::Lite { .. } => {
+                self.made_storage = true;
+                Db::Lite(self.sqlite_pool(spec))
+            }
+        };
+        self.db = Some(db);
+        self.install().await
+    }
+
+    /// PostgreSQL: records what the new role could still reach beyond its schema.
+    async fn pg_audit(&mut self) -> Result<(), BackendError> {
+        let Home::Pg(admin) = &self.home else { return Ok(()) };
+        let found: String = sqlx::query_scalar(sandbox::PG_AUDIT)
+            .bind(&self.name)
+            .fetch_one(admin)
+            .await
+            .map_err(|e| self.step_err("audit the role", e))?;
+        if let Identity::Own { caveat, .. } = &mut self.identity {
+            *caveat = (!found.is_empty()).then_some(found);
+        }
+        Ok(())
+    }
+
+    fn sqlite_pool(&self, spec: PoolSpec) -> SqlitePool {
+        let Home::Lite(path) = &self.home else { unreachable!("an SQLite namespace") };
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            // Below the op timeout, so a long wait for the write lock ends as a
+            // retryable SQLITE_BUSY rather than as an op timeout (unknown outcome).
+            .busy_timeout(spec.acquire_timeout / 2);
+        pool_options::<sqlx::Sqlite>(spec)
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    let mut handle = conn.lock_handle().await?;
+                    // SAFETY: the locked handle is open and no other thread uses it.
+                    unsafe { sandbox::install_authorizer(handle.as_raw_handle()) }
+                        .map_err(|e| sqlx::Error::Configuration(e.into()))
+                })
+            })
+            .connect_lazy_with(options)
     }
 
     fn dialect(&self) -> Dialect {
@@ -373,14 +476,23 @@ impl Namespace {
         }
     }
 
-    /// Closes the pool and removes the namespace with everything in it.
+    /// Closes the pool and removes the namespace with everything in it, and its identity.
     pub async fn drop_namespace(mut self) -> Result<(), BackendError> {
         self.close_pool().await;
+        let name = &self.name;
+        if !self.made_storage {
+            return Ok(());
+        }
         match &self.home {
-            Home::Pg(_) => {
-                self.admin_exec("drop schema", format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name)).await
+            Home::Pg(_) if self.made_identity => self.admin_exec("drop role and schema", sandbox::pg_drop(name)).await,
+            Home::Pg(_) => self.admin_exec("drop schema", format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE")).await,
+            Home::My(_) => {
+                let dropped = self.admin_exec("drop database", format!("DROP DATABASE IF EXISTS `{name}`")).await;
+                if self.made_identity {
+                    self.admin_exec("drop user", sandbox::mysql_drop_user(name)).await?;
+                }
+                dropped
             }
-            Home::My(_) => self.admin_exec("drop database", format!("DROP DATABASE IF EXISTS `{}`", self.name)).await,
             Home::Lite(path) => {
                 for suffix in ["", "-wal", "-shm"] {
                     let mut p = path.clone().into_os_string();
@@ -396,9 +508,19 @@ impl Namespace {
         }
     }
 
-    /// Closes the pool and leaves the namespace in place (`--keep`).
-    pub async fn keep(mut self) {
+    /// Closes the pool and leaves the namespace in place (`--keep`), owned by the
+    /// configured account; the namespace's identity is dropped.
+    pub async fn keep(mut self) -> Result<(), BackendError> {
         self.close_pool().await;
+        match &self.home {
+            Home::Pg(_) if self.made_identity => {
+                self.admin_exec("hand over and drop role", sandbox::pg_keep(&self.name)).await
+            }
+            Home::My(_) if self.made_identity => {
+                self.admin_exec("drop user", sandbox::mysql_drop_user(&self.name)).await
+            }
+            _ => Ok(()),
+        }
     }
 }
 

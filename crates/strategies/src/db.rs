@@ -177,6 +177,22 @@ impl Db {
         each!(self, p => bind_as(sqlx::query_as(sql), args).fetch_all(p).await)
     }
 
+    /// Has the server prepare `sql` with `n_args` integer parameters (as ops bind them)
+    /// without running it: a missing table or column, a syntax error or a missing right is
+    /// an error now, not a run whose every op fails.
+    pub async fn prepare(&self, sql: &'static str, n_args: usize) -> Result<(), OpError> {
+        use sqlx::{Executor as _, SqlStr};
+        let sql = SqlStr::from_static(sql);
+        match self {
+            Db::Pg(p) => {
+                let types = vec![<i64 as sqlx::Type<Postgres>>::type_info(); n_args];
+                p.prepare_with(sql, &types).await.map(|_| ()).map_err(|e| classify(Dialect::Postgres, e))
+            }
+            Db::My(p) => p.prepare(sql).await.map(|_| ()).map_err(|e| classify(Dialect::Mysql, e)),
+            Db::Lite(p) => p.prepare(sql).await.map(|_| ()).map_err(|e| classify(Dialect::Sqlite, e)),
+        }
+    }
+
     pub async fn close(&self) {
         match self {
             Db::Pg(p) => p.close().await,
@@ -326,6 +342,7 @@ pub fn classify(dialect: Dialect, e: sqlx::Error) -> OpError {
                     "40P01" => (ErrorClass::Deadlock, Outcome::Fail),
                     "55P03" => (ErrorClass::LockTimeout, Outcome::Fail),
                     "57014" => (ErrorClass::Timeout, Outcome::Fail),
+                    "42501" => (ErrorClass::Permission, Outcome::Fail),
                     c if c.starts_with("08") || c.starts_with("57P") => (ErrorClass::Connection, Outcome::Unknown),
                     _ => (ErrorClass::Other, Outcome::Fail),
                 },
@@ -336,12 +353,16 @@ pub fn classify(dialect: Dialect, e: sqlx::Error) -> OpError {
                         Some(1205) => (ErrorClass::LockTimeout, Outcome::Fail),
                         Some(1020) => (ErrorClass::Serialization, Outcome::Fail),
                         Some(2006) | Some(2013) => (ErrorClass::Connection, Outcome::Unknown),
+                        // Access denied: database, table, column, a global privilege, a routine.
+                        Some(1044 | 1045 | 1142 | 1143 | 1227 | 1370) => (ErrorClass::Permission, Outcome::Fail),
                         _ => (ErrorClass::Other, Outcome::Fail),
                     }
                 }
                 Dialect::Sqlite => match code.parse::<u32>().map(|c| c & 0xff) {
                     // SQLITE_BUSY (and BUSY_SNAPSHOT etc.), SQLITE_LOCKED
                     Ok(5) | Ok(6) => (ErrorClass::Busy, Outcome::Fail),
+                    // SQLITE_AUTH: the namespace's authorizer denied it.
+                    Ok(23) => (ErrorClass::Permission, Outcome::Fail),
                     _ => (ErrorClass::Other, Outcome::Fail),
                 },
             }

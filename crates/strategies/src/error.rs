@@ -7,6 +7,9 @@ pub enum BackendError {
     Connect { backend: &'static str, url: String, detail: String },
     #[error("{backend}: {step} failed in namespace {namespace}: {detail}")]
     Step { backend: &'static str, step: &'static str, namespace: String, detail: String },
+    /// The run would not start: what was refused and why.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// Replaces the password in a connection URL (userinfo or `password=` parameter) with

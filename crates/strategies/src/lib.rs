@@ -8,6 +8,7 @@ mod db;
 mod error;
 mod pause;
 mod redis;
+mod sandbox;
 mod sqlfile;
 mod strategies;
 
@@ -21,6 +22,7 @@ pub use db::{Db, Dialect, Isolation, classify};
 pub use error::{BackendError, redact_url};
 pub use pause::Pausable;
 pub use redis::{DEFAULT_REDIS_URL, RedisConfig, RedisServer, RedisSpace, RedisStrategy, classify_redis};
+pub use sandbox::Identity;
 
 use redis::RedisDesign;
 

@@ -17,6 +17,7 @@ use redis::{AsyncCommands, Script};
 
 use crate::db::{Begin, Db};
 use crate::error::{BackendError, redact_url};
+use crate::sandbox::Identity;
 use crate::sqlfile::{common, statement};
 
 /// The local Redis used when nothing else is configured.
@@ -31,6 +32,8 @@ pub fn classify_redis(e: redis::RedisError) -> OpError {
         (ErrorClass::Connection, Outcome::Fail)
     } else if e.is_io_error() || e.is_connection_dropped() {
         (ErrorClass::Connection, Outcome::Unknown)
+    } else if e.code() == Some("NOPERM") {
+        (ErrorClass::Permission, Outcome::Fail)
     } else {
         (ErrorClass::Other, Outcome::Fail)
     };
@@ -42,6 +45,8 @@ pub struct RedisServer {
     client: redis::Client,
     location: String,
     version: String,
+    /// Ok when each run can get its own ACL user (probed at connect); Err says why not.
+    sandbox: Result<(), String>,
 }
 
 impl RedisServer {
@@ -60,7 +65,29 @@ impl RedisServer {
             .find_map(|l| l.strip_prefix("redis_version:"))
             .map(|v| v.trim().to_string())
             .unwrap_or_else(|| "unknown".into());
-        Ok(RedisServer { client, location, version })
+        let probe = crate::sandbox::probe_name();
+        let created: Result<(), redis::RedisError> =
+            redis::cmd("ACL").arg("SETUSER").arg(&probe).arg("off").query_async(&mut conn).await;
+        let sandbox = match created {
+            Ok(()) => {
+                let _: i64 = redis::cmd("ACL")
+                    .arg("DELUSER")
+                    .arg(&probe)
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(|e| err(e.to_string()))?;
+                Ok(())
+            }
+            Err(e) => Err(format!(
+                "Redis {version} gave no ACL user to this account (ACL SETUSER: {e}); ACLs need Redis 6+ and the +acl right"
+            )),
+        };
+        Ok(RedisServer { client, location, version, sandbox })
+    }
+
+    /// Whether each run gets its own ACL user here (Err: why not).
+    pub fn sandbox(&self) -> Result<(), &str> {
+        self.sandbox.as_ref().map(|_| ()).map_err(|e| e.as_str())
     }
 
     pub fn version(&self) -> &str {
@@ -80,23 +107,63 @@ impl RedisServer {
         response_timeout: Duration,
         n_conns: u32,
     ) -> Result<RedisSpace, BackendError> {
+        let err = |e: redis::RedisError| BackendError::Connect {
+            backend: "redis",
+            url: self.location.clone(),
+            detail: e.to_string(),
+        };
+        let (client, identity) = match &self.sandbox {
+            Ok(()) => (
+                self.acl_user(namespace).await.map_err(err)?,
+                Identity::Own { kind: "ACL user", name: namespace.into(), caveat: None },
+            ),
+            Err(why) => (self.client.clone(), Identity::Shared { why: why.clone() }),
+        };
         let config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(response_timeout))
             .set_connection_timeout(Some(response_timeout))
             .set_number_of_retries(3);
-        let mut conns = Vec::new();
-        for _ in 0..n_conns.clamp(1, MAX_REDIS_CONNS) {
-            conns.push(ConnectionManager::new_with_config(self.client.clone(), config.clone()).await.map_err(|e| {
-                BackendError::Connect { backend: "redis", url: self.location.clone(), detail: e.to_string() }
-            })?);
-        }
-        Ok(RedisSpace {
+        let mut space = RedisSpace {
             client: self.client.clone(),
-            idle: Arc::new(Mutex::new(conns.clone())),
-            conns: Arc::new(conns),
+            idle: Arc::new(Mutex::new(Vec::new())),
+            conns: Arc::new(Vec::new()),
             next: Arc::new(AtomicUsize::new(0)),
             prefix: format!("cl:{namespace}:"),
-        })
+            identity,
+        };
+        let mut conns = Vec::new();
+        for _ in 0..n_conns.clamp(1, MAX_REDIS_CONNS) {
+            match ConnectionManager::new_with_config(client.clone(), config.clone()).await {
+                Ok(c) => conns.push(c),
+                Err(e) => {
+                    space.release().await.ok();
+                    return Err(err(e));
+                }
+            }
+        }
+        space.idle = Arc::new(Mutex::new(conns.clone()));
+        space.conns = Arc::new(conns);
+        Ok(space)
+    }
+
+    /// Creates the namespace's ACL user (`sandbox::redis_acl_rules`) and returns a
+    /// client that logs in as it.
+    async fn acl_user(&self, namespace: &str) -> Result<redis::Client, redis::RedisError> {
+        let password = crate::sandbox::random_password();
+        let info = self.client.get_connection_info().clone();
+        let select_db = info.redis_settings().db() != 0;
+        let mut admin = self.client.get_multiplexed_async_connection().await?;
+        let (base, more) = crate::sandbox::redis_acl_rules(namespace, &password, select_db);
+        redis::cmd("ACL").arg("SETUSER").arg(namespace).arg(base).query_async::<()>(&mut admin).await?;
+        for rule in more {
+            let set = redis::cmd("ACL").arg("SETUSER").arg(namespace).arg(&rule).query_async::<()>(&mut admin).await;
+            match set {
+                Err(e) if e.to_string().contains("Unknown command") => {}
+                other => other?,
+            }
+        }
+        let settings = info.redis_settings().clone().set_username(namespace).set_password(&password);
+        redis::Client::open(info.set_redis_settings(settings))
     }
 }
 
@@ -111,6 +178,7 @@ pub struct RedisSpace {
     idle: Arc<Mutex<Vec<ConnectionManager>>>,
     next: Arc<AtomicUsize>,
     prefix: String,
+    identity: Identity,
 }
 
 /// A connection lent to one op, back to the idle list when dropped. Measured on two
@@ -152,6 +220,19 @@ impl redis::aio::ConnectionLike for Lease {
 impl RedisSpace {
     pub fn prefix(&self) -> &str {
         &self.prefix
+    }
+
+    /// Who the space's connections log in as.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// Drops the space's ACL user (which also closes its connections); keys stay.
+    pub async fn release(&self) -> Result<(), OpError> {
+        let Identity::Own { name, .. } = &self.identity else { return Ok(()) };
+        let mut admin = self.client.get_multiplexed_async_connection().await.map_err(classify_redis)?;
+        redis::cmd("ACL").arg("DELUSER").arg(name).query_async::<i64>(&mut admin).await.map_err(classify_redis)?;
+        Ok(())
     }
 
     fn user_key(&self, user: UserId, what: &str) -> String {
@@ -205,7 +286,9 @@ impl RedisSpace {
     /// rounds of 1000; returns how many were deleted.
     pub async fn delete_all(&self) -> Result<u64, OpError> {
         const MAX_SCAN_ROUNDS: u32 = 100_000;
-        let mut conn = self.conn();
+        // SCAN sees every key on the server, so it runs as the configured account, never
+        // as the space's ACL user.
+        let mut conn = self.client.get_multiplexed_async_connection().await.map_err(classify_redis)?;
         let pattern = format!("{}*", self.prefix);
         let mut cursor: u64 = 0;
         let mut deleted = 0u64;

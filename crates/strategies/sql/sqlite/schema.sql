@@ -1,8 +1,7 @@
 -- counterlab SQLite schema, in the run's own database file (one file per namespace).
--- WAL lets readers run beside the single writer; keys come with the tables (INTEGER
--- PRIMARY KEY is the rowid), the secondary index after the seed.
-
-PRAGMA journal_mode = WAL;
+-- WAL (set by the connection options: the namespace's authorizer refuses PRAGMAs) lets
+-- readers run beside the single writer; keys come with the tables (INTEGER PRIMARY KEY
+-- is the rowid), the secondary index after the seed.
 
 CREATE TABLE notifications (
     id         INTEGER PRIMARY KEY,

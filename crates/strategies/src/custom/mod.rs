@@ -99,6 +99,9 @@ pub struct StepSpec {
     /// With `transaction`: commit the open transaction after this step, so later steps
     /// (a Redis call, say) see it committed and later SQL steps start a new one.
     pub commit: bool,
+    /// Where the step's statement or command is written (`file:line:col`), for errors
+    /// found once the namespace exists.
+    pub at: String,
 }
 
 impl StepSpec {
@@ -656,6 +659,7 @@ impl CustomStrategy {
             tx.exec(leak(sql.clone()), &[]).await?;
             tx.commit().await?;
         }
+        Self::prepare_all(spec, &c, &db).await?;
         if let Some(space) = &redis {
             let mut conn = space.conn();
             for step in c.steps.iter().flatten() {
@@ -679,6 +683,26 @@ impl CustomStrategy {
             crashes: CrashPoints::default(),
             errors: CrashPoints::default(),
         })
+    }
+
+    /// Prepares every SQL step (after `setup`, in the fresh namespace, as its identity) so
+    /// a misspelt table, a syntax error or a missing right stops the run before the load,
+    /// naming the step's file:line:col.
+    async fn prepare_all(spec: &CustomSpec, c: &Compiled, db: &Db) -> Result<(), OpError> {
+        for (op, steps) in c.steps.iter().enumerate().take(SEED) {
+            for (idx, step) in steps.iter().enumerate() {
+                if let Exec::Sql { sql, args, .. } = &step.exec {
+                    db.prepare(sql, args.len()).await.map_err(|e| {
+                        let at = &spec.op_steps(op)[idx].at;
+                        other(format!("{at}: {} {}: {}", op_name(op), step.name, e.message))
+                    })?;
+                }
+            }
+        }
+        if let Some(Counters::Sql(sql)) = &c.counters {
+            db.prepare(sql, 0).await.map_err(|e| other(format!("{}: the counters query: {}", spec.name, e.message)))?;
+        }
+        Ok(())
     }
 
     /// Runs the `redis_seed` steps for users 1..=n_users (16 users at a time).

@@ -1,0 +1,230 @@
+//! Each namespace's own least-privilege identity: the PostgreSQL role, MariaDB/MySQL user
+//! and Redis ACL user a namespace's operations run as (created with it, dropped with it),
+//! and SQLite's authorizer. The servers enforce the boundary; the lexical checks of
+//! strategy files only give earlier, friendlier errors.
+
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ptr::NonNull;
+
+/// Who a namespace's operations (and the check's reads inside it) run as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Identity {
+    /// A role, user or ACL user made for this namespace alone and dropped with it.
+    /// `caveat` says what it can still reach beyond the namespace (None: nothing found).
+    Own { kind: &'static str, name: String, caveat: Option<String> },
+    /// SQLite: every connection of the namespace carries an authorizer (no ATTACH, no
+    /// PRAGMA, no extension loading, nothing outside the namespace's file).
+    Authorizer,
+    /// The configured account itself, because the server would not create one.
+    Shared { why: String },
+}
+
+impl Identity {
+    /// True when the server confines the namespace's operations to the namespace.
+    pub fn isolated(&self) -> bool {
+        matches!(self, Identity::Own { caveat: None, .. } | Identity::Authorizer)
+    }
+
+    /// One line for the report and the log.
+    pub fn describe(&self) -> String {
+        match self {
+            Identity::Own { kind, name, caveat: None } => format!("{kind} {name} (this namespace only)"),
+            Identity::Own { kind, name, caveat: Some(c) } => format!("{kind} {name} (NOT isolated: {c})"),
+            Identity::Authorizer => "SQLite authorizer (this file only, no ATTACH or PRAGMA)".into(),
+            Identity::Shared { why } => format!("the configured account ({why})"),
+        }
+    }
+}
+
+/// A fresh random password (48 hex digits from the OS's generator).
+pub fn random_password() -> String {
+    let mut bytes = [0u8; 24];
+    getrandom::fill(&mut bytes).expect("the OS random generator answers");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A name for probing whether the configured account can create identities.
+pub fn probe_name() -> String {
+    format!("cl_probe_{}", &random_password()[..16])
+}
+
+/// MySQL 5.7+ allows 32 characters in a user name (MariaDB 80): longer namespace names
+/// keep their start and get a hash of the whole name, so they stay unique.
+pub fn mysql_user(namespace: &str) -> String {
+    if namespace.len() <= 32 {
+        return namespace.to_string();
+    }
+    // FNV-1a: stable across versions and platforms, unlike std's hasher.
+    let h = namespace.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    format!("{}_{:08x}", &namespace[..23], h as u32)
+}
+
+/// PostgreSQL: the role, its pinned search_path and the schema it owns.
+pub fn pg_create(ns: &str, password: &str, conn_limit: u32) -> String {
+    format!(
+        "CREATE ROLE \"{ns}\" LOGIN PASSWORD '{password}' NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT \
+         NOREPLICATION NOBYPASSRLS CONNECTION LIMIT {conn_limit};\n\
+         ALTER ROLE \"{ns}\" SET search_path = \"{ns}\";\n\
+         CREATE SCHEMA \"{ns}\" AUTHORIZATION \"{ns}\";"
+    )
+}
+
+/// PostgreSQL: what `role` can reach beyond its schema through grants to PUBLIC or
+/// settings (the server's defaults give it nothing). Returns at most a few names.
+pub const PG_AUDIT: &str = "SELECT concat_ws('; ',
+  (SELECT 'CREATE on schemas ' || string_agg(nspname, ', ') FROM pg_namespace
+    WHERE nspname <> $1 AND nspname NOT LIKE 'pg_temp%' AND nspname NOT LIKE 'pg_toast_temp%'
+      AND has_schema_privilege($1, oid, 'CREATE')),
+  (SELECT 'rights on tables ' || string_agg(t, ', ') FROM (SELECT c.oid::regclass::text AS t
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname NOT IN ($1, 'pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_t%'
+      AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+      AND has_table_privilege($1, c.oid, 'SELECT,INSERT,UPDATE,DELETE,TRUNCATE') LIMIT 5) x),
+  (SELECT 'lo_compat_privileges is on (every large object is readable and writable)'
+    WHERE current_setting('lo_compat_privileges') = 'on'),
+  (SELECT 'member of ' || string_agg(rolname, ', ') FROM pg_roles
+    WHERE rolname <> $1 AND pg_has_role($1, oid, 'USAGE')))";
+
+/// PostgreSQL: removes the role with everything it owns (its schema, large objects).
+pub fn pg_drop(ns: &str) -> String {
+    format!("DROP SCHEMA IF EXISTS \"{ns}\" CASCADE;\nDROP OWNED BY \"{ns}\";\nDROP ROLE \"{ns}\";")
+}
+
+/// PostgreSQL `--keep`: the data stays, owned by the configured account; the role goes.
+pub fn pg_keep(ns: &str) -> String {
+    format!("REASSIGN OWNED BY \"{ns}\" TO CURRENT_USER;\nDROP OWNED BY \"{ns}\";\nDROP ROLE \"{ns}\";")
+}
+
+/// MariaDB/MySQL: the user and its rights on the namespace's database alone (no FILE,
+/// PROCESS, SUPER or any global right).
+pub fn mysql_create(ns: &str, password: &str, conn_limit: u32) -> Vec<String> {
+    let user = mysql_user(ns);
+    vec![
+        format!("CREATE USER '{user}'@'%' IDENTIFIED BY '{password}' WITH MAX_USER_CONNECTIONS {conn_limit}"),
+        format!(
+            "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER, CREATE TEMPORARY TABLES, \
+             LOCK TABLES, CREATE VIEW, SHOW VIEW, TRIGGER, REFERENCES ON `{ns}`.* TO '{user}'@'%'"
+        ),
+    ]
+}
+
+pub fn mysql_drop_user(ns: &str) -> String {
+    format!("DROP USER IF EXISTS '{}'@'%'", mysql_user(ns))
+}
+
+/// Redis: an ACL user that reaches only `cl:<namespace>:*` keys, with data commands,
+/// MULTI/EXEC and scripts, but no admin, dangerous, keyspace-wide or pub/sub command.
+/// Redis applies the same rules to commands a script calls. The first list is one
+/// `ACL SETUSER`; each rule of the second is sent on its own, and one naming a command
+/// this Redis version does not have is skipped (an absent command cannot be called).
+pub fn redis_acl_rules(ns: &str, password: &str, select_db: bool) -> (Vec<String>, Vec<String>) {
+    let base = format!(
+        "reset on >{password} ~cl:{ns}:* resetchannels -@all +@read +@write +@transaction \
+         -@dangerous -@admin -@pubsub -@blocking"
+    );
+    let mut more = "-scan -randomkey -dbsize -keys -sort -sort_ro -lolwut -object -memory -touch \
+                    +eval +evalsha +eval_ro +evalsha_ro +script|load +script|exists +ping +echo +client|id"
+        .to_string();
+    if select_db {
+        more += " +select";
+    }
+    (base.split_whitespace().map(String::from).collect(), more.split_whitespace().map(String::from).collect())
+}
+
+/// SQLite: installs the namespace's authorizer and defensive mode on a connection.
+///
+/// # Safety
+/// `db` must be an open connection handle that no other thread uses during the call
+/// (sqlx's `LockedSqliteHandle` guarantees both).
+pub unsafe fn install_authorizer(db: NonNull<libsqlite3_sys::sqlite3>) -> Result<(), String> {
+    use libsqlite3_sys as ffi;
+    let db = db.as_ptr();
+    // SAFETY: `db` is open and ours for the call; the callback is a plain function with
+    // no user data, valid for the program's life.
+    let rc = unsafe { ffi::sqlite3_set_authorizer(db, Some(authorize), std::ptr::null_mut()) };
+    if rc != ffi::SQLITE_OK {
+        return Err(format!("sqlite3_set_authorizer returned {rc}"));
+    }
+    let mut on: c_int = 0;
+    // SAFETY: SQLITE_DBCONFIG_DEFENSIVE takes (int, int*), as passed.
+    let rc = unsafe { ffi::sqlite3_db_config(db, ffi::SQLITE_DBCONFIG_DEFENSIVE, 1 as c_int, &mut on as *mut c_int) };
+    if rc != ffi::SQLITE_OK || on != 1 {
+        return Err(format!("SQLITE_DBCONFIG_DEFENSIVE returned {rc} (on = {on})"));
+    }
+    Ok(())
+}
+
+unsafe extern "C" fn authorize(
+    _: *mut c_void,
+    action: c_int,
+    a: *const c_char,
+    b: *const c_char,
+    db: *const c_char,
+    _trigger: *const c_char,
+) -> c_int {
+    // SAFETY: SQLite passes NULL or a NUL-terminated string valid for the call.
+    let s = |p: *const c_char| if p.is_null() { "" } else { unsafe { CStr::from_ptr(p) }.to_str().unwrap_or("?") };
+    authorize_action(action, s(a), s(b), s(db))
+}
+
+/// The authorizer's rule: statements on the namespace's own file (`main`, and `temp`)
+/// only; no ATTACH/DETACH (other files), no PRAGMA (file settings, `writable_schema`),
+/// no virtual tables, no extension loading; any action not listed is denied.
+pub fn authorize_action(action: c_int, a: &str, b: &str, db: &str) -> c_int {
+    use libsqlite3_sys as ffi;
+    let own_db = matches!(db, "" | "main" | "temp");
+    let allowed = match action {
+        ffi::SQLITE_SELECT | ffi::SQLITE_TRANSACTION | ffi::SQLITE_SAVEPOINT | ffi::SQLITE_RECURSIVE => true,
+        ffi::SQLITE_FUNCTION => !matches!(b.to_ascii_lowercase().as_str(), "load_extension" | "fts3_tokenizer"),
+        ffi::SQLITE_READ | ffi::SQLITE_INSERT | ffi::SQLITE_UPDATE | ffi::SQLITE_DELETE => own_db,
+        ffi::SQLITE_CREATE_INDEX
+        | ffi::SQLITE_CREATE_TABLE
+        | ffi::SQLITE_CREATE_TEMP_INDEX
+        | ffi::SQLITE_CREATE_TEMP_TABLE
+        | ffi::SQLITE_CREATE_TEMP_TRIGGER
+        | ffi::SQLITE_CREATE_TEMP_VIEW
+        | ffi::SQLITE_CREATE_TRIGGER
+        | ffi::SQLITE_CREATE_VIEW
+        | ffi::SQLITE_DROP_INDEX
+        | ffi::SQLITE_DROP_TABLE
+        | ffi::SQLITE_DROP_TEMP_INDEX
+        | ffi::SQLITE_DROP_TEMP_TABLE
+        | ffi::SQLITE_DROP_TEMP_TRIGGER
+        | ffi::SQLITE_DROP_TEMP_VIEW
+        | ffi::SQLITE_DROP_TRIGGER
+        | ffi::SQLITE_DROP_VIEW
+        | ffi::SQLITE_ALTER_TABLE
+        | ffi::SQLITE_REINDEX
+        | ffi::SQLITE_ANALYZE => own_db && !a.eq_ignore_ascii_case("sqlite_master"),
+        _ => false,
+    };
+    if allowed { ffi::SQLITE_OK } else { ffi::SQLITE_DENY }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use libsqlite3_sys as ffi;
+
+    #[test]
+    fn the_authorizer_allows_the_namespace_and_nothing_around_it() {
+        assert_eq!(authorize_action(ffi::SQLITE_INSERT, "notifications", "", "main"), ffi::SQLITE_OK);
+        assert_eq!(authorize_action(ffi::SQLITE_READ, "t", "c", "other"), ffi::SQLITE_DENY);
+        assert_eq!(authorize_action(ffi::SQLITE_ATTACH, "/tmp/x", "", ""), ffi::SQLITE_DENY);
+        assert_eq!(authorize_action(ffi::SQLITE_PRAGMA, "writable_schema", "1", ""), ffi::SQLITE_DENY);
+        assert_eq!(authorize_action(ffi::SQLITE_FUNCTION, "", "load_extension", ""), ffi::SQLITE_DENY);
+        assert_eq!(authorize_action(ffi::SQLITE_FUNCTION, "", "count", ""), ffi::SQLITE_OK);
+        assert_eq!(authorize_action(ffi::SQLITE_CREATE_VTABLE, "v", "fts5", "main"), ffi::SQLITE_DENY);
+        assert_eq!(authorize_action(9999, "", "", ""), ffi::SQLITE_DENY);
+    }
+
+    #[test]
+    fn long_mysql_user_names_stay_unique_and_short() {
+        let a = mysql_user("cl_20261201t120000_ab12_mysql_rc_conditional_update");
+        let b = mysql_user("cl_20261201t120000_ab12_mysql_rc_conditional_updatf");
+        assert!(a.len() <= 32 && b.len() <= 32 && a != b, "{a} {b}");
+        assert_eq!(mysql_user("cl_short"), "cl_short");
+        assert_eq!(random_password().len(), 48);
+        assert_ne!(random_password(), random_password());
+    }
+}
