@@ -42,3 +42,7 @@ mod props;
 
 /// The bug zoo as a gate: a miss and a false positive both fail it, with the replay.
 mod zoo;
+
+/// Escape attempts against each namespace's own identity (role, user, ACL user,
+/// authorizer): refused by the servers, sentinels unchanged.
+mod sandbox;

@@ -361,8 +361,10 @@ pub fn classify(dialect: Dialect, e: sqlx::Error) -> OpError {
                 Dialect::Sqlite => match code.parse::<u32>().map(|c| c & 0xff) {
                     // SQLITE_BUSY (and BUSY_SNAPSHOT etc.), SQLITE_LOCKED
                     Ok(5) | Ok(6) => (ErrorClass::Busy, Outcome::Fail),
-                    // SQLITE_AUTH: the namespace's authorizer denied it.
+                    // SQLITE_AUTH, or a statement the authorizer refused while it was
+                    // prepared (SQLite reports that as SQLITE_ERROR "not authorized").
                     Ok(23) => (ErrorClass::Permission, Outcome::Fail),
+                    Ok(1) if db.message().contains("not authorized") => (ErrorClass::Permission, Outcome::Fail),
                     _ => (ErrorClass::Other, Outcome::Fail),
                 },
             }

@@ -18,10 +18,10 @@ use counterlab_core::{Guarantee, Strategy, StrategyInfo};
 
 pub use backend::{DEFAULT_MYSQL_URL, DEFAULT_POSTGRES_URL, Namespace, PoolSpec, SeedSpec, Server};
 pub use custom::{Action, CUSTOM_OPS, CountersSpec, CustomSpec, CustomStrategy, MAX_EACH, PerDialect, StepSpec};
-pub use db::{Db, Dialect, Isolation, classify};
+pub use db::{Begin, Db, Dialect, Isolation, classify};
 pub use error::{BackendError, redact_url};
 pub use pause::Pausable;
-pub use redis::{DEFAULT_REDIS_URL, RedisConfig, RedisServer, RedisSpace, RedisStrategy, classify_redis};
+pub use redis::{DEFAULT_REDIS_URL, Lease, RedisConfig, RedisServer, RedisSpace, RedisStrategy, classify_redis};
 pub use sandbox::Identity;
 
 use redis::RedisDesign;

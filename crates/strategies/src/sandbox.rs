@@ -122,7 +122,10 @@ pub fn redis_acl_rules(ns: &str, password: &str, select_db: bool) -> (Vec<String
         "reset on >{password} ~cl:{ns}:* resetchannels -@all +@read +@write +@transaction \
          -@dangerous -@admin -@pubsub -@blocking"
     );
-    let mut more = "-scan -randomkey -dbsize -keys -sort -sort_ro -lolwut -object -memory -touch \
+    // @write also holds keyless commands that reach the whole server (FUNCTION FLUSH,
+    // SWAPDB) or move keys to another database (MOVE, COPY ... DB): all taken away.
+    let mut more = "-function -move -copy -swapdb -migrate -restore -pfdebug -pfselftest \
+                    -scan -randomkey -dbsize -keys -sort -sort_ro -lolwut -object -memory -touch \
                     +eval +evalsha +eval_ro +evalsha_ro +script|load +script|exists +ping +echo +client|id"
         .to_string();
     if select_db {
