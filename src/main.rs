@@ -261,6 +261,15 @@ struct RunArgs {
     history: bool,
 }
 
+/// A scenario name as one directory name: anything but letters, digits, `-`, `_` and
+/// `.` becomes `_`, and dots cannot lead, so a name never moves the output elsewhere.
+fn dir_name(name: &str) -> String {
+    let safe: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' }).collect();
+    let safe = safe.trim_start_matches('.');
+    if safe.is_empty() { "scenario".into() } else { safe.chars().take(64).collect() }
+}
+
 /// A configured URL and where it came from: the flag, else the first set variable.
 fn configured(flag: Option<String>, flag_name: &'static str, vars: &[&'static str]) -> Option<(String, &'static str)> {
     if let Some(u) = flag {
@@ -307,9 +316,9 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     let default_seed = now_s ^ (u64::from(nanos) << 20);
     let plan =
         scenario::load(&args.scenario, &overrides, &known, default_seed).map_err(|e| Failure::Input(e.into()))?;
-    let out = args
-        .out
-        .unwrap_or_else(|| PathBuf::from("reports/runs").join(format!("{}-{}", clock::compact(now_s), plan.scenario)));
+    let out = args.out.unwrap_or_else(|| {
+        PathBuf::from("reports/runs").join(format!("{}-{}", clock::compact(now_s), dir_name(&plan.scenario)))
+    });
     // Histories are written as each strategy run ends, so their folder comes first.
     let history_dir = match args.history {
         false => None,

@@ -276,3 +276,43 @@ fn a_progress_line_only_on_a_terminal() {
     assert!(!text(&piped).contains(live), "{}", text(&piped));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn malformed_urls_exit_2_and_never_show_the_password() {
+    let cases = [
+        ("postgres", "--postgres", "postgres//alice:hunter2@127.0.0.1/test"),
+        ("postgres", "--postgres", "host=127.0.0.1 user=alice password=hunter2 dbname=test"),
+        ("mysql", "--mysql", "mysql:/alice:hunter2@127.0.0.1/test"),
+    ];
+    for (backend, flag, url) in cases {
+        let o = counterlab(&["run", "scenarios/quickstart.toml", "--ops", "10", "--backend", backend, flag, url]);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{url}: {out}");
+        assert!(!out.contains("hunter2"), "password leaked: {out}");
+        assert!(out.contains("expected") && out.contains("://user[:password]@host"), "{url}: {out}");
+    }
+}
+
+#[test]
+fn a_scenario_name_cannot_move_the_output_directory() {
+    let root = tempdir("name-escape");
+    let cwd = root.join("a/b/c");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let quickstart = std::fs::read_to_string("scenarios/quickstart.toml").unwrap();
+    let (_, body) = quickstart.split_once("\nname = ").unwrap();
+    let (_, rest) = body.split_once('\n').unwrap();
+    let scenario = cwd.join("s.toml");
+    std::fs::write(&scenario, format!("name = \"x/../../../escaped\"\n{rest}")).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_counterlab"))
+        .args(["run", "s.toml", "--backend", "sqlite", "--ops", "100", "--quiet"])
+        .current_dir(&cwd)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let runs: Vec<_> = std::fs::read_dir(cwd.join("reports/runs")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert!(runs[0].to_string_lossy().ends_with("-x_.._.._.._escaped"), "{runs:?}");
+    assert!(cwd.join("reports/runs").join(&runs[0]).join("report.json").exists());
+    assert!(!root.join("a/escaped").exists() && !root.join("escaped").exists());
+    std::fs::remove_dir_all(&root).unwrap();
+}

@@ -13,7 +13,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{AssertSqlSafe, Executor, MySqlPool, PgPool, SqlitePool};
 
 use crate::db::{Db, Dialect, Isolation};
-use crate::error::{BackendError, redact_url};
+use crate::error::{BackendError, check_url, redact_url};
 use crate::sandbox::{self, Identity};
 use crate::sqlfile::{after_seed, common, schema, statement};
 
@@ -61,6 +61,7 @@ impl Server {
     pub async fn connect_postgres(url: &str, timeout: Duration) -> Result<Server, BackendError> {
         let location = redact_url(url);
         let err = |detail: String| BackendError::Connect { backend: "postgres", url: location.clone(), detail };
+        check_url(url, &["postgres", "postgresql"], "postgres://user[:password]@host[:port]/database").map_err(err)?;
         let options: PgConnectOptions = url.parse().map_err(|e: sqlx::Error| err(format!("invalid URL: {e}")))?;
         let options = options.application_name("counterlab");
         let admin = PgPoolOptions::new()
@@ -83,6 +84,7 @@ impl Server {
     pub async fn connect_mysql(url: &str, timeout: Duration) -> Result<Server, BackendError> {
         let location = redact_url(url);
         let err = |detail: String| BackendError::Connect { backend: "mysql", url: location.clone(), detail };
+        check_url(url, &["mysql", "mariadb"], "mysql://user[:password]@host[:port]/database").map_err(err)?;
         let options: MySqlConnectOptions = url.parse().map_err(|e: sqlx::Error| err(format!("invalid URL: {e}")))?;
         let admin = MySqlPoolOptions::new()
             .max_connections(2)

@@ -12,44 +12,70 @@ pub enum BackendError {
     Refused(String),
 }
 
-/// Replaces the password in a connection URL (userinfo or `password=` parameter) with
-/// `***` so it never reaches output or reports.
+/// Replaces every password in a connection string with `***` so it never reaches output
+/// or reports: URL userinfo (also in malformed URLs such as `postgres//u:pw@h` or
+/// `mysql:/u:pw@h/db`), `password=` query parameters and libpq `key=value` pairs.
 pub fn redact_url(url: &str) -> String {
-    let url = redact_password_param(url);
-    let url = url.as_str();
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_string();
+    let url = redact_password_pairs(url);
+    let Some(at) = url.rfind('@') else {
+        return url;
     };
-    let rest_start = scheme_end + 3;
-    let rest = &url[rest_start..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return url.to_string();
-    };
-    let userinfo = &rest[..at];
-    match userinfo.find(':') {
-        Some(colon) => format!("{}{}:***{}", &url[..rest_start], &userinfo[..colon], &rest[at..]),
-        None => url.to_string(),
+    let head = &url[..at];
+    // The userinfo starts after the last `/` before the `@` (or at the start).
+    let user_start = head.rfind('/').map_or(0, |i| i + 1);
+    match head[user_start..].find(':') {
+        Some(colon) => format!("{}:***{}", &url[..user_start + colon], &url[at..]),
+        None => url,
     }
 }
 
-fn redact_password_param(url: &str) -> String {
-    let Some(q) = url.find('?') else {
-        return url.to_string();
-    };
-    let params: Vec<String> = url[q + 1..]
-        .split('&')
-        .map(|kv| match kv.split_once('=') {
-            Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
-            _ => kv.to_string(),
-        })
-        .collect();
-    format!("{}?{}", &url[..q], params.join("&"))
+/// `password=<value>` (any case, after `?`, `&`, `;`, a space or at the start; the
+/// value up to the next `&`, `;` or space, or a single-quoted libpq value) -> `password=***`.
+fn redact_password_pairs(s: &str) -> String {
+    let lower = s.to_ascii_lowercase();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while let Some(found) = lower[i..].find("password") {
+        let start = i + found;
+        let after = start + "password".len();
+        let boundary = start == 0 || matches!(s.as_bytes()[start - 1], b'?' | b'&' | b';' | b' ' | b'\t');
+        let rest = s[after..].trim_start();
+        let Some(value) = rest.strip_prefix('=').filter(|_| boundary) else {
+            out.push_str(&s[i..after]);
+            i = after;
+            continue;
+        };
+        let value = value.trim_start();
+        let value_start = s.len() - value.len();
+        let value_len = match value.strip_prefix('\'') {
+            Some(q) => q.find('\'').map_or(value.len(), |e| e + 2),
+            None => value.find(['&', ';', ' ', '\t']).unwrap_or(value.len()),
+        };
+        out.push_str(&s[i..value_start]);
+        out.push_str("***");
+        i = value_start + value_len;
+    }
+    out.push_str(&s[i..]);
+    out
+}
+
+/// Checks that `url` is a URL of one of `schemes` with a host (unless the scheme is a
+/// socket one), so a mistyped URL is an error instead of being read some other way (a
+/// `mysql:/u:pw@h/db` would otherwise reach the server as a database name).
+pub fn check_url(url: &str, schemes: &[&str], example: &str) -> Result<(), String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("not a URL ({e}); expected {example}"))?;
+    if !schemes.contains(&parsed.scheme()) {
+        return Err(format!("scheme `{}:` is not one of {}; expected {example}", parsed.scheme(), schemes.join(", ")));
+    }
+    if !parsed.scheme().contains("unix") && parsed.host_str().is_none_or(str::is_empty) {
+        return Err(format!("no host after `{}://`; expected {example}", parsed.scheme()));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::redact_url;
+    use super::{check_url, redact_url};
 
     #[test]
     fn passwords_are_hidden() {
@@ -57,5 +83,26 @@ mod tests {
         assert_eq!(redact_url("postgres://bob@db/x"), "postgres://bob@db/x");
         assert_eq!(redact_url("postgres://db/x?sslmode=a&password=no"), "postgres://db/x?sslmode=a&password=***");
         assert_eq!(redact_url("not a url"), "not a url");
+        assert_eq!(redact_url("postgres//u:pw@h/db"), "postgres//u:***@h/db");
+        assert_eq!(redact_url("mysql:/u:pw@h/db"), "mysql:/u:***@h/db");
+        assert_eq!(redact_url("redis://:pw@h:6379"), "redis://:***@h:6379");
+        assert_eq!(redact_url("host=db user=bob password=s3cret dbname=x"), "host=db user=bob password=*** dbname=x");
+        assert_eq!(redact_url("host=db password = 'a b' port=1"), "host=db password = *** port=1");
+        assert_eq!(redact_url("PASSWORD=x&sslmode=require"), "PASSWORD=***&sslmode=require");
+        assert_eq!(redact_url("postgres://h/db?sslpassword=keep"), "postgres://h/db?sslpassword=keep");
+    }
+
+    #[test]
+    fn malformed_urls_are_errors() {
+        let pg = ["postgres", "postgresql"];
+        assert!(check_url("postgres://u:pw@h:5432/db", &pg, "").is_ok());
+        assert!(check_url("postgres//u:pw@h", &pg, "").is_err());
+        assert!(check_url("host=h user=u", &pg, "").is_err());
+        assert!(check_url("mysql:/u:pw@h/db", &["mysql"], "").is_err());
+        assert!(check_url("redis+unix:///tmp/r.sock", &["redis", "redis+unix"], "").is_ok());
+        for bad in ["postgres//u:pw@h", "mysql:/u:pw@h/db"] {
+            let e = check_url(bad, &["mysql", "postgres"], "").unwrap_err();
+            assert!(!e.contains("pw"), "{e}");
+        }
     }
 }

@@ -16,7 +16,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script};
 
 use crate::db::{Begin, Db};
-use crate::error::{BackendError, redact_url};
+use crate::error::{BackendError, check_url, redact_url};
 use crate::sandbox::Identity;
 use crate::sqlfile::{common, statement};
 
@@ -59,6 +59,8 @@ impl RedisServer {
     pub async fn connect(url: &str, timeout: Duration) -> Result<RedisServer, BackendError> {
         let location = redact_url(url);
         let err = |detail: String| BackendError::Connect { backend: "redis", url: location.clone(), detail };
+        let schemes = ["redis", "rediss", "redis+unix", "unix"];
+        check_url(url, &schemes, "redis://[user:password@]host[:port][/db]").map_err(err)?;
         let client = redis::Client::open(url).map_err(|e| err(format!("invalid URL: {e}")))?;
         let mut conn = tokio::time::timeout(timeout, client.get_multiplexed_async_connection())
             .await
