@@ -408,3 +408,75 @@ async fn without_the_right_to_create_roles_files_are_refused_unless_trusted() {
     assert!(report.trusted_strategy_files && s.identity.starts_with("the configured account"), "{}", s.identity);
     assert_eq!(s.check.verdict, "pass");
 }
+
+/// A private Redis that listens on TLS only (Debian's snakeoil certificate), killed on drop.
+struct TlsRedis(std::process::Child, u16);
+
+impl TlsRedis {
+    fn start() -> TlsRedis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = std::process::Command::new("redis-server")
+            .args([
+                "--port",
+                "0",
+                "--tls-port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args(["--tls-cert-file", "/etc/ssl/certs/ssl-cert-snakeoil.pem"])
+            .args(["--tls-key-file", "/etc/ssl/private/ssl-cert-snakeoil.key", "--tls-auth-clients", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server (Debian's package) starts");
+        TlsRedis(child, port)
+    }
+}
+
+impl Drop for TlsRedis {
+    fn drop(&mut self) {
+        self.0.kill().ok();
+        self.0.wait().ok();
+    }
+}
+
+#[tokio::test]
+async fn tls_carries_to_each_namespace_identity() {
+    let url = format!("{}?sslmode=require", util::pg_url());
+    let server = Server::connect_postgres(&url, Duration::from_secs(5)).await.unwrap();
+    let ns = namespace(&server, "tls-pg", Isolation::ReadCommitted).await;
+    let Db::Pg(pool) = ns.db() else { unreachable!() };
+    let ssl: bool =
+        sqlx::query_scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").fetch_one(pool).await.unwrap();
+    ns.drop_namespace().await.unwrap();
+    assert!(ssl, "the namespace role's connection is not TLS (is ssl on in this PostgreSQL?)");
+
+    // A Redis with no plain-text port at all: anything that works went over TLS.
+    let redis = TlsRedis::start();
+    let url = format!("rediss://127.0.0.1:{}/#insecure", redis.1);
+    let mut connected = None;
+    for _ in 0..50 {
+        match RedisServer::connect(&url, Duration::from_secs(1)).await {
+            Ok(s) => {
+                connected = Some(s);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let server = connected.expect("the TLS Redis answers within 5 s");
+    let ns = counterlab::run::namespace_name(&counterlab::run::new_run_id(), "tls-redis");
+    let space = server.space(&ns, Duration::from_secs(5), 1).await.unwrap();
+    assert!(space.identity().isolated(), "{}", space.identity().describe());
+    let key = format!("{}k", space.prefix());
+    let mut conn = space.conn();
+    let _: () = conn.set(&key, 7).await.unwrap();
+    let v: i64 = conn.get(&key).await.unwrap();
+    assert_eq!(v, 7);
+    drop(conn);
+    space.release().await.unwrap();
+}
