@@ -145,7 +145,8 @@ pub trait Strategy: Send + Sync {
         Vec::new()
     }
 
-    /// Removes whatever the strategy keeps outside the SQL namespace (Redis keys).
+    /// Removes whatever the strategy keeps outside the SQL namespace (Redis keys and the
+    /// namespace's ACL user).
     async fn teardown(&self) -> Result<(), OpError> {
         Ok(())
     }

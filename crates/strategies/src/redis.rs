@@ -235,7 +235,8 @@ impl RedisSpace {
         &self.identity
     }
 
-    /// Drops the space's ACL user (which also closes its connections); keys stay.
+    /// Drops the space's ACL user (which also closes its connections); keys stay. Called
+    /// again it does nothing.
     pub async fn release(&self) -> Result<(), OpError> {
         let Identity::Own { name, .. } = &self.identity else { return Ok(()) };
         let mut admin = self.client.get_multiplexed_async_connection().await.map_err(classify_redis)?;
@@ -1185,6 +1186,7 @@ impl Strategy for RedisStrategy {
         for t in std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner())) {
             t.abort();
         }
-        self.shared.space.delete_all().await.map(|_| ())
+        self.shared.space.delete_all().await?;
+        self.shared.space.release().await
     }
 }

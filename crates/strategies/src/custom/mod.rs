@@ -1012,6 +1012,7 @@ impl Strategy for CustomStrategy {
     async fn teardown(&self) -> Result<(), OpError> {
         if let Some(space) = &self.redis {
             space.delete_all().await?;
+            space.release().await?;
         }
         Ok(())
     }
