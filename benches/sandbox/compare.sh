@@ -35,7 +35,7 @@ run() {
   local pg=$PG my=$MY rd=$RD
   if [ "$1" = shared ]; then
     pg="postgres://cl_bench_limited:$PW@127.0.0.1:5432/test"
-    my="mysql://cl_bench_limited:$PW@127.0.0.1:3306/test"
+    my="mysql://cl_bench_limited:$PW@127.0.0.1:3306"
     rd="redis://cl_bench_limited:$PW@127.0.0.1:6379"
   fi
   "$CL" run scenarios/quickstart.toml --backend "$2" --strategy "$3" --duration-s "$SECS" --seed 7 \

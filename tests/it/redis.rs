@@ -150,9 +150,19 @@ async fn a_run_removes_its_keys_and_touches_no_other() {
         "strategies = [\"lua-script\", \"zset-buffer\"]\nbackends = [\"postgres\"]\n{DATA}[workload]\nworkers = 2\nops = 200\n[workload.mix]\ncreate = 1\nmark_read = 1\n"
     ));
     let report = counterlab::run::run_plan(&plan, &util::options(false, None), &mut |_| {}).await.unwrap();
+    let users: Vec<String> = redis::cmd("ACL").arg("USERS").query_async(&mut c).await.unwrap();
+    let admin = util::admin().await;
     for s in &report.strategies {
         let left: Vec<String> = c.keys(format!("cl:{}:*", s.namespace)).await.unwrap();
         assert!(left.is_empty(), "{}: {left:?}", s.strategy);
+        assert!(s.identity.contains("Redis: ACL user"), "{}", s.identity);
+        assert!(!users.contains(&s.namespace), "{}: its ACL user is left", s.strategy);
+        let roles: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_roles WHERE rolname = $1")
+            .bind(&s.namespace)
+            .fetch_one(&admin)
+            .await
+            .unwrap();
+        assert_eq!(roles, 0, "{}: its role is left", s.strategy);
     }
     let v: i64 = c.get("counterlab-test-sentinel").await.unwrap();
     assert_eq!(v, 42);
