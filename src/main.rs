@@ -259,6 +259,9 @@ struct RunArgs {
     /// beside the report; format in docs/history.md).
     #[arg(long)]
     history: bool,
+    /// Also fail (exit 1) when a strategy run had too few operations to judge (NO EVIDENCE).
+    #[arg(long)]
+    strict: bool,
 }
 
 /// A scenario name as one directory name: anything but letters, digits, `-`, `_` and
@@ -301,6 +304,7 @@ enum Ending {
 const EXIT_INTERRUPTED: i32 = 130;
 
 async fn run(args: RunArgs) -> Result<Ending, Failure> {
+    let strict = args.strict;
     let overrides = Overrides {
         strategies: args.strategies.clone(),
         backends: args.backends.clone(),
@@ -393,7 +397,13 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     if !report.all_guarantees_held {
         println!("a strategy broke its declared guarantee; replay with: {}", report.replay_command);
     }
-    Ok(if report.all_guarantees_held && report.thresholds_breached == 0 { Ending::Held } else { Ending::Broken })
+    let no_evidence = report.strategies.iter().filter(|s| !s.check.evidence).count();
+    if no_evidence > 0 {
+        let then = if strict { "--strict: exit 1" } else { "pass --strict to fail on it" };
+        println!("{no_evidence} strategy run(s) had too few operations to judge (NO EVIDENCE; {then})");
+    }
+    let held = report.all_guarantees_held && report.thresholds_breached == 0 && !(strict && no_evidence > 0);
+    Ok(if held { Ending::Held } else { Ending::Broken })
 }
 
 /// The first Ctrl-C sets `cancel` (the load stops, what ran is checked and cleaned up);

@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use counterlab_core::{
-    CheckInput, Context, Fault, Guarantee, OpError, SettledRead, Strategy, check_counters, check_reads, classify,
+    CheckInput, Context, ErrorClass, ErrorFigures, Fault, Findings, Guarantee, OpError, OpKind, SettledRead, Strategy,
+    check_counters, check_reads, classify, judge,
 };
 use counterlab_report::{
     FaultEvent, HistoryReport, REPORT_SCHEMA_VERSION, Report, ServerInfo, Skipped, StrategyReport, StrategyRun,
@@ -693,6 +694,22 @@ async fn run_one(
         for a in &anomalies {
             log(&format!("{name} on {backend} at {}: anomaly {} x{}", isolation.name(), a.name, a.count));
         }
+        let permission_denied = load.ops.iter().map(|o| o.errors_by_class[ErrorClass::Permission.index()]).sum();
+        let lone_writer = (t.server.dialect() == Dialect::Sqlite && t.redis.is_none())
+            .then_some("SQLite runs one writer at a time (every transaction is serializable), so its race cannot happen");
+        let judgement = judge(
+            &Findings {
+                strategy: name,
+                guarantee,
+                check: &check,
+                anomalies: &anomalies,
+                permission_denied,
+                errors: judged_errors(plan, name, &load),
+                executed: executed(plan, &load),
+                serialises_writers: lone_writer,
+            },
+            plan.verdict.rules(),
+        );
         let short = ns_name.strip_prefix(&format!("cl_{}_", t.run_id)).unwrap_or(&ns_name).to_string();
         let history_file = match &opts.history_dir {
             None => None,
@@ -728,7 +745,7 @@ async fn run_one(
             load.throughput_ops_per_s(),
             check.users_mismatched,
             check.users_checked,
-            check.verdict.name()
+            judgement.label
         ));
         let mut report = StrategyReport::new(StrategyRun {
             info: t.info,
@@ -738,6 +755,7 @@ async fn run_one(
             namespace: &ns_name,
             namespace_kept: opts.keep,
             identity,
+            judgement,
             seed_s,
             load: &load,
             settle_s,
@@ -796,6 +814,34 @@ async fn run_one(
         }
     }
     result
+}
+
+/// Non-conflict, non-permission errors of a run (permission errors are judged on their
+/// own), or None while the scenario schedules faults for the strategy: then errors are
+/// what the faults cause, and the checks judge their effect.
+fn judged_errors(plan: &RunPlan, name: &str, load: &counterlab_sim::LoadResult) -> Option<ErrorFigures> {
+    if plan.faults.iter().any(|f| f.applies_to(name)) {
+        return None;
+    }
+    let judged = ErrorClass::ALL.into_iter().filter(|c| !c.is_conflict() && *c != ErrorClass::Permission);
+    let by_class: Vec<(ErrorClass, u64)> =
+        judged.map(|c| (c, load.ops.iter().map(|o| o.errors_by_class[c.index()]).sum())).collect();
+    let failed = by_class.iter().map(|(_, n)| n).sum();
+    let top = by_class.iter().filter(|(_, n)| *n > 0).max_by_key(|(_, n)| *n).map(|(c, n)| {
+        let sample = load.error_samples.iter().find(|m| m.starts_with(c.name()));
+        format!("{} x{n}{}", c.name(), sample.map(|m| format!(" ({m})")).unwrap_or_default())
+    });
+    Some(ErrorFigures { failed, ops: load.total_ops(), top })
+}
+
+/// The op kinds the mix gives weight, with how many of each ran.
+fn executed(plan: &RunPlan, load: &counterlab_sim::LoadResult) -> Vec<(OpKind, u64)> {
+    OpKind::ALL
+        .into_iter()
+        .zip(plan.workload.mix_weights())
+        .filter(|(_, w)| *w > 0)
+        .map(|(k, _)| (k, load.op(k).count))
+        .collect()
 }
 
 /// Users whose `read_count` is compared with the truth after settle (evenly spread).

@@ -68,6 +68,7 @@ struct RawScenario {
     redis: Option<Spanned<RawRedis>>,
     faults: Option<Vec<Spanned<RawFault>>>,
     thresholds: Option<Vec<Spanned<RawThreshold>>>,
+    verdict: Option<Spanned<RawVerdict>>,
     data: RawData,
     workload: Spanned<RawWorkload>,
     strategy: Option<BTreeMap<String, Spanned<crate::custom::RawStrategy>>>,
@@ -92,6 +93,13 @@ struct RawFault {
     duration_ms: Option<Spanned<u64>>,
     op: Option<Spanned<String>>,
     strategies: Option<Vec<Spanned<String>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawVerdict {
+    max_error_rate: Option<Spanned<f64>>,
+    min_ops_per_kind: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -188,6 +196,8 @@ pub struct RunPlan {
     pub faults: Vec<FaultPlan>,
     /// Limits that fail the run (exit code 1) when breached.
     pub thresholds: Vec<counterlab_report::Threshold>,
+    /// What the verdict allows: errors, and the operations that must run (`[verdict]`).
+    pub verdict: VerdictPlan,
     pub data: DataPlan,
     pub workload: WorkloadPlan,
     /// Strategies defined in the scenario (or its strategy files), by name.
@@ -199,6 +209,40 @@ impl RunPlan {
     pub fn isolation_for(&self, strategy: &str) -> &[String] {
         self.strategy_isolation.get(strategy).unwrap_or(&self.isolation)
     }
+}
+
+/// `[verdict]`: the largest share of operations that may fail with a non-conflict error
+/// (default 0.001) and the fewest operations of each kind the mix asks for (default 1).
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct VerdictPlan {
+    pub max_error_rate: f64,
+    pub min_ops_per_kind: u64,
+}
+
+impl VerdictPlan {
+    pub fn rules(self) -> counterlab_core::VerdictRules {
+        counterlab_core::VerdictRules { max_error_rate: self.max_error_rate, min_ops_per_kind: self.min_ops_per_kind }
+    }
+}
+
+fn verdict_plan(cx: &Ctx<'_>, raw: Option<&Spanned<RawVerdict>>) -> Result<VerdictPlan, ScenarioError> {
+    let d = counterlab_core::VerdictRules::default();
+    let Some(raw) = raw.map(|r| r.get_ref()) else {
+        return Ok(VerdictPlan { max_error_rate: d.max_error_rate, min_ops_per_kind: d.min_ops_per_kind });
+    };
+    let max_error_rate = match &raw.max_error_rate {
+        Some(v) if !(0.0..=1.0).contains(v.get_ref()) => {
+            return Err(cx.at(v.span(), "max_error_rate is a share of operations: 0.0 ..= 1.0 (0.001 is 0.1%)"));
+        }
+        Some(v) => *v.get_ref(),
+        None => d.max_error_rate,
+    };
+    let min_ops_per_kind = match &raw.min_ops_per_kind {
+        Some(v) if *v.get_ref() > 1_000_000_000 => return Err(cx.at(v.span(), "min_ops_per_kind is at most 1e9")),
+        Some(v) => *v.get_ref(),
+        None => d.min_ops_per_kind,
+    };
+    Ok(VerdictPlan { max_error_rate, min_ops_per_kind })
 }
 
 /// Tunables of the Redis strategies.
@@ -1003,6 +1047,7 @@ pub fn parse(
         redis,
         faults,
         thresholds,
+        verdict: verdict_plan(&cx, raw.verdict.as_ref())?,
         data: DataPlan { n_users, notifications_per_user: per_user, initial_read_per_user: initial_read },
         custom,
         workload: WorkloadPlan {

@@ -46,3 +46,7 @@ mod zoo;
 /// Escape attempts against each namespace's own identity (role, user, ACL user,
 /// authorizer): refused by the servers, sentinels unchanged.
 mod sandbox;
+
+/// One verdict in every output and the exit code: wrong reads, failing operations, no
+/// evidence.
+mod verdicts;

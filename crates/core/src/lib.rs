@@ -6,6 +6,7 @@ mod check;
 mod history;
 mod model;
 mod strategy;
+mod verdict;
 
 pub use check::{CheckInput, CheckResult, UserDrift, Verdict, check_counters};
 pub use history::{
@@ -14,3 +15,4 @@ pub use history::{
 };
 pub use model::{ErrorClass, Guarantee, NotificationId, OpError, OpKind, Outcome, UserId};
 pub use strategy::{CrashPoints, Fault, Strategy, StrategyInfo};
+pub use verdict::{ErrorFigures, Findings, Judgement, READ_ANOMALIES, VerdictRules, judge};

@@ -77,6 +77,7 @@ fn verdict_class(v: &str) -> &'static str {
     match v {
         "pass" => "v-pass",
         v if v.starts_with("FAIL") => "v-fail",
+        "NO EVIDENCE" => "v-fail",
         _ => "v-other",
     }
 }
@@ -748,7 +749,7 @@ fn header(w: &mut String, r: &Report) {
             ),
         ),
         (
-            "every guarantee held",
+            "every declared guarantee held",
             format!(
                 "<span class=\"{}\">{}</span>",
                 if r.all_guarantees_held { "good" } else { "bad" },
@@ -761,6 +762,20 @@ fn header(w: &mut String, r: &Report) {
         writeln!(w, "<dt>{k}</dt><dd>{v}</dd>").unwrap();
     }
     writeln!(w, "</dl>").unwrap();
+    writeln!(w, "<ul class=\"verdicts\">").unwrap();
+    for s in &r.strategies {
+        writeln!(
+            w,
+            "<li><span class=\"{}\">{}</span> {} at {}: {}</li>",
+            verdict_class(&s.check.verdict),
+            esc(&s.check.verdict),
+            esc(&s.backend),
+            esc(&s.isolation),
+            esc(&s.check.summary)
+        )
+        .unwrap();
+    }
+    writeln!(w, "</ul>").unwrap();
 }
 
 /// One table cell: HTML (already escaped) and its CSS class, if any.
@@ -1261,7 +1276,9 @@ mod tests {
                 drift_net: 0,
                 worst_users: Vec::new(),
                 verdict: verdict.into(),
-                matches_guarantee: verdict != "FAIL",
+                matches_guarantee: !verdict.starts_with("FAIL"),
+                evidence: true,
+                summary: format!("{name}: {verdict}"),
             },
             load_model: "open loop, 200 -> 400 ops/s".into(),
             stages: vec![StageReport {
@@ -1475,7 +1492,7 @@ mod tests {
             "lost_flush",
             "SQLite has no row locks",
             "<td class=\"num\">3/100</td>",
-            "<dt>every guarantee held</dt><dd><span class=\"bad\">no</span>",
+            "<dt>every declared guarantee held</dt><dd><span class=\"bad\">no</span>",
             "<dt>thresholds breached</dt><dd><span class=\"bad\">1</span>",
             "<dt>interrupted</dt><dd>no</dd>",
         ] {

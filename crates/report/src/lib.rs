@@ -9,7 +9,7 @@ mod thresholds;
 
 use std::collections::BTreeMap;
 
-use counterlab_core::{CheckResult, ErrorClass, Event, OpKind, StrategyInfo, Verdict};
+use counterlab_core::{CheckResult, ErrorClass, Event, OpKind, StrategyInfo};
 use counterlab_sim::{LoadModel, LoadResult, Sample, StageResult, Stop};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -440,8 +440,14 @@ pub struct CheckReport {
     pub drift_abs_total: u64,
     pub drift_net: i64,
     pub worst_users: Vec<WorstUser>,
+    /// The one verdict (`counterlab_core::judge`): `pass`, `drift-expected`,
+    /// `no-drift-observed`, `NO EVIDENCE`, or `FAIL: <parts>`.
     pub verdict: String,
     pub matches_guarantee: bool,
+    /// False when an operation kind the mix asks for ran fewer times than required.
+    pub evidence: bool,
+    /// The verdict in words, one sentence.
+    pub summary: String,
 }
 
 /// Fields missing from older reports (schema 1) read as their defaults.
@@ -453,9 +459,6 @@ pub struct WorstUser {
     pub counter: Option<i64>,
     pub truth: i64,
 }
-
-/// The verdict of a strategy whose operations the server refused for lack of a privilege.
-pub const DENIED: &str = "FAIL: denied";
 
 /// The quantiles of a latency curve (1.0 is the max).
 pub const CURVE_QUANTILES: [f64; 12] = [0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 1.0];
@@ -599,6 +602,8 @@ pub struct StrategyRun<'a> {
     pub namespace: &'a str,
     pub namespace_kept: bool,
     pub identity: String,
+    /// The verdict, judged once from everything above.
+    pub judgement: counterlab_core::Judgement,
     pub seed_s: f64,
     pub load: &'a LoadResult,
     pub settle_s: f64,
@@ -689,15 +694,10 @@ impl StrategyReport {
                     .iter()
                     .map(|w| WorstUser { user: w.user, counter: w.counter, truth: w.truth })
                     .collect(),
-                // A strategy that hit its identity's boundary is never a pass, whatever
-                // its counters say: it tried to reach outside its namespace.
-                verdict: if permission_denied > 0 { DENIED.to_string() } else { c.verdict.name().to_string() },
-                // An exact or eventual strategy with any anomaly broke its promise, even
-                // when its final counters agree (a read out of bounds, a stale read).
-                matches_guarantee: permission_denied == 0
-                    && c.verdict.matches_guarantee()
-                    && (matches!(c.verdict, Verdict::DriftExpected | Verdict::NoDriftObserved)
-                        || run.anomalies.is_empty()),
+                verdict: run.judgement.label.clone(),
+                matches_guarantee: run.judgement.held,
+                evidence: run.judgement.evidence,
+                summary: run.judgement.sentence.clone(),
             },
         }
     }

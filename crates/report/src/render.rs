@@ -143,6 +143,11 @@ pub fn render_terminal(r: &Report) -> String {
     for k in &r.skipped {
         writeln!(w, "\nskipped {} on {} at {}: {}", k.strategy, k.backend, k.isolation, k.reason).unwrap();
     }
+    // The verdicts last, in words: what a reader of a terminal sees first when it scrolls.
+    writeln!(w, "\nverdicts:").unwrap();
+    for s in &r.strategies {
+        writeln!(w, "  {:<20} {} at {}: {}", s.check.verdict, s.backend, s.isolation, s.check.summary).unwrap();
+    }
     out
 }
 
@@ -162,7 +167,11 @@ pub fn render_markdown(r: &Report) -> String {
         line(format!("- {} {} at `{}`", s.backend, s.version, s.url));
     }
     line(format!("- replay: `{}`", r.replay_command));
-    line(format!("- every guarantee held: {}", if r.all_guarantees_held { "yes" } else { "**no**" }));
+    line(format!("- every declared guarantee held: {}", if r.all_guarantees_held { "yes" } else { "**no**" }));
+    line("\n## Verdicts\n".into());
+    for s in &r.strategies {
+        line(format!("- `{}` {} at {}: {}", s.check.verdict, s.backend, s.isolation, s.check.summary));
+    }
     if r.interrupted {
         line("- **interrupted** by Ctrl-C: later runs did not start".into());
     }

@@ -1,0 +1,200 @@
+//! One verdict per strategy run, computed once from everything the run found (the final
+//! counters, the reads against the history, errors, refusals and whether the mix really
+//! ran), and used by every output: terminal, Markdown, HTML, JSON and the exit code.
+
+use crate::check::{CheckResult, Verdict as CounterVerdict};
+use crate::history::Anomaly;
+use crate::model::{Guarantee, OpKind};
+
+/// Anomalies found only by reading (a read outside its bounds, a stale read after
+/// settle); the others explain wrong counters.
+pub const READ_ANOMALIES: [&str; 2] = ["read_out_of_bounds", "stale_after_settle"];
+
+/// What the scenario allows before the verdict fails or lacks evidence.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct VerdictRules {
+    /// Largest share of operations that may fail with a non-conflict error (conflicts the
+    /// server rolled back are retried and never count).
+    pub max_error_rate: f64,
+    /// Fewest executed (not skipped) operations of each kind the mix asks for.
+    pub min_ops_per_kind: u64,
+}
+
+impl Default for VerdictRules {
+    fn default() -> VerdictRules {
+        VerdictRules { max_error_rate: 0.001, min_ops_per_kind: 1 }
+    }
+}
+
+/// Non-conflict errors of a run, when they are judged (not while faults are scheduled:
+/// then errors are what the faults cause).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ErrorFigures {
+    pub failed: u64,
+    pub ops: u64,
+    /// The most frequent error class and one message of it.
+    pub top: Option<String>,
+}
+
+/// Everything a run found, as the verdict needs it.
+#[derive(Clone, Debug)]
+pub struct Findings<'a> {
+    pub strategy: &'a str,
+    pub guarantee: Guarantee,
+    pub check: &'a CheckResult,
+    pub anomalies: &'a [Anomaly],
+    /// Operations the server refused for lack of a privilege.
+    pub permission_denied: u64,
+    /// None: errors are not judged (faults scheduled).
+    pub errors: Option<ErrorFigures>,
+    /// Kinds the mix asks for, with how many of each were executed.
+    pub executed: Vec<(OpKind, u64)>,
+    /// Why this backend cannot show drift, when it cannot (SQLite: one writer at a time).
+    pub serialises_writers: Option<&'a str>,
+}
+
+/// The verdict: its label, whether the guarantee held, whether there was evidence, and
+/// one sentence in words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Judgement {
+    /// `pass`, `drift-expected`, `no-drift-observed`, `NO EVIDENCE`, or `FAIL: <parts>`
+    /// with parts among `denied`, `counters`, `reads`, `errors`.
+    pub label: String,
+    pub held: bool,
+    pub evidence: bool,
+    pub sentence: String,
+}
+
+/// Judges one strategy run.
+pub fn judge(f: &Findings<'_>, rules: VerdictRules) -> Judgement {
+    let c = f.check;
+    let wrong = format!("{}/{} counters wrong", c.users_mismatched, c.users_checked);
+    let promises = f.guarantee != Guarantee::None;
+    let mut failed: Vec<(&str, String)> = Vec::new();
+    if f.permission_denied > 0 {
+        failed.push(("denied", format!("{} operations refused for lack of a privilege", f.permission_denied)));
+    }
+    if c.verdict == CounterVerdict::Fail {
+        failed.push(("counters", format!("{wrong}, but it promises {} counters", f.guarantee.name())));
+    }
+    let read_anomalies: u64 = f.anomalies.iter().filter(|a| READ_ANOMALIES.contains(&a.name)).map(|a| a.count).sum();
+    let reads_broken = promises && (read_anomalies > 0 || (!f.anomalies.is_empty() && c.users_mismatched == 0));
+    if reads_broken {
+        let names: Vec<String> = f.anomalies.iter().map(|a| format!("{} x{}", a.name, a.count)).collect();
+        failed.push(("reads", format!("reads outside what the history allows ({})", names.join(", "))));
+    }
+    if let Some(e) = &f.errors
+        && e.ops > 0
+        && e.failed as f64 > rules.max_error_rate * e.ops as f64
+    {
+        let rate = 100.0 * e.failed as f64 / e.ops as f64;
+        let top = e.top.as_deref().map(|t| format!("; top: {t}")).unwrap_or_default();
+        let max = 100.0 * rules.max_error_rate;
+        failed.push(("errors", format!("{rate:.2}% of operations failed (max {max}%){top}")));
+    }
+    let missing: Vec<String> = f
+        .executed
+        .iter()
+        .filter(|(_, n)| *n < rules.min_ops_per_kind)
+        .map(|(k, n)| format!("{} ({n})", k.name()))
+        .collect();
+    let evidence = missing.is_empty();
+    if !failed.is_empty() {
+        let parts: Vec<&str> = failed.iter().map(|(p, _)| *p).collect();
+        let why: Vec<String> = failed.into_iter().map(|(_, w)| w).collect();
+        return Judgement {
+            label: format!("FAIL: {}", parts.join(", ")),
+            held: false,
+            evidence,
+            sentence: format!("{}: {}", f.strategy, why.join("; ")),
+        };
+    }
+    if !evidence {
+        let sentence = format!(
+            "{}: too few operations ran to judge it: {} (at least {} of each kind the mix asks for)",
+            f.strategy,
+            missing.join(", "),
+            rules.min_ops_per_kind
+        );
+        return Judgement { label: "NO EVIDENCE".into(), held: true, evidence, sentence };
+    }
+    let (label, sentence) = match c.verdict {
+        CounterVerdict::DriftExpected => ("drift-expected", format!("{wrong} — expected, it makes no guarantee")),
+        CounterVerdict::NoDriftObserved => match f.serialises_writers {
+            Some(why) => ("no-drift-observed", format!("no counter drifted, and none can here: {why}")),
+            None => (
+                "no-drift-observed",
+                "no counter drifted, but it makes no guarantee: this run did not hit its race".to_string(),
+            ),
+        },
+        _ => ("pass", format!("all {} counters {} and every read within its bounds", c.users_checked, exact(f))),
+    };
+    Judgement { label: label.into(), held: true, evidence, sentence: format!("{}: {sentence}", f.strategy) }
+}
+
+fn exact(f: &Findings<'_>) -> &'static str {
+    if f.guarantee == Guarantee::Eventual { "converged after settle" } else { "exact" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::{CheckInput, check_counters};
+
+    fn findings<'a>(g: Guarantee, check: &'a CheckResult, anomalies: &'a [Anomaly]) -> Findings<'a> {
+        Findings {
+            strategy: "s",
+            guarantee: g,
+            check,
+            anomalies,
+            permission_denied: 0,
+            errors: Some(ErrorFigures { failed: 0, ops: 1000, top: None }),
+            executed: vec![(OpKind::MarkRead, 500), (OpKind::ReadCount, 500)],
+            serialises_writers: None,
+        }
+    }
+
+    fn rows(wrong: bool) -> Vec<CheckInput> {
+        vec![CheckInput { user: 1, counter: Some(if wrong { 3 } else { 2 }), truth: 2 }]
+    }
+
+    fn anomaly(name: &'static str) -> Anomaly {
+        Anomaly { name, count: 2, witnesses: Vec::new(), ops_to_detect: 1 }
+    }
+
+    #[test]
+    fn each_failing_part_is_named_and_none_passes() {
+        let ok = check_counters(&rows(false), Guarantee::Exact);
+        let bad = check_counters(&rows(true), Guarantee::Exact);
+        let reads = [anomaly("read_out_of_bounds")];
+        let j = |f: &Findings<'_>| judge(f, VerdictRules::default());
+        assert_eq!(j(&findings(Guarantee::Exact, &ok, &[])).label, "pass");
+        assert_eq!(j(&findings(Guarantee::Exact, &bad, &[])).label, "FAIL: counters");
+        let r = j(&findings(Guarantee::Exact, &ok, &reads));
+        assert_eq!((r.label.as_str(), r.held), ("FAIL: reads", false));
+        let mut f = findings(Guarantee::Exact, &ok, &[]);
+        f.errors = Some(ErrorFigures { failed: 2, ops: 1000, top: Some("other: no such table".into()) });
+        let e = j(&f);
+        assert!(e.label == "FAIL: errors" && e.sentence.contains("no such table"), "{e:?}");
+        f.errors = None;
+        assert_eq!(j(&f).label, "pass", "errors are not judged under faults");
+        f.permission_denied = 1;
+        assert_eq!(j(&f).label, "FAIL: denied");
+    }
+
+    #[test]
+    fn no_evidence_is_not_a_pass_and_drift_is_explained() {
+        let ok = check_counters(&rows(false), Guarantee::Exact);
+        let mut f = findings(Guarantee::Exact, &ok, &[]);
+        f.executed = vec![(OpKind::Delete, 0)];
+        let n = judge(&f, VerdictRules::default());
+        assert!(n.label == "NO EVIDENCE" && !n.evidence && n.sentence.contains("delete (0)"), "{n:?}");
+        let none_bad = check_counters(&rows(true), Guarantee::None);
+        let d = judge(&findings(Guarantee::None, &none_bad, &[anomaly("double_decrement")]), VerdictRules::default());
+        assert!(d.label == "drift-expected" && d.held && d.sentence.contains("1/1 counters wrong"), "{d:?}");
+        let none_ok = check_counters(&rows(false), Guarantee::None);
+        let mut f = findings(Guarantee::None, &none_ok, &[]);
+        f.serialises_writers = Some("SQLite runs one writer at a time");
+        assert!(judge(&f, VerdictRules::default()).sentence.contains("none can here: SQLite"));
+    }
+}
