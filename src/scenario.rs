@@ -569,7 +569,7 @@ pub fn parse(
     let expect_drift = pick_names(&cx, "strategy", &[], raw.expect_drift.as_deref(), known, &[])?;
     let expect_anomaly = match &raw.expect_anomaly {
         None => None,
-        Some(a) if a.get_ref() == "none" || counterlab_core::ANOMALY_NAMES.contains(&a.get_ref().as_str()) => {
+        Some(a) if a.get_ref() == "none" || counterlab_core::AnomalyKind::from_name(a.get_ref()).is_some() => {
             Some(a.get_ref().clone())
         }
         Some(a) => {
@@ -578,7 +578,7 @@ pub fn parse(
                 format!(
                     "unknown anomaly {:?}; valid: none, {}",
                     a.get_ref(),
-                    counterlab_core::ANOMALY_NAMES.join(", ")
+                    counterlab_core::AnomalyKind::ALL.map(|k| k.name()).join(", ")
                 ),
             ));
         }

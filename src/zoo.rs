@@ -42,6 +42,10 @@ pub struct ZooRow {
     pub ops_to_detect: Option<u64>,
     /// Calls recorded in the run.
     pub calls: u64,
+    /// Users whose counter was wrong, and how many of them the expected name explains
+    /// (each drifted user gets one drift-explaining name).
+    pub drifted: u64,
+    pub explained: u64,
     pub replay: String,
 }
 
@@ -107,6 +111,8 @@ fn judge(file: &Path, expected: &str, seed: u64, report: &Report) -> Vec<ZooRow>
                 found: s.anomalies.iter().map(|a| format!("{} x{}", a.name, a.count)).collect(),
                 ops_to_detect: hit.map(|a| a.ops_to_detect),
                 calls: s.history.events,
+                drifted: s.check.users_mismatched,
+                explained: hit.map_or(0, |a| a.count.min(s.check.users_mismatched)),
                 replay: report.replay_command.clone(),
             }
         })
@@ -121,6 +127,8 @@ fn judge(file: &Path, expected: &str, seed: u64, report: &Report) -> Vec<ZooRow>
         found: vec![k.reason.clone()],
         ops_to_detect: None,
         calls: 0,
+        drifted: 0,
+        explained: 0,
         replay: report.replay_command.clone(),
     }));
     rows
@@ -183,6 +191,9 @@ pub struct ZooSummary {
     pub mean_ops_to_detect: Option<f64>,
     /// Misses and false positives.
     pub failed: u64,
+    /// Over all runs: drifted users, and those the expected name explains.
+    pub drifted: u64,
+    pub explained: u64,
 }
 
 pub fn summary(rows: &[ZooRow]) -> Vec<ZooSummary> {
@@ -199,6 +210,8 @@ pub fn summary(rows: &[ZooRow]) -> Vec<ZooSummary> {
                     runs: 0,
                     mean_ops_to_detect: None,
                     failed: 0,
+                    drifted: 0,
+                    explained: 0,
                 });
                 out.len() - 1
             }
@@ -207,6 +220,8 @@ pub fn summary(rows: &[ZooRow]) -> Vec<ZooSummary> {
         o.runs += 1;
         o.as_expected += u64::from(matches!(r.result.as_str(), "detected" | "clean"));
         o.failed += u64::from(r.failed());
+        o.drifted += r.drifted;
+        o.explained += r.explained;
         if let Some(n) = r.ops_to_detect {
             // Running mean over the detecting runs.
             let k = o.as_expected as f64;
@@ -219,13 +234,17 @@ pub fn summary(rows: &[ZooRow]) -> Vec<ZooSummary> {
 /// The detection table as Markdown (also what the terminal shows).
 pub fn render(rows: &[ZooRow]) -> String {
     let mut s = String::from(
-        "| file | strategy | expected | as expected | runs | mean calls to detect | misses / false positives |\n|---|---|---|---|---|---|---|\n",
+        "| file | strategy | expected | as expected | runs | mean calls to detect | drifted users explained by it | misses / false positives |\n|---|---|---|---|---|---|---|---|\n",
     );
     for o in summary(rows) {
         let file = Path::new(&o.file).file_name().map_or(o.file.clone(), |f| f.to_string_lossy().into_owned());
         let mean = o.mean_ops_to_detect.map_or("-".to_string(), |m| format!("{m:.0}"));
+        let share = match (o.expected.as_str(), o.drifted) {
+            ("none", _) | (_, 0) => "-".to_string(),
+            (_, d) => format!("{}/{d} ({:.0}%)", o.explained, 100.0 * o.explained as f64 / d as f64),
+        };
         s += &format!(
-            "| {file} | {} | {} | {} | {} | {mean} | {} |\n",
+            "| {file} | {} | {} | {} | {} | {mean} | {share} | {} |\n",
             o.strategy, o.expected, o.as_expected, o.runs, o.failed
         );
     }

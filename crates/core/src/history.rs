@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::anomaly::AnomalyKind;
 use crate::check::CheckInput;
 use crate::model::{Guarantee, NotificationId, OpKind, Outcome, UserId};
 
@@ -189,6 +190,8 @@ impl Witness {
 /// A named anomaly, how many times it occurred and up to `MAX_WITNESSES` witnesses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Anomaly {
+    pub kind: AnomalyKind,
+    /// `kind.name()`.
     pub name: &'static str,
     pub count: u64,
     pub witnesses: Vec<Witness>,
@@ -196,21 +199,6 @@ pub struct Anomaly {
     /// is only visible in the final state).
     pub ops_to_detect: u64,
 }
-
-/// Every anomaly name the checker can give, in report order.
-pub const ANOMALY_NAMES: [&str; 11] = [
-    "double_decrement",
-    "double_apply_after_retry",
-    "lost_increment",
-    "lost_decrement",
-    "lost_flush",
-    "double_flush",
-    "negative_counter",
-    "read_out_of_bounds",
-    "stale_after_settle",
-    "unhealed_drift",
-    "unexplained_drift",
-];
 
 /// What the classifier knows beside the history.
 #[derive(Clone, Copy, Debug)]
@@ -255,6 +243,28 @@ fn zeroing_race<'a>(evs: &[&'a Event], until: u64) -> Option<(&'a Event, &'a Eve
     })
 }
 
+/// Two ok calls on one user that both moved its counter and overlapped in time: the
+/// lost update's precondition (a read-modify-write of the counter by each). O(n log n).
+fn overlapping_writes<'a>(evs: &[&'a Event]) -> Option<(&'a Event, &'a Event)> {
+    let moved = |e: &&&'a Event| {
+        e.outcome == Outcome::Ok && (e.op == OpKind::Create || (e.op != OpKind::ReadCount && e.observed > 0))
+    };
+    let mut writes: Vec<&'a Event> = evs.iter().filter(moved).copied().collect();
+    writes.sort_by_key(|e| e.invoke_us);
+    let mut latest: Option<&'a Event> = None;
+    for w in writes {
+        if let Some(l) = latest
+            && overlap(l, w)
+        {
+            return Some((l, w));
+        }
+        if latest.is_none_or(|l| w.complete_us > l.complete_us) {
+            latest = Some(w);
+        }
+    }
+    None
+}
+
 fn overlap(a: &Event, b: &Event) -> bool {
     a.invoke_us < b.complete_us && b.invoke_us < a.complete_us
 }
@@ -266,12 +276,12 @@ fn transitions(e: &Event) -> bool {
 }
 
 struct Acc {
-    found: BTreeMap<&'static str, (u64, Vec<Witness>)>,
+    found: BTreeMap<AnomalyKind, (u64, Vec<Witness>)>,
 }
 
 impl Acc {
-    fn add(&mut self, name: &'static str, w: Witness) {
-        let e = self.found.entry(name).or_default();
+    fn add(&mut self, kind: AnomalyKind, w: Witness) {
+        let e = self.found.entry(kind).or_default();
         e.0 += 1;
         e.1.push(w);
     }
@@ -283,7 +293,8 @@ impl Acc {
 /// decrement); an op retried after an unknown outcome (double apply); the strategy's
 /// own count of lost or doubled flush claims (either sign of delta); a create racing a
 /// mark_all_read (lost increment); an
-/// unknown op that half applied (lost increment/decrement); else unexplained drift, or
+/// unknown op that half applied (lost increment/decrement); two overlapping calls that
+/// both moved the counter (lost update, either sign); else unexplained drift, or
 /// unhealed drift when a reconciler ran. Independently: negative counters, reads out of
 /// bounds (`reads`; not judged for eventual strategies), and post-settle reads that
 /// differ from the truth (`settled`, exact and eventual strategies).
@@ -303,7 +314,7 @@ pub fn classify(
     }
     for r in rows.iter().filter(|r| r.counter.is_some_and(|c| c < 0)) {
         acc.add(
-            "negative_counter",
+            AnomalyKind::NegativeCounter,
             Witness {
                 user: r.user,
                 id: 0,
@@ -347,10 +358,13 @@ pub fn classify(
         if drift < 0
             && let Some((id, ops)) = double
         {
-            acc.add("double_decrement", base(ops, id, "two calls each claimed this notification's transition".into()));
+            acc.add(
+                AnomalyKind::DoubleDecrement,
+                base(ops, id, "two calls each claimed this notification's transition".into()),
+            );
         } else if let Some(e) = retried {
             acc.add(
-                "double_apply_after_retry",
+                AnomalyKind::DoubleApplyAfterRetry,
                 base(vec![**e], e.id, format!("retried after {} unknown attempt(s)", e.unknown_attempts)),
             );
         } else if flush_budget.0 + flush_budget.1 > 0 {
@@ -358,22 +372,28 @@ pub fn classify(
             // is charged to the flusher's own count of such claims, lost ones first.
             if flush_budget.0 == 0 {
                 flush_budget.1 -= 1;
-                acc.add("double_flush", base(Vec::new(), 0, "the flusher applied a claimed delta twice".into()));
+                acc.add(
+                    AnomalyKind::DoubleFlush,
+                    base(Vec::new(), 0, "the flusher applied a claimed delta twice".into()),
+                );
             } else {
                 flush_budget.0 -= 1;
-                acc.add("lost_flush", base(Vec::new(), 0, "the flusher lost a claimed delta".into()));
+                acc.add(AnomalyKind::LostFlush, base(Vec::new(), 0, "the flusher lost a claimed delta".into()));
             }
         } else if drift < 0
             && let Some((m, c)) = race
         {
-            acc.add("lost_increment", base(vec![*c, *m], c.id, "a create raced mark_all_read".into()));
+            acc.add(AnomalyKind::LostIncrement, base(vec![*c, *m], c.id, "a create raced mark_all_read".into()));
         } else if let Some(e) = half {
-            let name = if drift > 0 { "lost_decrement" } else { "lost_increment" };
+            let name = if drift > 0 { AnomalyKind::LostDecrement } else { AnomalyKind::LostIncrement };
             acc.add(name, base(vec![**e], e.id, "an op with an unknown outcome half applied".into()));
+        } else if let Some((a, b)) = overlapping_writes(&evs) {
+            let note = "two overlapping writes to this user's counter: one overwrote the other".into();
+            acc.add(AnomalyKind::LostUpdate, base(vec![*a, *b], 0, note));
         } else if cx.reconciler {
-            acc.add("unhealed_drift", base(Vec::new(), 0, "the reconciler never repaired it".into()));
+            acc.add(AnomalyKind::UnhealedDrift, base(Vec::new(), 0, "the reconciler never repaired it".into()));
         } else {
-            acc.add("unexplained_drift", base(Vec::new(), 0, "no op in the history explains it".into()));
+            acc.add(AnomalyKind::UnexplainedDrift, base(Vec::new(), 0, "no op in the history explains it".into()));
         }
     }
     // Eventual strategies may show stale values while the load runs; the others may not.
@@ -382,7 +402,7 @@ pub fn classify(
     {
         for v in &rc.violations {
             acc.add(
-                "read_out_of_bounds",
+                AnomalyKind::ReadOutOfBounds,
                 Witness {
                     user: v.read.user,
                     id: 0,
@@ -399,7 +419,7 @@ pub fn classify(
                 },
             );
         }
-        if let Some(e) = acc.found.get_mut("read_out_of_bounds") {
+        if let Some(e) = acc.found.get_mut(&AnomalyKind::ReadOutOfBounds) {
             e.0 = rc.violations_total;
         }
         // A read below its bounds after a create raced a mark_all_read of the same user:
@@ -421,7 +441,7 @@ pub fn classify(
             seen.insert(v.read.user);
             if let Some((m, c)) = zeroing_race(evs, v.read.invoke_us) {
                 acc.add(
-                    "lost_increment",
+                    AnomalyKind::LostIncrement,
                     Witness {
                         user: v.read.user,
                         id: c.id,
@@ -437,7 +457,7 @@ pub fn classify(
     if cx.guarantee != Guarantee::None {
         for s in settled.iter().filter(|s| s.shown != s.truth) {
             acc.add(
-                "stale_after_settle",
+                AnomalyKind::StaleAfterSettle,
                 Witness {
                     user: s.user,
                     id: 0,
@@ -452,21 +472,20 @@ pub fn classify(
     let mut done: Vec<u64> = events.iter().map(|e| e.complete_us).collect();
     done.sort_unstable();
     let total = events.len() as u64;
-    let mut out: Vec<Anomaly> = ANOMALY_NAMES
-        .iter()
-        .filter_map(|name| {
-            let (count, mut ws) = acc.found.remove(name)?;
+    // Every kind found is reported (the map is keyed by the enum: nothing can be dropped),
+    // in the enum's order.
+    acc.found
+        .into_iter()
+        .map(|(kind, (count, mut ws))| {
             ws.sort_by_key(|w| (w.at_us(), w.user));
             let ops_to_detect = match ws.first().map(|w| w.at_us()) {
                 Some(t) if t != u64::MAX => done.partition_point(|c| *c <= t) as u64,
                 _ => total,
             };
             ws.truncate(MAX_WITNESSES);
-            Some(Anomaly { name, count, witnesses: ws, ops_to_detect })
+            Anomaly { kind, name: kind.name(), count, witnesses: ws, ops_to_detect }
         })
-        .collect();
-    out.sort_by_key(|a| ANOMALY_NAMES.iter().position(|n| *n == a.name));
-    out
+        .collect()
 }
 
 #[cfg(test)]
@@ -644,6 +663,14 @@ mod tests {
         let a = classify(&[], &[row(1, 0, 1), row(2, 3, 2)], None, &[], lost);
         let names: Vec<(&str, u64)> = a.iter().map(|a| (a.name, a.count)).collect();
         assert_eq!(names, [("lost_flush", 1), ("double_flush", 1)]);
+        // Two overlapping mark_reads of different rows, each claiming a transition, and a
+        // counter one too high: one read-modify-write overwrote the other.
+        let h = [ev(MarkRead, 1, 3, (2, 6), Okay, 1), ev(MarkRead, 1, 4, (4, 9), Okay, 1)];
+        let a = classify(&h, &[row(1, 3, 2)], None, &[], cx());
+        assert_eq!((a[0].name, a[0].witnesses[0].ops.len()), ("lost_update", 2));
+        // The same calls one after the other explain nothing.
+        let h = [ev(MarkRead, 1, 3, (2, 3), Okay, 1), ev(MarkRead, 1, 4, (4, 9), Okay, 1)];
+        assert_eq!(classify(&h, &[row(1, 3, 2)], None, &[], cx())[0].name, "unexplained_drift");
     }
 
     #[test]

@@ -2,17 +2,18 @@
 //! contract every counter design implements, and the checker that judges counters
 //! against the ground truth. This crate does no I/O; backends live in `strategies`.
 
+mod anomaly;
 mod check;
 mod history;
 mod model;
 mod strategy;
 mod verdict;
 
+pub use anomaly::AnomalyKind;
 pub use check::{CheckInput, CheckResult, UserDrift, Verdict, check_counters};
 pub use history::{
-    ANOMALY_NAMES, Anomaly, Context, Event, MAX_WITNESSES, ReadCheck, ReadViolation, SettledRead, Witness, check_reads,
-    classify,
+    Anomaly, Context, Event, MAX_WITNESSES, ReadCheck, ReadViolation, SettledRead, Witness, check_reads, classify,
 };
 pub use model::{ErrorClass, Guarantee, NotificationId, OpError, OpKind, Outcome, UserId};
 pub use strategy::{CrashPoints, Fault, Strategy, StrategyInfo};
-pub use verdict::{ErrorFigures, Findings, Judgement, READ_ANOMALIES, VerdictRules, judge};
+pub use verdict::{ErrorFigures, Findings, Judgement, VerdictRules, judge};

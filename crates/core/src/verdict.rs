@@ -6,10 +6,6 @@ use crate::check::{CheckResult, Verdict as CounterVerdict};
 use crate::history::Anomaly;
 use crate::model::{Guarantee, OpKind};
 
-/// Anomalies found only by reading (a read outside its bounds, a stale read after
-/// settle); the others explain wrong counters.
-pub const READ_ANOMALIES: [&str; 2] = ["read_out_of_bounds", "stale_after_settle"];
-
 /// What the scenario allows before the verdict fails or lacks evidence.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct VerdictRules {
@@ -74,13 +70,30 @@ pub fn judge(f: &Findings<'_>, rules: VerdictRules) -> Judgement {
     if f.permission_denied > 0 {
         failed.push(("denied", format!("{} operations refused for lack of a privilege", f.permission_denied)));
     }
+    let named = |reads: bool| {
+        let names: Vec<String> = f
+            .anomalies
+            .iter()
+            .filter(|a| a.kind.from_reads() == reads)
+            .map(|a| format!("{} x{}", a.name, a.count))
+            .collect();
+        if names.is_empty() { String::new() } else { format!(" ({})", names.join(", ")) }
+    };
     if c.verdict == CounterVerdict::Fail {
-        failed.push(("counters", format!("{wrong}, but it promises {} counters", f.guarantee.name())));
+        failed.push(("counters", format!("{wrong}, but it promises {} counters{}", f.guarantee.name(), named(false))));
     }
-    let read_anomalies: u64 = f.anomalies.iter().filter(|a| READ_ANOMALIES.contains(&a.name)).map(|a| a.count).sum();
-    let reads_broken = promises && (read_anomalies > 0 || (!f.anomalies.is_empty() && c.users_mismatched == 0));
+    // With the counters right, any anomaly was seen by reading (e.g. a lost increment a
+    // later mark_all_read hid from the final state).
+    let counters_right = c.users_mismatched == 0;
+    let reads_broken =
+        promises && (f.anomalies.iter().any(|a| a.kind.from_reads()) || (!f.anomalies.is_empty() && counters_right));
     if reads_broken {
-        let names: Vec<String> = f.anomalies.iter().map(|a| format!("{} x{}", a.name, a.count)).collect();
+        let names: Vec<String> = f
+            .anomalies
+            .iter()
+            .filter(|a| counters_right || a.kind.from_reads())
+            .map(|a| format!("{} x{}", a.name, a.count))
+            .collect();
         failed.push(("reads", format!("reads outside what the history allows ({})", names.join(", "))));
     }
     if let Some(e) = &f.errors
@@ -159,7 +172,8 @@ mod tests {
     }
 
     fn anomaly(name: &'static str) -> Anomaly {
-        Anomaly { name, count: 2, witnesses: Vec::new(), ops_to_detect: 1 }
+        let kind = crate::AnomalyKind::from_name(name).unwrap();
+        Anomaly { kind, name, count: 2, witnesses: Vec::new(), ops_to_detect: 1 }
     }
 
     #[test]

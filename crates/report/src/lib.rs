@@ -217,6 +217,8 @@ pub struct SeriesPoint {
 #[serde(default)]
 pub struct Anomaly {
     pub name: String,
+    /// What the name means (the legend line, `AnomalyKind::meaning`).
+    pub meaning: String,
     pub count: u64,
     pub detail: String,
     /// Calls completed up to the first witness (all calls when only the final state shows it).
@@ -359,6 +361,7 @@ fn anomaly_report(a: &counterlab_core::Anomaly, figures: &BTreeMap<String, f64>,
     }
     Anomaly {
         name: a.name.into(),
+        meaning: a.kind.meaning().into(),
         count: a.count,
         detail,
         ops_to_detect: a.ops_to_detect,

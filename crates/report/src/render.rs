@@ -259,8 +259,8 @@ pub fn render_markdown(r: &Report) -> String {
         line(format!("  - history: {}", history_line(&s.history)));
         for a in &s.anomalies {
             line(format!(
-                "  - anomaly **{}** x{} (visible after {} calls): {}",
-                a.name, a.count, a.ops_to_detect, a.detail
+                "  - anomaly **{}** x{} ({}; visible after {} calls): {}",
+                a.name, a.count, a.meaning, a.ops_to_detect, a.detail
             ));
         }
         for t in &s.thresholds {
