@@ -79,7 +79,13 @@ fn main() {
     let rows: Vec<CheckInput> = (1..=users as i64)
         .map(|u| CheckInput { user: u, counter: Some(unread[u as usize]), truth: unread[u as usize] })
         .collect();
-    let cx = Context { guarantee: Guarantee::Exact, lost_flushes: 0, double_flushes: 0, reconciler: false };
+    let cx = Context {
+        guarantee: Guarantee::Exact,
+        lost_flushes: 0,
+        double_flushes: 0,
+        reconciler: false,
+        seed_layout: (0, 0),
+    };
     let t = Instant::now();
     let anomalies = classify(&events, &rows, Some(&reads), &[], cx);
     let classify_s = t.elapsed().as_secs_f64();

@@ -8,7 +8,9 @@ pub enum AnomalyKind {
     DoubleApplyAfterRetry,
     LostIncrement,
     LostDecrement,
+    StaleMarkAllRead,
     LostUpdate,
+    WrongDeleteAdjustment,
     LostFlush,
     DoubleFlush,
     NegativeCounter,
@@ -19,12 +21,14 @@ pub enum AnomalyKind {
 }
 
 impl AnomalyKind {
-    pub const ALL: [AnomalyKind; 12] = [
+    pub const ALL: [AnomalyKind; 14] = [
         AnomalyKind::DoubleDecrement,
         AnomalyKind::DoubleApplyAfterRetry,
         AnomalyKind::LostIncrement,
         AnomalyKind::LostDecrement,
+        AnomalyKind::StaleMarkAllRead,
         AnomalyKind::LostUpdate,
+        AnomalyKind::WrongDeleteAdjustment,
         AnomalyKind::LostFlush,
         AnomalyKind::DoubleFlush,
         AnomalyKind::NegativeCounter,
@@ -63,8 +67,15 @@ impl AnomalyKind {
             }
             AnomalyKind::LostIncrement => ("lost_increment", "a create raced mark_all_read, or half applied"),
             AnomalyKind::LostDecrement => ("lost_decrement", "an op with an unknown outcome half applied"),
+            AnomalyKind::StaleMarkAllRead => (
+                "stale_mark_all_read",
+                "mark_all_read lowered the counter by a count read before another call changed it",
+            ),
             AnomalyKind::LostUpdate => {
                 ("lost_update", "two overlapping writes to one user's counter: one overwrote the other")
+            }
+            AnomalyKind::WrongDeleteAdjustment => {
+                ("wrong_delete_adjustment", "a delete of a notification already read lowered the counter")
             }
             AnomalyKind::LostFlush => ("lost_flush", "the flusher lost a claimed delta"),
             AnomalyKind::DoubleFlush => ("double_flush", "the flusher applied a claimed delta twice"),

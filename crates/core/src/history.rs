@@ -209,6 +209,9 @@ pub struct Context {
     pub double_flushes: u64,
     /// A reconciler ran: drift left after settle is drift it never healed.
     pub reconciler: bool,
+    /// The seed's layout, `(notifications_per_user, initial_read_per_user)`: user `u`'s
+    /// ids are `(u-1)*per_user+1 ..`, the first `read` of them read (zeros: unknown).
+    pub seed_layout: (u64, u64),
 }
 
 /// The post-settle read of one user: what `read_count` showed and the truth.
@@ -243,13 +246,49 @@ fn zeroing_race<'a>(evs: &[&'a Event], until: u64) -> Option<(&'a Event, &'a Eve
     })
 }
 
+/// An ok delete that removed a notification the history shows was read when the delete
+/// began: seeded read, or marked read (mark_read, mark_all_read) by a call that completed
+/// before the delete was invoked. A correct delete leaves the counter alone for it.
+fn delete_of_read_row<'a>(evs: &[&'a Event], (per_user, read): (u64, u64)) -> Option<&'a Event> {
+    let ok = |e: &&&'a Event| e.outcome == Outcome::Ok;
+    let seeded_read = |e: &Event| {
+        let first = (e.user as u64).saturating_sub(1) * per_user + 1;
+        (e.id as u64) >= first && (e.id as u64) < first + read
+    };
+    let seeded = |e: &Event| per_user > 0 && (e.id as u64) <= (e.user as u64) * per_user;
+    let created_at =
+        |e: &Event| evs.iter().filter(ok).find(|c| c.op == OpKind::Create && c.id == e.id).map(|c| c.complete_us);
+    evs.iter().filter(ok).filter(|e| e.op == OpKind::Delete && e.observed > 0).copied().find(|d| {
+        let marked = evs.iter().filter(ok).any(|m| {
+            m.complete_us < d.invoke_us
+                && match m.op {
+                    OpKind::MarkRead | OpKind::MarkReadDup => m.id == d.id && m.observed > 0,
+                    // Every row that existed when it began was read when it finished.
+                    OpKind::MarkAllRead => seeded(d) || created_at(d).is_some_and(|t| t < m.invoke_us),
+                    _ => false,
+                }
+        });
+        seeded_read(d) || marked
+    })
+}
+
 /// Two ok calls on one user that both moved its counter and overlapped in time: the
 /// lost update's precondition (a read-modify-write of the counter by each). O(n log n).
+/// A pair with a mark_all_read in it is preferred (it names the more specific cause).
 fn overlapping_writes<'a>(evs: &[&'a Event]) -> Option<(&'a Event, &'a Event)> {
     let moved = |e: &&&'a Event| {
         e.outcome == Outcome::Ok && (e.op == OpKind::Create || (e.op != OpKind::ReadCount && e.observed > 0))
     };
-    let mut writes: Vec<&'a Event> = evs.iter().filter(moved).copied().collect();
+    let writes: Vec<&'a Event> = evs.iter().filter(moved).copied().collect();
+    let all_reads: Vec<&'a Event> = writes.iter().filter(|e| e.op == OpKind::MarkAllRead).copied().collect();
+    let with_mark_all = all_reads
+        .iter()
+        .find_map(|m| writes.iter().find(|w| w.op != OpKind::MarkAllRead && overlap(m, w)).map(|w| (*m, *w)));
+    with_mark_all.or_else(|| first_overlap(writes))
+}
+
+/// The first two of `writes` that overlap in time (a sweep by invocation time).
+fn first_overlap<'a>(mut writes: Vec<&'a Event>) -> Option<(&'a Event, &'a Event)> {
     writes.sort_by_key(|e| e.invoke_us);
     let mut latest: Option<&'a Event> = None;
     for w in writes {
@@ -263,6 +302,26 @@ fn overlapping_writes<'a>(evs: &[&'a Event]) -> Option<(&'a Event, &'a Event)> {
         }
     }
     None
+}
+
+/// Ok creates that overlap some ok mark_all_read of the same user. O(n log n).
+fn racing_creates(evs: &[&Event]) -> u64 {
+    let ok = |e: &&&Event| e.outcome == Outcome::Ok;
+    let mut marks: Vec<&Event> = evs.iter().filter(ok).filter(|e| e.op == OpKind::MarkAllRead).copied().collect();
+    marks.sort_by_key(|m| m.invoke_us);
+    // latest[i]: the latest completion among marks[..=i].
+    let latest: Vec<u64> = marks
+        .iter()
+        .scan(0u64, |mx, m| {
+            *mx = (*mx).max(m.complete_us);
+            Some(*mx)
+        })
+        .collect();
+    let racing = |c: &&&Event| {
+        let n = marks.partition_point(|m| m.invoke_us < c.complete_us);
+        n > 0 && latest[n - 1] > c.invoke_us
+    };
+    evs.iter().filter(ok).filter(|e| e.op == OpKind::Create).filter(racing).count() as u64
 }
 
 fn overlap(a: &Event, b: &Event) -> bool {
@@ -293,8 +352,10 @@ impl Acc {
 /// decrement); an op retried after an unknown outcome (double apply); the strategy's
 /// own count of lost or doubled flush claims (either sign of delta); a create racing a
 /// mark_all_read (lost increment); an
-/// unknown op that half applied (lost increment/decrement); two overlapping calls that
-/// both moved the counter (lost update, either sign); else unexplained drift, or
+/// unknown op that half applied (lost increment/decrement); a delete of a row already
+/// read (wrong delete adjustment, counter too low); two overlapping calls that
+/// both moved the counter (stale mark_all_read when one of them is a mark_all_read, else
+/// lost update; either sign); else unexplained drift, or
 /// unhealed drift when a reconciler ran. Independently: negative counters, reads out of
 /// bounds (`reads`; not judged for eventual strategies), and post-settle reads that
 /// differ from the truth (`settled`, exact and eventual strategies).
@@ -382,14 +443,27 @@ pub fn classify(
             }
         } else if drift < 0
             && let Some((m, c)) = race
+            // Each racing create loses at most one increment: more drift than racing
+            // creates is something else (a stale count subtracted, say).
+            && -drift <= racing_creates(&evs) as i64
         {
             acc.add(AnomalyKind::LostIncrement, base(vec![*c, *m], c.id, "a create raced mark_all_read".into()));
         } else if let Some(e) = half {
             let name = if drift > 0 { AnomalyKind::LostDecrement } else { AnomalyKind::LostIncrement };
             acc.add(name, base(vec![**e], e.id, "an op with an unknown outcome half applied".into()));
+        } else if drift < 0
+            && let Some(d) = delete_of_read_row(&evs, cx.seed_layout)
+        {
+            let note = "a delete of a notification already read; the counter went down anyway".into();
+            acc.add(AnomalyKind::WrongDeleteAdjustment, base(vec![*d], d.id, note));
         } else if let Some((a, b)) = overlapping_writes(&evs) {
-            let note = "two overlapping writes to this user's counter: one overwrote the other".into();
-            acc.add(AnomalyKind::LostUpdate, base(vec![*a, *b], 0, note));
+            if [a, b].iter().any(|e| e.op == OpKind::MarkAllRead) {
+                let note = "a mark_all_read overlapped another call that moved the counter".into();
+                acc.add(AnomalyKind::StaleMarkAllRead, base(vec![*a, *b], 0, note));
+            } else {
+                let note = "two overlapping writes to this user's counter: one overwrote the other".into();
+                acc.add(AnomalyKind::LostUpdate, base(vec![*a, *b], 0, note));
+            }
         } else if cx.reconciler {
             acc.add(AnomalyKind::UnhealedDrift, base(Vec::new(), 0, "the reconciler never repaired it".into()));
         } else {
@@ -609,7 +683,13 @@ mod tests {
     }
 
     fn cx() -> Context {
-        Context { guarantee: Guarantee::Exact, lost_flushes: 0, double_flushes: 0, reconciler: false }
+        Context {
+            guarantee: Guarantee::Exact,
+            lost_flushes: 0,
+            double_flushes: 0,
+            reconciler: false,
+            seed_layout: (4, 1),
+        }
     }
 
     #[test]
@@ -668,6 +748,18 @@ mod tests {
         let h = [ev(MarkRead, 1, 3, (2, 6), Okay, 1), ev(MarkRead, 1, 4, (4, 9), Okay, 1)];
         let a = classify(&h, &[row(1, 3, 2)], None, &[], cx());
         assert_eq!((a[0].name, a[0].witnesses[0].ops.len()), ("lost_update", 2));
+        // User 2's seeded ids are 5..=8, id 5 read: deleting it must not lower the counter.
+        let a = classify(&[ev(Delete, 2, 5, (2, 3), Okay, 1)], &[row(2, 2, 3)], None, &[], cx());
+        assert_eq!(a[0].name, "wrong_delete_adjustment");
+        // Id 6 was unread until a mark_read completed before the delete began.
+        let h = [ev(MarkRead, 2, 6, (1, 2), Okay, 1), ev(Delete, 2, 6, (3, 4), Okay, 1)];
+        assert_eq!(classify(&h, &[row(2, 1, 2)], None, &[], cx())[0].name, "wrong_delete_adjustment");
+        // Overlapping, the row may have been unread when deleted: not this anomaly.
+        let h = [ev(MarkRead, 2, 6, (1, 4), Okay, 1), ev(Delete, 2, 6, (3, 5), Okay, 1)];
+        assert_ne!(classify(&h, &[row(2, 1, 2)], None, &[], cx())[0].name, "wrong_delete_adjustment");
+        // A create overlapping a mark_all_read that subtracted an earlier count: too high.
+        let h = [ev(MarkAllRead, 1, 0, (2, 8), Okay, 3), ev(Create, 1, 30, (3, 5), Okay, 1)];
+        assert_eq!(classify(&h, &[row(1, 1, 0)], None, &[], cx())[0].name, "stale_mark_all_read");
         // The same calls one after the other explain nothing.
         let h = [ev(MarkRead, 1, 3, (2, 3), Okay, 1), ev(MarkRead, 1, 4, (4, 9), Okay, 1)];
         assert_eq!(classify(&h, &[row(1, 3, 2)], None, &[], cx())[0].name, "unexplained_drift");
