@@ -1,14 +1,14 @@
 //! The `counterlab` binary: parses flags, resolves the backend URL, runs a scenario,
 //! writes the report files and maps the result to an exit code
-//! (0 guarantees held, 1 a guarantee broken or a threshold breached, 2 bad input or
-//! unreachable backend,
-//! 130 interrupted).
+//! (0 guarantees held, 1 a verdict FAIL, a threshold breached or, with --strict, NO
+//! EVIDENCE, 2 bad input or unreachable backend, 128 + the signal when Ctrl-C, SIGTERM or
+//! SIGHUP interrupted it: 130, 143, 129).
 
 use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -155,7 +155,7 @@ async fn zoo_cmd(args: ZooArgs) -> ExitCode {
     }
     if opts.cancel.load(Ordering::Relaxed) {
         println!("interrupted: the table covers the runs that finished");
-        return ExitCode::from(EXIT_INTERRUPTED as u8);
+        return ExitCode::from(exit_interrupted());
     }
     let failed = rows.iter().any(|r| r.failed()) || (args.strict && rows.iter().any(|r| r.result == "skipped"));
     if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
@@ -264,6 +264,18 @@ struct RunArgs {
     strict: bool,
 }
 
+/// Creates `dir` if needed and proves it writable (a probe file, removed again).
+fn writable_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!("--out {} is a file, not a directory", dir.display());
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create the output folder {}", dir.display()))?;
+    let probe = dir.join(".counterlab-write-probe");
+    std::fs::write(&probe, b"").with_context(|| format!("cannot write into the output folder {}", dir.display()))?;
+    std::fs::remove_file(&probe).ok();
+    Ok(())
+}
+
 /// A scenario name as one directory name: anything but letters, digits, `-`, `_` and
 /// `.` becomes `_`, and dots cannot lead, so a name never moves the output elsewhere.
 fn dir_name(name: &str) -> String {
@@ -300,9 +312,6 @@ enum Ending {
     Interrupted,
 }
 
-/// Exit code after Ctrl-C (128 + SIGINT, as shells report it).
-const EXIT_INTERRUPTED: i32 = 130;
-
 async fn run(args: RunArgs) -> Result<Ending, Failure> {
     let strict = args.strict;
     let overrides = Overrides {
@@ -323,6 +332,9 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     let out = args.out.unwrap_or_else(|| {
         PathBuf::from("reports/runs").join(format!("{}-{}", clock::compact(now_s), dir_name(&plan.scenario)))
     });
+    // The output folder is checked before any load: a report that cannot be written is
+    // an error in seconds, not after the whole run.
+    writable_dir(&out).map_err(Failure::Input)?;
     // Histories are written as each strategy run ends, so their folder comes first.
     let history_dir = match args.history {
         false => None,
@@ -406,16 +418,39 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     Ok(if held { Ending::Held } else { Ending::Broken })
 }
 
-/// The first Ctrl-C sets `cancel` (the load stops, what ran is checked and cleaned up);
-/// a second exits at once, leaving `what` behind.
+/// The signal that interrupted the run (2 SIGINT, 15 SIGTERM, 1 SIGHUP); 0: none.
+static INTERRUPTED_BY: AtomicI32 = AtomicI32::new(0);
+
+/// The exit code of an interrupted run: 128 + the signal, as shells report it.
+fn exit_interrupted() -> u8 {
+    128 + INTERRUPTED_BY.load(Ordering::Relaxed).clamp(1, 31) as u8
+}
+
+/// The first Ctrl-C, SIGTERM (what `timeout`, `docker stop` and CI cancellation send) or
+/// SIGHUP sets `cancel` (the load stops, what ran is checked, reported and cleaned up);
+/// a second signal exits at once, leaving `what` behind.
 fn watch_ctrl_c(cancel: Arc<AtomicBool>, what: &'static str) {
+    use tokio::signal::unix::{SignalKind, signal};
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("interrupted: stopping the load, then checking and cleaning up (Ctrl-C again to abort)");
-            cancel.store(true, Ordering::Relaxed);
-            if tokio::signal::ctrl_c().await.is_ok() {
+        let (Ok(mut term), Ok(mut hup)) = (signal(SignalKind::terminate()), signal(SignalKind::hangup())) else {
+            eprintln!("warning: cannot watch SIGTERM/SIGHUP; only Ctrl-C stops the run cleanly");
+            return;
+        };
+        for round in 0..2 {
+            let signo = tokio::select! {
+                r = tokio::signal::ctrl_c() => if r.is_ok() { 2 } else { return },
+                _ = term.recv() => 15,
+                _ = hup.recv() => 1,
+            };
+            if round == 0 {
+                INTERRUPTED_BY.store(signo, Ordering::Relaxed);
+                eprintln!(
+                    "interrupted (signal {signo}): stopping the load, then checking and cleaning up (again to abort)"
+                );
+                cancel.store(true, Ordering::Relaxed);
+            } else {
                 eprintln!("aborted: {what} may be left behind");
-                std::process::exit(EXIT_INTERRUPTED);
+                std::process::exit(128 + signo);
             }
         }
     });
@@ -448,7 +483,7 @@ fn main() -> ExitCode {
             match rt.block_on(run(*args)) {
                 Ok(Ending::Held) => ExitCode::SUCCESS,
                 Ok(Ending::Broken) => ExitCode::from(1),
-                Ok(Ending::Interrupted) => ExitCode::from(EXIT_INTERRUPTED as u8),
+                Ok(Ending::Interrupted) => ExitCode::from(exit_interrupted()),
                 Err(Failure::Input(e)) => {
                     eprintln!("error: {e:#}");
                     ExitCode::from(2)

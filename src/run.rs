@@ -21,7 +21,7 @@ use counterlab_sim::{
 };
 use counterlab_strategies::{
     BackendError, CustomStrategy, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Dialect, Isolation, Pausable, PoolSpec,
-    RedisConfig, RedisServer, RedisSpace, SeedSpec, Server, build, build_redis, find, needs_redis,
+    RedisConfig, RedisServer, RedisSpace, SeedSpec, Server, build, build_redis, find, needs_redis, redact_url,
 };
 use futures_util::StreamExt as _;
 
@@ -143,6 +143,32 @@ fn driver_config(plan: &RunPlan, cancel: Arc<AtomicBool>) -> DriverConfig {
 }
 
 /// The command that replays this plan with the same seed and sizes.
+/// The server options of a run that differ from the defaults, for the replay command:
+/// URLs with passwords redacted (and a note to supply them), the SQLite folder, trust.
+pub fn server_flags(opts: &RunOptions) -> String {
+    let mut out = String::new();
+    let urls = [
+        ("--postgres", opts.postgres_url.as_deref(), opts.postgres_default.as_str()),
+        ("--mysql", opts.mysql_url.as_deref(), DEFAULT_MYSQL_URL),
+        ("--redis", opts.redis_url.as_deref(), DEFAULT_REDIS_URL),
+    ];
+    for (flag, url, default) in urls {
+        if let Some(u) = url.filter(|u| *u != default) {
+            out += &format!(" {flag} '{}'", redact_url(u).replace('\'', "%27"));
+        }
+    }
+    if let Some(d) = &opts.sqlite_dir {
+        out += &format!(" --sqlite '{}'", d.display());
+    }
+    if opts.trust_strategy_files {
+        out += " --trust-strategy-files";
+    }
+    if out.contains("***") {
+        out += "  # passwords are redacted: put yours in place of ***";
+    }
+    out
+}
+
 pub fn replay_command(plan: &RunPlan) -> String {
     let mut cmd = format!("counterlab run {} --seed {}", plan.scenario_path, plan.seed);
     // `--workers` also replaces every closed stage's own count: leave it out when the
@@ -441,7 +467,7 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
         all_guarantees_held: all_held,
         thresholds_breached: breached,
         interrupted: opts.cancel.load(Ordering::Relaxed),
-        replay_command: replay_command(plan),
+        replay_command: replay_command(plan) + &server_flags(opts),
         trusted_strategy_files: opts.trust_strategy_files,
         side_files,
     })

@@ -136,8 +136,16 @@ pub fn tempdir(tag: &str) -> std::path::PathBuf {
     d
 }
 
+/// Ctrl-C, SIGTERM (timeout, docker stop, CI cancellation) and SIGHUP all stop the load,
+/// check what ran, write the report and clean up, exiting with 128 + the signal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ctrl_c_stops_the_load_checks_and_cleans_up() {
+async fn ctrl_c_sigterm_and_sighup_stop_the_load_check_and_clean_up() {
+    for (signal, code) in [("INT", 130), ("TERM", 143), ("HUP", 129)] {
+        interrupted_by(signal, code).await;
+    }
+}
+
+async fn interrupted_by(signal: &str, code: i32) {
     use std::io::{BufRead, BufReader, Read};
     use std::process::Stdio;
     use std::time::{Duration, Instant};
@@ -169,7 +177,7 @@ async fn ctrl_c_stops_the_load_checks_and_cleans_up() {
         stderr.read_to_string(&mut s).ok();
         s
     });
-    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let kill = Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().unwrap();
     assert!(kill.success());
     // Bounded wait: the run must stop within one op timeout plus check and teardown; a
     // hang past two minutes is a failure, not something to wait out.
@@ -180,14 +188,14 @@ async fn ctrl_c_stops_the_load_checks_and_cleans_up() {
         }
         if Instant::now() > give_up {
             child.kill().ok();
-            panic!("counterlab did not stop after SIGINT");
+            panic!("counterlab did not stop after SIG{signal}");
         }
         std::thread::sleep(Duration::from_millis(50));
     };
     let mut stdout = String::new();
     child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
     let stderr_rest = rest.join().unwrap();
-    assert_eq!(status.code(), Some(130), "{seen}{stderr_rest}{stdout}");
+    assert_eq!(status.code(), Some(code), "SIG{signal}: {seen}{stderr_rest}{stdout}");
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
     assert_eq!(json["interrupted"], true);
@@ -196,7 +204,15 @@ async fn ctrl_c_stops_the_load_checks_and_cleans_up() {
     assert_eq!(strategies[0]["strategy"], "direct-update");
     assert!(strategies[0]["load_s"].as_f64().unwrap() < 600.0);
     let admin = util::admin().await;
-    assert!(!util::schema_exists(&admin, strategies[0]["namespace"].as_str().unwrap()).await);
+    let ns = strategies[0]["namespace"].as_str().unwrap();
+    assert!(!util::schema_exists(&admin, ns).await, "SIG{signal}: schema left");
+    let roles: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_roles WHERE rolname = $1")
+        .bind(ns)
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+    assert_eq!(roles, 0, "SIG{signal}: role left");
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -315,4 +331,46 @@ fn a_scenario_name_cannot_move_the_output_directory() {
     assert!(cwd.join("reports/runs").join(&runs[0]).join("report.json").exists());
     assert!(!root.join("a/escaped").exists() && !root.join("escaped").exists());
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn an_unwritable_output_folder_is_refused_before_any_load() {
+    let dir = tempdir("out-file");
+    let file = dir.join("not-a-dir");
+    std::fs::write(&file, "x").unwrap();
+    let o = counterlab(&["run", "scenarios/quickstart.toml", "--ops", "100000", "--out", file.to_str().unwrap()]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains("is a file, not a directory") && !out.contains("seeded"), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_replay_command_keeps_the_server_options_without_passwords() {
+    let dir = tempdir("replay");
+    let url = format!("{}?application_name=x", util::pg_url())
+        .replace("postgres://postgres@", "postgres://postgres:pw-secret@");
+    let o = counterlab(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--ops",
+        "60",
+        "--strategy",
+        "conditional-update",
+        "--postgres",
+        &url,
+        "--out",
+        dir.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    let replay = json["replay_command"].as_str().unwrap();
+    assert!(
+        replay.contains("--postgres 'postgres://postgres:***@") && replay.contains("put yours in place of ***"),
+        "{replay}"
+    );
+    assert!(!std::fs::read_to_string(dir.join("report.json")).unwrap().contains("pw-secret"));
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,6 +1,7 @@
-//! The lexical boundary of file-defined SQL steps: plain ASCII, no quotes, comments or
-//! foreign placeholders, one statement, no qualified names or catalog/file functions; and
-//! the rewrite of `:name` parameters to the dialect's bound placeholders.
+//! The lexical rules of file-defined SQL steps (early, located errors; the servers'
+//! privileges are the boundary, see `sandbox.rs`): plain ASCII, no quotes, comments or
+//! foreign placeholders, one statement, no qualified names or catalog/file functions;
+//! and the rewrite of `:name` parameters to the dialect's bound placeholders.
 
 use crate::db::Dialect;
 
