@@ -2,6 +2,7 @@
 //! per strategy, seed, load, check, teardown) and report assembly. The only crate that
 //! reads scenario files and writes reports.
 
+pub mod clean;
 pub mod clock;
 mod custom;
 pub mod run;

@@ -40,9 +40,54 @@ enum Command {
     /// Exit 1 when a verdict stopped matching its guarantee or, with --fail-if-slower, on
     /// a slowdown beyond the limit.
     Compare(CompareArgs),
+    /// List the namespaces killed runs left on the configured servers (their markers
+    /// say so); with --yes, remove them and their roles, users and ACL users.
+    Clean(CleanArgs),
     /// Run the bug zoo: every scenario in DIR declaring `expect_anomaly` over several
     /// seeds. Exit 1 when a mutant's anomaly is missed or a correct strategy shows one.
     Zoo(ZooArgs),
+}
+
+#[derive(clap::Args)]
+struct CleanArgs {
+    /// Only namespaces whose run started at least this long ago (e.g. 30m, 2h, 1d).
+    #[arg(long, value_name = "AGE", default_value = "0")]
+    older_than: String,
+    /// Remove them (without it, only list what would be removed).
+    #[arg(long)]
+    yes: bool,
+    #[command(flatten)]
+    servers: ServerArgs,
+}
+
+async fn clean_cmd(args: CleanArgs) -> ExitCode {
+    let age = match counterlab::clean::parse_age(&args.older_than) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let (opts, _) = args.servers.options(false, None);
+    match counterlab::clean::clean(&opts, age, args.yes, &mut |l| eprintln!("{l}")).await {
+        Ok(found) => {
+            for c in &found {
+                let l = &c.leftover;
+                let age = l.marker.age_s();
+                println!(
+                    "{} {} ({}; {age} s old, host {}): {}",
+                    l.backend, l.namespace, l.what, l.marker.host, c.action
+                );
+            }
+            println!("{} leftover namespace(s)", found.len());
+            let failed = found.iter().any(|c| c.action.starts_with("failed"));
+            if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -474,6 +519,10 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Compare(args) => compare_cmd(args),
+        Command::Clean(args) => match runtime() {
+            Some(rt) => rt.block_on(clean_cmd(args)),
+            None => ExitCode::from(2),
+        },
         Command::Zoo(args) => match runtime() {
             Some(rt) => rt.block_on(zoo_cmd(args)),
             None => ExitCode::from(2),

@@ -374,3 +374,88 @@ fn the_replay_command_keeps_the_server_options_without_passwords() {
     assert!(!std::fs::read_to_string(dir.join("report.json")).unwrap().contains("pw-secret"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Starts a run of redis-counter on `backend`, waits for its load to begin and kills it
+/// with SIGKILL; returns the namespace it left.
+fn killed_run(backend: &str, dir: &std::path::Path) -> String {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_counterlab"))
+        .args(["run", "scenarios/quickstart.toml", "--strategy", "redis-counter", "--backend", backend])
+        .args(["--duration-s", "600", "--out", dir.to_str().unwrap()])
+        .env("COUNTERLAB_POSTGRES_URL", util::pg_url())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    let ns = loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            panic!("run ended before its load started:\n{seen}");
+        }
+        seen += &line;
+        if let Some((_, ns)) = line.trim().split_once(" into ").filter(|_| line.contains("seeded")) {
+            break ns.to_string();
+        }
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    ns
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_sigkill_clean_removes_the_marked_leftovers_and_nothing_else() {
+    let dir = tempdir("sigkill");
+    let tag = counterlab::run::new_run_id();
+    let admin = util::admin().await;
+    let unmarked = format!("cl_unmarked_{tag}");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA \"{unmarked}\""))).execute(&admin).await.unwrap();
+    let pg = killed_run("postgres", &dir);
+    let my = killed_run("mysql", &dir);
+    let mysql = util::mysql_admin().await;
+    let mut redis =
+        redis::Client::open(crate::redis::redis_url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let left = |ns: String| {
+        let (admin, mysql) = (admin.clone(), mysql.clone());
+        async move {
+            let pg: i64 = sqlx::query_scalar(
+                "SELECT (SELECT count(*) FROM pg_namespace WHERE nspname = $1) + (SELECT count(*) FROM pg_roles WHERE rolname = $1)",
+            )
+            .bind(&ns)
+            .fetch_one(&admin)
+            .await
+            .unwrap();
+            let my: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?")
+                .bind(&ns)
+                .fetch_one(&mysql)
+                .await
+                .unwrap();
+            pg + my
+        }
+    };
+    assert_eq!(left(pg.clone()).await, 2, "the killed PostgreSQL run left its schema and role");
+    assert_eq!(left(my.clone()).await, 1, "the killed MariaDB run left its database");
+    let keys = |ns: &str| format!("cl:{ns}:*");
+    for ns in [&pg, &my] {
+        let k: Vec<String> = redis::AsyncCommands::keys(&mut redis, keys(ns)).await.unwrap();
+        assert!(!k.is_empty(), "{ns}: no Redis keys left to clean?");
+    }
+    let dry = counterlab(&["clean"]);
+    assert_eq!(dry.status.code(), Some(0), "{}", text(&dry));
+    for ns in [&pg, &my] {
+        assert!(text(&dry).contains(&format!("{ns} (")) && text(&dry).contains("would remove"), "{}", text(&dry));
+    }
+    assert_eq!(left(pg.clone()).await, 2, "a dry run removes nothing");
+    let done = counterlab(&["clean", "--yes"]);
+    assert_eq!(done.status.code(), Some(0), "{}", text(&done));
+    assert_eq!(left(pg.clone()).await + left(my.clone()).await, 0, "{}", text(&done));
+    let users: Vec<String> = redis::cmd("ACL").arg("USERS").query_async(&mut redis).await.unwrap();
+    for ns in [&pg, &my] {
+        let k: Vec<String> = redis::AsyncCommands::keys(&mut redis, keys(ns)).await.unwrap();
+        assert!(k.is_empty() && !users.contains(ns), "{ns}: keys {k:?} or ACL user left");
+    }
+    assert!(util::schema_exists(&admin, &unmarked).await, "an unmarked schema was touched");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA \"{unmarked}\""))).execute(&admin).await.unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+}

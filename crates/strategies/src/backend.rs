@@ -14,6 +14,7 @@ use sqlx::{AssertSqlSafe, Executor, MySqlPool, PgPool, SqlitePool};
 
 use crate::db::{Db, Dialect, Isolation};
 use crate::error::{BackendError, check_url, redact_url};
+use crate::leftover::{Leftover, Marker, is_namespace_name};
 use crate::sandbox::{self, Identity};
 use crate::sqlfile::{after_seed, common, schema, statement};
 
@@ -134,6 +135,89 @@ impl Server {
 
     pub fn version(&self) -> &str {
         &self.version
+    }
+
+    /// Namespaces with a counterlab marker on this server (schemas or databases named
+    /// `cl_*`): what killed runs left, and the namespaces of runs still going (see
+    /// `Marker::alive_here`). SQLite namespaces live in temporary folders: none here.
+    pub async fn leftovers(&self) -> Result<Vec<Leftover>, BackendError> {
+        let err = |e: sqlx::Error| BackendError::Step {
+            backend: self.dialect().name(),
+            step: "list leftovers",
+            namespace: "cl_*".into(),
+            detail: e.to_string(),
+        };
+        let mut out = Vec::new();
+        match &self.conn {
+            Conn::Pg { admin, .. } => {
+                let rows: Vec<(String, Option<String>, bool)> = sqlx::query_as(
+                    "SELECT n.nspname::text, obj_description(n.oid, 'pg_namespace'), \
+                     EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = n.nspname) \
+                     FROM pg_namespace n WHERE n.nspname LIKE 'cl\\_%' ORDER BY 1",
+                )
+                .fetch_all(admin)
+                .await
+                .map_err(err)?;
+                for (ns, comment, role) in rows {
+                    if let Some(marker) = comment.as_deref().and_then(Marker::parse).filter(|_| is_namespace_name(&ns))
+                    {
+                        let what = if role { "schema and role" } else { "schema" };
+                        out.push(Leftover { backend: "postgres", namespace: ns, marker, what: what.into() });
+                    }
+                }
+            }
+            Conn::My { admin, .. } => {
+                let dbs: Vec<String> = sqlx::query_scalar(
+                    "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE 'cl\\_%' ORDER BY 1",
+                )
+                .fetch_all(admin)
+                .await
+                .map_err(err)?;
+                for ns in dbs.into_iter().filter(|d| is_namespace_name(d)) {
+                    let sql = format!("SELECT marker FROM `{ns}`.cl_meta LIMIT 1");
+                    let marker: Option<String> =
+                        sqlx::query_scalar(AssertSqlSafe(sql)).fetch_optional(admin).await.ok().flatten();
+                    if let Some(marker) = marker.as_deref().and_then(Marker::parse) {
+                        out.push(Leftover {
+                            backend: "mysql",
+                            namespace: ns,
+                            marker,
+                            what: "database and user".into(),
+                        });
+                    }
+                }
+            }
+            Conn::Lite { .. } => {}
+        }
+        Ok(out)
+    }
+
+    /// Drops a leftover found by `leftovers` (its storage and its identity).
+    pub async fn remove(&self, l: &Leftover) -> Result<(), BackendError> {
+        assert!(is_namespace_name(&l.namespace), "leftovers come from `leftovers`");
+        let err = |e: sqlx::Error| BackendError::Step {
+            backend: self.dialect().name(),
+            step: "remove a leftover",
+            namespace: l.namespace.clone(),
+            detail: e.to_string(),
+        };
+        let ns = &l.namespace;
+        match &self.conn {
+            Conn::Pg { admin, .. } => {
+                let sql = if l.what.contains("role") {
+                    sandbox::pg_drop(ns)
+                } else {
+                    format!("DROP SCHEMA IF EXISTS \"{ns}\" CASCADE")
+                };
+                sqlx::raw_sql(AssertSqlSafe(sql)).execute(admin).await.map_err(err)?;
+            }
+            Conn::My { admin, .. } => {
+                let sql = format!("DROP DATABASE IF EXISTS `{ns}`; {}", sandbox::mysql_drop_user(ns));
+                sqlx::raw_sql(AssertSqlSafe(sql)).execute(admin).await.map_err(err)?;
+            }
+            Conn::Lite { .. } => {}
+        }
+        Ok(())
     }
 
     /// Whether each namespace gets its own least-privilege identity here (Err: why not;
@@ -259,14 +343,16 @@ impl Namespace {
         let db = match conn {
             Conn::Pg { options, .. } => {
                 let mut options = options.clone();
+                let mark = sandbox::pg_mark(&name, &Marker::now().text());
                 if self.own() {
-                    // One implicit transaction: the role and its schema, or neither.
-                    self.admin_exec("create role and schema", sandbox::pg_create(&name, &password, max)).await?;
+                    // One implicit transaction: the role, its schema and the marker, or none.
+                    let create = format!("{}\n{mark}", sandbox::pg_create(&name, &password, max));
+                    self.admin_exec("create role and schema", create).await?;
                     (self.made_storage, self.made_identity) = (true, true);
                     self.pg_audit().await?;
                     options = options.username(&name).password(&password);
                 } else {
-                    self.admin_exec("create schema", format!("CREATE SCHEMA \"{name}\"")).await?;
+                    self.admin_exec("create schema", format!("CREATE SCHEMA \"{name}\";\n{mark}")).await?;
                     self.made_storage = true;
                 }
                 let options = options.options([
@@ -278,6 +364,12 @@ impl Namespace {
             Conn::My { options, .. } => {
                 self.admin_exec("create database", format!("CREATE DATABASE `{name}`")).await?;
                 self.made_storage = true;
+                let mark = format!(
+                    "CREATE TABLE `{name}`.cl_meta (marker VARCHAR(255) NOT NULL); \
+                     INSERT INTO `{name}`.cl_meta VALUES ('{}')",
+                    Marker::now().text()
+                );
+                self.admin_exec("mark the database", mark).await?;
                 let mut options = options.clone().database(&name);
                 if let Identity::Own { name: user, .. } = &self.identity {
                     let [create, grant] = &sandbox::mysql_create(&name, &password, max)[..] else { unreachable!() };

@@ -6,6 +6,7 @@ mod backend;
 mod custom;
 mod db;
 mod error;
+mod leftover;
 mod pause;
 mod redis;
 mod sandbox;
@@ -20,6 +21,7 @@ pub use backend::{DEFAULT_MYSQL_URL, DEFAULT_POSTGRES_URL, Namespace, PoolSpec, 
 pub use custom::{Action, CUSTOM_OPS, CountersSpec, CustomSpec, CustomStrategy, MAX_EACH, PerDialect, StepSpec};
 pub use db::{Begin, Db, Dialect, Isolation, classify};
 pub use error::{BackendError, redact_url};
+pub use leftover::{Leftover, Marker, REDIS_MARKER_TTL_S};
 pub use pause::Pausable;
 pub use redis::{DEFAULT_REDIS_URL, Lease, RedisConfig, RedisServer, RedisSpace, RedisStrategy, classify_redis};
 pub use sandbox::Identity;

@@ -120,6 +120,18 @@ impl RedisServer {
             url: self.location.clone(),
             detail: e.to_string(),
         };
+        // The marker first (as the configured account): a run killed from here on is
+        // found by `counterlab clean`, and the marker itself expires.
+        let marker = crate::leftover::Marker::now().text();
+        let mut admin = self.client.get_multiplexed_async_connection().await.map_err(err)?;
+        redis::cmd("SET")
+            .arg(format!("cl:{namespace}:meta"))
+            .arg(&marker)
+            .arg("EX")
+            .arg(crate::leftover::REDIS_MARKER_TTL_S)
+            .query_async::<()>(&mut admin)
+            .await
+            .map_err(err)?;
         let (client, identity) = match &self.sandbox {
             Ok(()) => (
                 self.acl_user(namespace).await.map_err(err)?,
@@ -154,6 +166,70 @@ impl RedisServer {
         Ok(space)
     }
 
+    /// Run namespaces with a marker key (`cl:<namespace>:meta`) on this Redis.
+    pub async fn leftovers(&self) -> Result<Vec<crate::leftover::Leftover>, BackendError> {
+        let err = |e: redis::RedisError| BackendError::Step {
+            backend: "redis",
+            step: "list leftovers",
+            namespace: "cl:*".into(),
+            detail: e.to_string(),
+        };
+        let mut conn = self.client.get_multiplexed_async_connection().await.map_err(err)?;
+        let mut keys: Vec<String> = Vec::new();
+        let mut cursor: u64 = 0;
+        for _ in 0..MAX_SCAN_ROUNDS {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg("cl:cl_*:meta")
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut conn)
+                .await
+                .map_err(err)?;
+            keys.extend(batch);
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        let mut out = Vec::new();
+        for key in keys {
+            let ns = key.trim_start_matches("cl:").trim_end_matches(":meta").to_string();
+            let text: Option<String> = conn.get(&key).await.map_err(err)?;
+            if let Some(marker) = text.as_deref().and_then(crate::leftover::Marker::parse)
+                && crate::leftover::is_namespace_name(&ns)
+            {
+                out.push(crate::leftover::Leftover {
+                    backend: "redis",
+                    namespace: ns,
+                    marker,
+                    what: "keys and ACL user".into(),
+                });
+            }
+        }
+        out.sort_by(|a, b| a.namespace.cmp(&b.namespace));
+        Ok(out)
+    }
+
+    /// Deletes a leftover's keys (`cl:<namespace>:*`) and its ACL user.
+    pub async fn remove(&self, l: &crate::leftover::Leftover) -> Result<u64, OpError> {
+        assert!(crate::leftover::is_namespace_name(&l.namespace), "leftovers come from `leftovers`");
+        let space = RedisSpace {
+            client: self.client.clone(),
+            conns: Arc::new(Vec::new()),
+            idle: Arc::new(Mutex::new(Vec::new())),
+            next: Arc::new(AtomicUsize::new(0)),
+            prefix: format!("cl:{}:", l.namespace),
+            identity: Identity::Own { kind: "ACL user", name: l.namespace.clone(), caveat: None },
+        };
+        let deleted = space.delete_all().await?;
+        if self.sandbox.is_ok() {
+            space.release().await?;
+        }
+        Ok(deleted)
+    }
+
     /// Creates the namespace's ACL user (`sandbox::redis_acl_rules`) and returns a
     /// client that logs in as it.
     async fn acl_user(&self, namespace: &str) -> Result<redis::Client, redis::RedisError> {
@@ -174,6 +250,9 @@ impl RedisServer {
         redis::Client::open(info.set_redis_settings(settings))
     }
 }
+
+/// Bound on SCAN rounds of 1000 keys (deleting a run's keys, listing markers).
+const MAX_SCAN_ROUNDS: u32 = 100_000;
 
 /// Upper bound on a run's Redis connections.
 pub const MAX_REDIS_CONNS: u32 = 64;
@@ -294,7 +373,6 @@ impl RedisSpace {
     /// Deletes every key under the prefix (SCAN + UNLINK), at most `MAX_SCAN_ROUNDS`
     /// rounds of 1000; returns how many were deleted.
     pub async fn delete_all(&self) -> Result<u64, OpError> {
-        const MAX_SCAN_ROUNDS: u32 = 100_000;
         // SCAN sees every key on the server, so it runs as the configured account, never
         // as the space's ACL user.
         let mut conn = self.client.get_multiplexed_async_connection().await.map_err(classify_redis)?;

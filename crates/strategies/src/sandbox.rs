@@ -69,6 +69,11 @@ pub fn pg_create(ns: &str, password: &str, conn_limit: u32) -> String {
     )
 }
 
+/// PostgreSQL: the schema's marker (see `leftover`), so `counterlab clean` can find it.
+pub fn pg_mark(ns: &str, marker: &str) -> String {
+    format!("COMMENT ON SCHEMA \"{ns}\" IS '{marker}';")
+}
+
 /// PostgreSQL: what `role` can reach beyond its schema through grants to PUBLIC or
 /// settings (the server's defaults give it nothing). Returns at most a few names.
 pub const PG_AUDIT: &str = "SELECT concat_ws('; ',

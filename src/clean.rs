@@ -1,0 +1,101 @@
+//! `counterlab clean`: finds the namespaces killed runs left on the configured servers (by
+//! their markers: a schema comment, a `cl_meta` table, a `cl:<ns>:meta` key), lists them,
+//! and with `--yes` removes them with their identities. Unmarked names are never touched,
+//! nor namespaces whose run still lives on this host.
+
+use counterlab_strategies::{BackendError, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Leftover, RedisServer, Server};
+
+use crate::run::RunOptions;
+
+/// One leftover and what happened to it: `kept (run alive)`, `kept (younger than ...)`,
+/// `would remove` (dry run), `removed`, or `failed: ...`.
+pub struct Cleaned {
+    pub leftover: Leftover,
+    pub action: String,
+}
+
+/// Lists (and with `remove`, drops) the leftovers older than `older_than_s` seconds on
+/// every server that answers; a server configured by URL must answer.
+pub async fn clean(
+    opts: &RunOptions,
+    older_than_s: u64,
+    remove: bool,
+    log: &mut dyn FnMut(&str),
+) -> Result<Vec<Cleaned>, BackendError> {
+    let mut out = Vec::new();
+    let t = opts.connect_timeout;
+    let pg = Server::connect_postgres(opts.postgres_url.as_deref().unwrap_or(&opts.postgres_default), t).await;
+    let my = Server::connect_mysql(opts.mysql_url.as_deref().unwrap_or(DEFAULT_MYSQL_URL), t).await;
+    for (configured, server) in [(opts.postgres_url.is_some(), pg), (opts.mysql_url.is_some(), my)] {
+        let server = match server {
+            Ok(s) => s,
+            Err(e) if configured => return Err(e),
+            Err(e) => {
+                log(&format!("skipped: {e}"));
+                continue;
+            }
+        };
+        for l in server.leftovers().await? {
+            let action = decide(&l, older_than_s, remove);
+            let action = if action == "remove" {
+                server.remove(&l).await.map_or_else(|e| format!("failed: {e}"), |_| "removed".into())
+            } else {
+                action
+            };
+            out.push(Cleaned { leftover: l, action });
+        }
+    }
+    let redis = RedisServer::connect(opts.redis_url.as_deref().unwrap_or(DEFAULT_REDIS_URL), t).await;
+    match redis {
+        Ok(r) => {
+            for l in r.leftovers().await? {
+                let action = match decide(&l, older_than_s, remove) {
+                    a if a == "remove" => {
+                        r.remove(&l).await.map_or_else(|e| format!("failed: {e}"), |n| format!("removed ({n} keys)"))
+                    }
+                    a => a,
+                };
+                out.push(Cleaned { leftover: l, action });
+            }
+        }
+        Err(e) if opts.redis_url.is_some() => return Err(e),
+        Err(e) => log(&format!("skipped: {e}")),
+    }
+    Ok(out)
+}
+
+fn decide(l: &Leftover, older_than_s: u64, remove: bool) -> String {
+    if l.marker.alive_here() {
+        format!("kept (its run, pid {}, is still running)", l.marker.pid)
+    } else if l.marker.age_s() < older_than_s {
+        format!("kept (younger than {older_than_s} s)")
+    } else if remove {
+        "remove".into()
+    } else {
+        "would remove (dry run; pass --yes)".into()
+    }
+}
+
+/// `--older-than`: a number with an optional unit `s`, `m`, `h` or `d`.
+pub fn parse_age(s: &str) -> Result<u64, String> {
+    let (n, unit) = s.trim().split_at(s.trim().find(|c: char| !c.is_ascii_digit()).unwrap_or(s.trim().len()));
+    let n: u64 = n.parse().map_err(|_| format!("--older-than {s:?}: a number with s, m, h or d (e.g. 2h)"))?;
+    let k = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("--older-than {s:?}: the unit is s, m, h or d")),
+    };
+    n.checked_mul(k).ok_or_else(|| format!("--older-than {s:?} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ages_parse_with_units() {
+        assert_eq!(super::parse_age("90"), Ok(90));
+        assert_eq!(super::parse_age("2h"), Ok(7200));
+        assert!(super::parse_age("2 weeks").is_err() && super::parse_age("h").is_err());
+    }
+}
