@@ -1,8 +1,9 @@
 //! The `counterlab` binary: parses flags, resolves the backend URL, runs a scenario,
 //! writes the report files and maps the result to an exit code
 //! (0 guarantees held, 1 a verdict FAIL, a threshold breached or, with --strict, NO
-//! EVIDENCE, 2 bad input or unreachable backend, 128 + the signal when Ctrl-C, SIGTERM or
-//! SIGHUP interrupted it: 130, 143, 129).
+//! EVIDENCE, 2 bad input or unreachable backend, 3 a check that could not complete
+//! (INCOMPLETE) and nothing failed, 128 + the signal when Ctrl-C, SIGTERM or SIGHUP
+//! interrupted it: 130, 143, 129).
 
 use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
@@ -354,6 +355,8 @@ fn list() {
 enum Ending {
     Held,
     Broken,
+    /// No verdict failed, but a strategy's check could not complete (exit 3).
+    Incomplete,
     Interrupted,
 }
 
@@ -459,8 +462,17 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         let then = if strict { "--strict: exit 1" } else { "pass --strict to fail on it" };
         println!("{no_evidence} strategy run(s) had too few operations to judge (NO EVIDENCE; {then})");
     }
+    let failed = report.strategies.iter().any(|s| s.check.verdict.starts_with("FAIL"));
+    let incomplete = report.strategies.iter().filter(|s| s.check.verdict.starts_with("INCOMPLETE")).count();
+    if incomplete > 0 {
+        println!("{incomplete} strategy run(s) INCOMPLETE: their check could not complete (exit 3 unless one FAILed)");
+    }
     let held = report.all_guarantees_held && report.thresholds_breached == 0 && !(strict && no_evidence > 0);
-    Ok(if held { Ending::Held } else { Ending::Broken })
+    Ok(match (held, failed || report.thresholds_breached > 0, incomplete > 0) {
+        (true, _, _) => Ending::Held,
+        (false, false, true) => Ending::Incomplete,
+        _ => Ending::Broken,
+    })
 }
 
 /// The signal that interrupted the run (2 SIGINT, 15 SIGTERM, 1 SIGHUP); 0: none.
@@ -532,6 +544,7 @@ fn main() -> ExitCode {
             match rt.block_on(run(*args)) {
                 Ok(Ending::Held) => ExitCode::SUCCESS,
                 Ok(Ending::Broken) => ExitCode::from(1),
+                Ok(Ending::Incomplete) => ExitCode::from(3),
                 Ok(Ending::Interrupted) => ExitCode::from(exit_interrupted()),
                 Err(Failure::Input(e)) => {
                     eprintln!("error: {e:#}");

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use counterlab_core::{
-    CheckInput, Context, ErrorClass, ErrorFigures, Fault, Findings, Guarantee, OpError, OpKind, SettledRead, Strategy,
-    check_counters, check_reads, classify, judge,
+    CheckInput, Context, ErrorClass, ErrorFigures, Fault, Findings, Guarantee, Judgement, OpError, OpKind, SettledRead,
+    Strategy, StrategyInfo, check_counters, check_reads, classify, judge,
 };
 use counterlab_report::{
     FaultEvent, HistoryReport, REPORT_SCHEMA_VERSION, Report, ServerInfo, Skipped, StrategyReport, StrategyRun,
@@ -686,13 +686,21 @@ async fn run_one(
         let settle_s = settle_start.elapsed().as_secs_f64();
         let series = sampler.finish().await;
         let hdr_name = format!("hdr/{}.hlog", ns_name.strip_prefix(&format!("cl_{}_", t.run_id)).unwrap_or(&ns_name));
-        let mut rows = ns.check_rows(seed_spec.n_users).await?;
-        let counters = strategy.counters(seed_spec.n_users).await.map_err(|e| BackendError::Step {
-            backend: if t.redis.is_some() { "redis" } else { t.server.dialect().name() },
-            step: "read counters",
-            namespace: ns_name.clone(),
-            detail: e.to_string(),
-        })?;
+        // The truth and the counters, each retried while the connection is what failed;
+        // a check that still cannot complete makes this row INCOMPLETE, not the run.
+        let n_users = seed_spec.n_users;
+        let checked = match retry_lost("read the truth", log, || ns.check_rows(n_users)).await {
+            Ok(rows) => retry_lost("read the counters", log, || strategy.counters(n_users)).await.map(|c| (rows, c)),
+            Err(e) => Err(e),
+        };
+        let (mut rows, counters) = match checked {
+            Ok(found) => found,
+            Err(why) => {
+                log(&format!("{name} on {backend} at {}: INCOMPLETE: {why}", isolation.name()));
+                let run = Incomplete { info: t.info, backend: &backend, isolation, ns: &ns_name, load: &load };
+                return Ok((incomplete_report(run, opts, &why, seed_s, faults), Vec::new()));
+            }
+        };
         if let Some(counters) = counters {
             rows = rows.iter().zip(counters).map(|(r, c)| CheckInput { counter: c, ..*r }).collect();
         }
@@ -802,43 +810,32 @@ async fn run_one(
         Ok::<_, BackendError>((report, vec![(hdr_name, series.hdr_log)]))
     }
     .await;
-    let released = match &space_to_release {
-        Some(space) => space.release().await.map_err(|e| BackendError::Step {
-            backend: "redis",
-            step: "drop the ACL user",
-            namespace: ns_name.clone(),
-            detail: e.to_string(),
-        }),
-        None => Ok(()),
-    };
+    let mut failed = Vec::new();
+    if let Some(space) = &space_to_release
+        && let Err(e) = retry_lost("drop the ACL user", log, || space.release()).await
+    {
+        failed.push(e);
+    }
     if opts.keep {
-        let kept = ns.keep().await;
-        if result.is_ok() {
-            released?;
-            kept?;
-        }
+        failed.extend(ns.keep().await.err().map(|e| e.to_string()));
     } else {
-        let redis_gone = match &strategy_for_teardown {
-            Some(s) => s.teardown().await.map_err(|e| BackendError::Step {
-                backend: "redis",
-                step: "delete keys",
-                namespace: ns_name.clone(),
-                detail: e.to_string(),
-            }),
-            None => Ok(()),
-        };
-        let dropped = ns.drop_namespace().await;
-        // A failed run reports its own error; a failed cleanup after a good run is one,
-        // and after a failed run it is still said.
-        if result.is_ok() {
-            redis_gone?;
-            released?;
-            dropped?;
-        } else {
-            for e in [redis_gone.err(), released.err(), dropped.err()].into_iter().flatten() {
-                log(&format!("cleanup after the failed run also failed: {e}"));
-            }
+        if let Some(s) = &strategy_for_teardown
+            && let Err(e) = retry_lost("delete the run's Redis keys", log, || s.teardown()).await
+        {
+            failed.push(e);
         }
+        failed.extend(ns.drop_namespace().await.err().map(|e| e.to_string()));
+    }
+    // A cleanup that failed is said, in the log and on the row; the results stand, and
+    // the namespace's marker lets `counterlab clean` remove what is left.
+    if !failed.is_empty() {
+        let e = format!("{} (`counterlab clean --yes` removes what is left)", failed.join("; "));
+        log(&format!("{name}: cleanup failed: {e}"));
+        let mut result = result;
+        if let Ok((report, _)) = &mut result {
+            report.cleanup_error = Some(e);
+        }
+        return result;
     }
     result
 }
@@ -869,6 +866,82 @@ fn executed(plan: &RunPlan, load: &counterlab_sim::LoadResult) -> Vec<(OpKind, u
         .filter(|(_, w)| *w > 0)
         .map(|(k, _)| (k, load.op(k).count))
         .collect()
+}
+
+/// Attempts of a post-load read (the truth, the counters) when the connection is lost,
+/// and the first backoff, doubled each time: 6 attempts over about 8 s, long enough for a
+/// restarted server or a failover, short enough that a dead one ends the row.
+pub const POST_LOAD_ATTEMPTS: u32 = 6;
+pub const POST_LOAD_BACKOFF: Duration = Duration::from_millis(250);
+
+/// Runs `f` until it succeeds, fails for another reason than a lost connection or a
+/// timeout, or `POST_LOAD_ATTEMPTS` are spent; the error says what and how often.
+async fn retry_lost<T, F, Fut>(what: &str, log: &mut dyn FnMut(&str), mut f: F) -> Result<T, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, OpError>>,
+{
+    let mut wait = POST_LOAD_BACKOFF;
+    for attempt in 1..=POST_LOAD_ATTEMPTS {
+        match f().await {
+            Ok(v) => return Ok(v),
+            Err(e)
+                if matches!(e.class, ErrorClass::Connection | ErrorClass::Timeout) && attempt < POST_LOAD_ATTEMPTS =>
+            {
+                log(&format!("{what}: {e}; retrying in {} ms ({attempt}/{POST_LOAD_ATTEMPTS})", wait.as_millis()));
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
+            Err(e) => return Err(format!("{what} failed after {attempt} attempt(s): {e}")),
+        }
+    }
+    unreachable!("the last attempt returns")
+}
+
+/// What an incomplete row reports: the load ran, its check did not complete.
+struct Incomplete<'a> {
+    info: StrategyInfo,
+    backend: &'a str,
+    isolation: Isolation,
+    ns: &'a str,
+    load: &'a counterlab_sim::LoadResult,
+}
+
+fn incomplete_report(
+    r: Incomplete<'_>,
+    opts: &RunOptions,
+    why: &str,
+    seed_s: f64,
+    faults: Vec<FaultEvent>,
+) -> StrategyReport {
+    let check = check_counters(&[], r.info.guarantee);
+    let judgement = Judgement {
+        label: format!("INCOMPLETE: {}", why.split(':').next().unwrap_or(why)),
+        held: false,
+        evidence: false,
+        sentence: format!("{}: the check could not complete: {why}", r.info.name),
+    };
+    StrategyReport::new(StrategyRun {
+        info: r.info,
+        backend: r.backend,
+        isolation: r.isolation.name(),
+        isolation_in_effect: "",
+        namespace: r.ns,
+        namespace_kept: opts.keep,
+        identity: String::new(),
+        judgement,
+        seed_s,
+        load: r.load,
+        settle_s: 0.0,
+        settle_error: None,
+        faults,
+        figures: Vec::new(),
+        check: &check,
+        series: &[],
+        hdr_log: None,
+        anomalies: &[],
+        history: HistoryReport::default(),
+    })
 }
 
 /// Users whose `read_count` is compared with the truth after settle (evenly spread).

@@ -459,3 +459,83 @@ async fn after_sigkill_clean_removes_the_marked_leftovers_and_nothing_else() {
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA \"{unmarked}\""))).execute(&admin).await.unwrap();
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A Redis of the test's own on a free loopback port, killed on drop (never the shared one).
+struct PrivateRedis(std::process::Child, u16);
+
+impl PrivateRedis {
+    fn start() -> PrivateRedis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server (Debian's package) starts");
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return PrivateRedis(child, port);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("the private Redis did not listen within 5 s");
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        self.0.kill().ok();
+        self.0.wait().ok();
+    }
+}
+
+/// Redis dies mid-load and stays down: the SQL strategy before it keeps its verdict, the
+/// Redis strategy's check is retried (bounded) and then INCOMPLETE, its cleanup failure is
+/// on its row, the report is written, and the exit code is 3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_lost_mid_load_makes_its_row_incomplete_and_the_report_stands() {
+    use std::io::{BufRead, BufReader, Read};
+    let dir = tempdir("redis-lost");
+    let mut redis = PrivateRedis::start();
+    let url = format!("redis://127.0.0.1:{}", redis.1);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_counterlab"))
+        .args(["run", "scenarios/quickstart.toml", "--backend", "postgres", "--duration-s", "2"])
+        .args(["--strategy", "conditional-update", "--strategy", "redis-counter", "--redis", &url])
+        .args(["--out", dir.to_str().unwrap()])
+        .env("COUNTERLAB_POSTGRES_URL", util::pg_url())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            panic!("run ended before redis-counter's load:\n{seen}");
+        }
+        seen += &line;
+        if line.starts_with("redis-counter on") && line.contains("seeded") {
+            break;
+        }
+    }
+    redis.0.kill().unwrap();
+    redis.0.wait().unwrap();
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).expect("a report on disk")).unwrap();
+    let rows = json["strategies"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{seen}{rest}");
+    assert_eq!(rows[0]["check"]["verdict"], "pass", "{seen}{rest}");
+    let verdict = rows[1]["check"]["verdict"].as_str().unwrap();
+    assert!(verdict.starts_with("INCOMPLETE: read the counters"), "{verdict}\n{seen}{rest}");
+    assert!(rest.contains("retrying in"), "bounded retries are logged: {rest}");
+    assert!(rows[1]["cleanup_error"].as_str().unwrap_or_default().contains("counterlab clean"), "{}", rows[1]);
+    assert_eq!(status.code(), Some(3), "{seen}{rest}");
+    let admin = util::admin().await;
+    for r in rows {
+        assert!(!util::schema_exists(&admin, r["namespace"].as_str().unwrap()).await, "the SQL namespace is dropped");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -76,7 +76,7 @@ fn p99_all(s: &StrategyReport) -> u64 {
 fn verdict_class(v: &str) -> &'static str {
     match v {
         "pass" => "v-pass",
-        v if v.starts_with("FAIL") => "v-fail",
+        v if v.starts_with("FAIL") || v.starts_with("INCOMPLETE") => "v-fail",
         "NO EVIDENCE" => "v-fail",
         _ => "v-other",
     }
@@ -1236,6 +1236,7 @@ mod tests {
             namespace: "cl_test".into(),
             namespace_kept: false,
             identity: "role cl_test (this namespace only)".into(),
+            cleanup_error: None,
             permission_denied: 0,
             seed_s: 0.5,
             load_s: 3.0,

@@ -92,6 +92,9 @@ pub struct StrategyReport {
     /// Who the strategy's operations ran as: the namespace's own role/user/ACL user, the
     /// SQLite authorizer, or the configured account (and why).
     pub identity: String,
+    /// Set when removing the namespace (or its keys, or its identity) failed after the
+    /// run; `counterlab clean --yes` removes what is left.
+    pub cleanup_error: Option<String>,
     /// Operations the server refused for lack of a privilege (the namespace's identity
     /// hit its boundary); any makes the verdict `FAIL: denied`.
     pub permission_denied: u64,
@@ -660,6 +663,7 @@ impl StrategyReport {
             namespace: run.namespace.to_string(),
             namespace_kept: run.namespace_kept,
             identity: run.identity,
+            cleanup_error: None,
             permission_denied,
             seed_s: run.seed_s,
             load_s: load.elapsed.as_secs_f64(),

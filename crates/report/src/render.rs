@@ -143,6 +143,9 @@ pub fn render_terminal(r: &Report) -> String {
     for k in &r.skipped {
         writeln!(w, "\nskipped {} on {} at {}: {}", k.strategy, k.backend, k.isolation, k.reason).unwrap();
     }
+    for s in r.strategies.iter().filter(|s| s.cleanup_error.is_some()) {
+        writeln!(w, "\n{}: cleanup failed: {}", label(s), s.cleanup_error.as_deref().unwrap_or_default()).unwrap();
+    }
     // The verdicts last, in words: what a reader of a terminal sees first when it scrolls.
     writeln!(w, "\nverdicts:").unwrap();
     for s in &r.strategies {
@@ -237,6 +240,9 @@ pub fn render_markdown(r: &Report) -> String {
             s.isolation_in_effect,
             s.identity
         ));
+        if let Some(e) = &s.cleanup_error {
+            line(format!("  - **cleanup failed**: {e}"));
+        }
         if s.permission_denied > 0 {
             line(format!(
                 "  - {} operations were refused for lack of a privilege: verdict `{}`",

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use counterlab_core::CheckInput;
+use counterlab_core::{CheckInput, ErrorClass, OpError, Outcome};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -549,12 +549,13 @@ impl Namespace {
 
     /// Every user's counter beside the truth from the rows, users 1..=n_users. Run after
     /// the load has stopped, so one statement sees a quiescent state.
-    pub async fn check_rows(&self, n_users: u64) -> Result<Vec<CheckInput>, BackendError> {
+    /// Errors keep their class, so a caller can retry a lost connection.
+    pub async fn check_rows(&self, n_users: u64) -> Result<Vec<CheckInput>, OpError> {
         let sql = statement(common(self.dialect()), "check_rows");
-        let raw: Vec<(i64, Option<i64>, i64)> =
-            self.db().rows(sql, &[]).await.map_err(|e| self.step_err("check", e))?;
+        let raw: Vec<(i64, Option<i64>, i64)> = self.db().rows(sql, &[]).await?;
         if let Some((u, _, _)) = raw.iter().find(|(u, _, _)| *u < 1 || *u as u64 > n_users) {
-            return Err(self.step_err("check", format!("rows for user {u}, outside 1..={n_users}")));
+            let msg = format!("{}: rows for user {u}, outside 1..={n_users}", self.name);
+            return Err(OpError::new(ErrorClass::Other, Outcome::Fail, msg));
         }
         let mut out: Vec<CheckInput> =
             (1..=n_users as i64).map(|user| CheckInput { user, counter: None, truth: 0 }).collect();
