@@ -1,7 +1,8 @@
 //! `counterlab clean`: finds the namespaces killed runs left on the configured servers (by
 //! their markers: a schema comment, a `cl_meta` table, a `cl:<ns>:meta` key), lists them,
 //! and with `--yes` removes them with their identities. Unmarked names are never touched,
-//! nor namespaces whose run still lives on this host.
+//! nor namespaces whose identity still has connections (a run going on any host) or whose
+//! process still lives on this host.
 
 use counterlab_strategies::{BackendError, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Leftover, RedisServer, Server};
 
@@ -65,7 +66,9 @@ pub async fn clean(
 }
 
 fn decide(l: &Leftover, older_than_s: u64, remove: bool) -> String {
-    if l.marker.alive_here() {
+    if l.sessions > 0 {
+        format!("kept ({} live connection(s) of its identity: its run is still going)", l.sessions)
+    } else if l.marker.alive_here() {
         format!("kept (its run, pid {}, is still running)", l.marker.pid)
     } else if l.marker.age_s() < older_than_s {
         format!("kept (younger than {older_than_s} s)")

@@ -407,12 +407,14 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
             err.flush().ok();
         }));
     }
+    // Writes that fail (a terminal closed under SIGHUP) are dropped, never a panic.
     let mut log = |line: &str| {
+        let mut err = std::io::stderr().lock();
         if live {
-            eprint!("\r\x1b[2K");
+            write!(err, "\r\x1b[2K").ok();
         }
         if !quiet {
-            eprintln!("{line}");
+            writeln!(err, "{line}").ok();
         }
     };
     log(&sources);
@@ -487,26 +489,40 @@ fn exit_interrupted() -> u8 {
 /// SIGHUP sets `cancel` (the load stops, what ran is checked, reported and cleaned up);
 /// a second signal exits at once, leaving `what` behind.
 fn watch_ctrl_c(cancel: Arc<AtomicBool>, what: &'static str) {
-    use tokio::signal::unix::{SignalKind, signal};
+    use tokio::signal::unix::{Signal, SignalKind, signal};
+    // A closed terminal (SIGHUP) makes writes to it fail: never panic on them.
+    let say = |m: String| {
+        writeln!(std::io::stderr(), "{m}").ok();
+    };
+    async fn next(s: &mut Option<Signal>) {
+        match s {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    }
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut hup = signal(SignalKind::hangup()).ok();
+    if term.is_none() || hup.is_none() {
+        say("warning: cannot watch SIGTERM/SIGHUP; Ctrl-C still stops the run cleanly".into());
+    }
     tokio::spawn(async move {
-        let (Ok(mut term), Ok(mut hup)) = (signal(SignalKind::terminate()), signal(SignalKind::hangup())) else {
-            eprintln!("warning: cannot watch SIGTERM/SIGHUP; only Ctrl-C stops the run cleanly");
-            return;
-        };
         for round in 0..2 {
             let signo = tokio::select! {
                 r = tokio::signal::ctrl_c() => if r.is_ok() { 2 } else { return },
-                _ = term.recv() => 15,
-                _ = hup.recv() => 1,
+                _ = next(&mut term) => 15,
+                _ = next(&mut hup) => 1,
             };
             if round == 0 {
+                // The flag first: whatever happens to the message, the run stops cleanly.
                 INTERRUPTED_BY.store(signo, Ordering::Relaxed);
-                eprintln!(
-                    "interrupted (signal {signo}): stopping the load, then checking and cleaning up (again to abort)"
-                );
                 cancel.store(true, Ordering::Relaxed);
+                say(format!(
+                    "interrupted (signal {signo}): stopping the load, then checking and cleaning up (again to abort)"
+                ));
             } else {
-                eprintln!("aborted: {what} may be left behind");
+                say(format!("aborted: {what} may be left behind"));
                 std::process::exit(128 + signo);
             }
         }

@@ -554,6 +554,16 @@ async fn run_one(
         isolation,
     };
     let ns = t.server.create_namespace(&ns_name, spec).await?;
+    // The audit of the new role may find rights it has through PUBLIC grants: a file
+    // strategy then does not run unless trusted (built-ins run, and the report says so).
+    if plan.custom.contains_key(name) && !ns.identity().isolated() && !opts.trust_strategy_files {
+        let why = ns.identity().describe();
+        ns.drop_namespace().await.ok();
+        return Err(BackendError::Refused(format!(
+            "file-defined strategy {name} refused on {sql_backend}: it would run as {why}; pass \
+             --trust-strategy-files to run it anyway"
+        )));
+    }
     let mut strategy_for_teardown: Option<Arc<dyn Strategy>> = None;
     let mut space_to_release: Option<RedisSpace> = None;
     let result = async {
@@ -818,6 +828,9 @@ async fn run_one(
     }
     if opts.keep {
         failed.extend(ns.keep().await.err().map(|e| e.to_string()));
+        if let Some(space) = &space_to_release {
+            failed.extend(space.mark_kept().await.err().map(|e| e.to_string()));
+        }
     } else {
         if let Some(s) = &strategy_for_teardown
             && let Err(e) = retry_lost("delete the run's Redis keys", log, || s.teardown()).await

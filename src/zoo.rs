@@ -95,7 +95,10 @@ fn judge(file: &Path, expected: &str, seed: u64, report: &Report) -> Vec<ZooRow>
         .iter()
         .map(|s| {
             let hit = s.anomalies.iter().find(|a| a.name == expected);
-            let result = match (expected, s.anomalies.is_empty(), hit) {
+            // A control is clean only with no anomaly and a verdict that held on evidence
+            // (not FAIL: errors, FAIL: denied, NO EVIDENCE or INCOMPLETE).
+            let held = s.check.matches_guarantee && s.check.evidence;
+            let result = match (expected, s.anomalies.is_empty() && held, hit) {
                 ("none", true, _) => "clean",
                 ("none", false, _) => "false positive",
                 (_, _, Some(_)) => "detected",
@@ -108,7 +111,12 @@ fn judge(file: &Path, expected: &str, seed: u64, report: &Report) -> Vec<ZooRow>
                 seed,
                 expected: expected.to_string(),
                 result: result.into(),
-                found: s.anomalies.iter().map(|a| format!("{} x{}", a.name, a.count)).collect(),
+                found: s
+                    .anomalies
+                    .iter()
+                    .map(|a| format!("{} x{}", a.name, a.count))
+                    .chain((!held).then(|| format!("verdict {}", s.check.verdict)))
+                    .collect(),
                 ops_to_detect: hit.map(|a| a.ops_to_detect),
                 calls: s.history.events,
                 drifted: s.check.users_mismatched,

@@ -471,12 +471,15 @@ impl PrivateRedis {
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("redis-server (Debian's package) starts");
+        let mut redis = PrivateRedis(child, port);
         for _ in 0..100 {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return PrivateRedis(child, port);
+                return redis;
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
+        redis.0.kill().ok();
+        redis.0.wait().ok();
         panic!("the private Redis did not listen within 5 s");
     }
 }

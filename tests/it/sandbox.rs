@@ -150,6 +150,12 @@ async fn postgres_role_reaches_nothing_outside_its_schema() {
         .unwrap();
 }
 
+/// The namespace name with its last `_` replaced by `x`.
+fn look_alike(ns: &str) -> String {
+    let i = ns.rfind('_').unwrap();
+    format!("{}x{}", &ns[..i], &ns[i + 1..])
+}
+
 /// `chr(68)||chr(69)||...`: a string written without a quote.
 fn chr_concat(s: &str) -> String {
     s.bytes().map(|b| format!("chr({b})")).collect::<Vec<_>>().join("||")
@@ -177,6 +183,13 @@ async fn mariadb_user_reaches_nothing_outside_its_database() {
         ("user table", vec!["SELECT * FROM mysql.user"], true),
         ("write a server file", vec![leak(format!("SELECT 1 INTO OUTFILE '{outfile}'"))], true),
         ("create a database", vec![leak(format!("CREATE DATABASE cl_evil_{tag}"))], true),
+        // `_` in a GRANT's database name is a wildcard unless escaped: a name that differs
+        // from the namespace only where it has a `_` must be out of reach.
+        (
+            "a database the grant's `_` would match",
+            vec![leak(format!("CREATE DATABASE `{}`", look_alike(ns.name())))],
+            true,
+        ),
         ("create a table elsewhere", vec![leak(format!("CREATE TABLE test.cl_evil_{tag} (x int)"))], true),
         ("a view over another database", vec![leak(format!("CREATE VIEW v AS SELECT * FROM {t}"))], true),
         ("global setting", vec!["SET GLOBAL max_connect_errors = 100"], true),

@@ -130,11 +130,13 @@ pub async fn stored_drift_and_drop(backend: &str, namespace: &str, sqlite: Optio
     }
 }
 
+/// Drops a schema and, when a kept namespace left it, the role that owns it.
 pub async fn drop_schema(admin: &PgPool, schema: &str) {
-    sqlx::query(AssertSqlSafe(format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE")))
-        .execute(admin)
-        .await
-        .expect("drop test schema");
+    let sql = format!(
+        "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE; DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = \
+         '{schema}') THEN EXECUTE 'DROP OWNED BY \"{schema}\"; DROP ROLE \"{schema}\"'; END IF; END $$"
+    );
+    sqlx::raw_sql(AssertSqlSafe(sql)).execute(admin).await.expect("drop test schema");
 }
 
 pub async fn schema_exists(admin: &PgPool, schema: &str) -> bool {

@@ -2,7 +2,7 @@
 //! every `read_count` judged against bounds the history allows, and the named anomalies
 //! (with witnesses) that explain a counter the final check found wrong.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::anomaly::AnomalyKind;
 use crate::check::CheckInput;
@@ -246,30 +246,53 @@ fn zeroing_race<'a>(evs: &[&'a Event], until: u64) -> Option<(&'a Event, &'a Eve
     })
 }
 
-/// An ok delete that removed a notification the history shows was read when the delete
+/// Ok deletes that removed a notification the history shows was read when the delete
 /// began: seeded read, or marked read (mark_read, mark_all_read) by a call that completed
-/// before the delete was invoked. A correct delete leaves the counter alone for it.
-fn delete_of_read_row<'a>(evs: &[&'a Event], (per_user, read): (u64, u64)) -> Option<&'a Event> {
-    let ok = |e: &&&'a Event| e.outcome == Outcome::Ok;
+/// before the delete was invoked. A correct delete leaves the counter alone for them.
+/// Returns the first and how many. O(n log n).
+fn deletes_of_read_rows<'a>(evs: &[&'a Event], (per_user, read): (u64, u64)) -> (Option<&'a Event>, u64) {
+    let ok: Vec<&'a Event> = evs.iter().filter(|e| e.outcome == Outcome::Ok).copied().collect();
     let seeded_read = |e: &Event| {
         let first = (e.user as u64).saturating_sub(1) * per_user + 1;
         (e.id as u64) >= first && (e.id as u64) < first + read
     };
     let seeded = |e: &Event| per_user > 0 && (e.id as u64) <= (e.user as u64) * per_user;
-    let created_at =
-        |e: &Event| evs.iter().filter(ok).find(|c| c.op == OpKind::Create && c.id == e.id).map(|c| c.complete_us);
-    evs.iter().filter(ok).filter(|e| e.op == OpKind::Delete && e.observed > 0).copied().find(|d| {
-        let marked = evs.iter().filter(ok).any(|m| {
-            m.complete_us < d.invoke_us
-                && match m.op {
-                    OpKind::MarkRead | OpKind::MarkReadDup => m.id == d.id && m.observed > 0,
-                    // Every row that existed when it began was read when it finished.
-                    OpKind::MarkAllRead => seeded(d) || created_at(d).is_some_and(|t| t < m.invoke_us),
-                    _ => false,
-                }
-        });
-        seeded_read(d) || marked
-    })
+    let mut created: HashMap<NotificationId, u64> = HashMap::new();
+    let mut marked: HashMap<NotificationId, u64> = HashMap::new();
+    for e in &ok {
+        match e.op {
+            OpKind::Create => {
+                created.insert(e.id, e.complete_us);
+            }
+            OpKind::MarkRead | OpKind::MarkReadDup if e.observed > 0 => {
+                let t = marked.entry(e.id).or_insert(u64::MAX);
+                *t = (*t).min(e.complete_us);
+            }
+            _ => {}
+        }
+    }
+    // Mark_all_reads by completion, with the latest invocation among those completed so
+    // far: a row existing before that invocation was read once it completed.
+    let mut all: Vec<(u64, u64)> =
+        ok.iter().filter(|e| e.op == OpKind::MarkAllRead).map(|m| (m.complete_us, m.invoke_us)).collect();
+    all.sort_unstable();
+    let latest_invoke: Vec<u64> = all
+        .iter()
+        .scan(0u64, |mx, (_, inv)| {
+            *mx = (*mx).max(*inv);
+            Some(*mx)
+        })
+        .collect();
+    let read_when_deleted = |d: &Event| {
+        let by_mark = marked.get(&d.id).is_some_and(|t| *t < d.invoke_us);
+        let n = all.partition_point(|(c, _)| *c < d.invoke_us);
+        let existed = if seeded(d) { Some(0) } else { created.get(&d.id).copied() };
+        let by_all = n > 0 && existed.is_some_and(|t| t < latest_invoke[n - 1]);
+        seeded_read(d) || by_mark || by_all
+    };
+    let mut found = ok.iter().filter(|e| e.op == OpKind::Delete && e.observed > 0).filter(|d| read_when_deleted(d));
+    let first = found.next().copied();
+    (first, first.map_or(0, |_| 1 + found.count() as u64))
 }
 
 /// Two ok calls on one user that both moved its counter and overlapped in time: the
@@ -280,10 +303,20 @@ fn overlapping_writes<'a>(evs: &[&'a Event]) -> Option<(&'a Event, &'a Event)> {
         e.outcome == Outcome::Ok && (e.op == OpKind::Create || (e.op != OpKind::ReadCount && e.observed > 0))
     };
     let writes: Vec<&'a Event> = evs.iter().filter(moved).copied().collect();
-    let all_reads: Vec<&'a Event> = writes.iter().filter(|e| e.op == OpKind::MarkAllRead).copied().collect();
-    let with_mark_all = all_reads
-        .iter()
-        .find_map(|m| writes.iter().find(|w| w.op != OpKind::MarkAllRead && overlap(m, w)).map(|w| (*m, *w)));
+    let (alls, mut others): (Vec<&'a Event>, Vec<&'a Event>) = writes.iter().partition(|e| e.op == OpKind::MarkAllRead);
+    // Others by invocation, with the one completing latest so far: it overlaps a
+    // mark_all_read m if any of those invoked before m completed does.
+    others.sort_by_key(|e| e.invoke_us);
+    let mut latest: Vec<usize> = Vec::with_capacity(others.len());
+    for i in 0..others.len() {
+        let keep = i > 0 && others[latest[i - 1]].complete_us >= others[i].complete_us;
+        latest.push(if keep { latest[i - 1] } else { i });
+    }
+    let with_mark_all = alls.iter().find_map(|m| {
+        let n = others.partition_point(|w| w.invoke_us < m.complete_us);
+        let w = others[*latest.get(n.checked_sub(1)?)?];
+        overlap(m, w).then_some((*m, w))
+    });
     with_mark_all.or_else(|| first_overlap(writes))
 }
 
@@ -452,7 +485,10 @@ pub fn classify(
             let name = if drift > 0 { AnomalyKind::LostDecrement } else { AnomalyKind::LostIncrement };
             acc.add(name, base(vec![**e], e.id, "an op with an unknown outcome half applied".into()));
         } else if drift < 0
-            && let Some(d) = delete_of_read_row(&evs, cx.seed_layout)
+            && let (Some(d), n) = deletes_of_read_rows(&evs, cx.seed_layout)
+            // Each such delete lowers the counter by one at most: it must be able to
+            // account for the drift.
+            && n >= drift.unsigned_abs()
         {
             let note = "a delete of a notification already read; the counter went down anyway".into();
             acc.add(AnomalyKind::WrongDeleteAdjustment, base(vec![*d], d.id, note));

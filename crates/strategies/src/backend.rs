@@ -150,25 +150,30 @@ impl Server {
         let mut out = Vec::new();
         match &self.conn {
             Conn::Pg { admin, .. } => {
-                let rows: Vec<(String, Option<String>, bool)> = sqlx::query_as(
+                let rows: Vec<(String, Option<String>, bool, i64)> = sqlx::query_as(
                     "SELECT n.nspname::text, obj_description(n.oid, 'pg_namespace'), \
-                     EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = n.nspname) \
+                     EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = n.nspname), \
+                     (SELECT count(*) FROM pg_stat_activity a WHERE a.usename = n.nspname) \
                      FROM pg_namespace n WHERE n.nspname LIKE 'cl\\_%' ORDER BY 1",
                 )
                 .fetch_all(admin)
                 .await
                 .map_err(err)?;
-                for (ns, comment, role) in rows {
-                    if let Some(marker) = comment.as_deref().and_then(Marker::parse).filter(|_| is_namespace_name(&ns))
-                    {
-                        let what = if role { "schema and role" } else { "schema" };
-                        out.push(Leftover { backend: "postgres", namespace: ns, marker, what: what.into() });
+                for (ns, comment, role, sessions) in rows {
+                    let Some(marker) = comment.as_deref().and_then(Marker::parse) else { continue };
+                    if is_namespace_name(&ns) {
+                        let what = if role { "schema and role" } else { "schema" }.into();
+                        let sessions = sessions as u64;
+                        out.push(Leftover { backend: "postgres", namespace: ns, marker, what, sessions });
                     }
                 }
             }
             Conn::My { admin, .. } => {
+                // Only a real table is read (the namespace's user could have put a view
+                // there, which would run with the reader's rights).
                 let dbs: Vec<String> = sqlx::query_scalar(
-                    "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE 'cl\\_%' ORDER BY 1",
+                    "SELECT TABLE_SCHEMA FROM information_schema.TABLES WHERE TABLE_SCHEMA LIKE 'cl\\_%' \
+                     AND TABLE_NAME = 'cl_meta' AND TABLE_TYPE = 'BASE TABLE' ORDER BY 1",
                 )
                 .fetch_all(admin)
                 .await
@@ -177,14 +182,15 @@ impl Server {
                     let sql = format!("SELECT marker FROM `{ns}`.cl_meta LIMIT 1");
                     let marker: Option<String> =
                         sqlx::query_scalar(AssertSqlSafe(sql)).fetch_optional(admin).await.ok().flatten();
-                    if let Some(marker) = marker.as_deref().and_then(Marker::parse) {
-                        out.push(Leftover {
-                            backend: "mysql",
-                            namespace: ns,
-                            marker,
-                            what: "database and user".into(),
-                        });
-                    }
+                    let Some(marker) = marker.as_deref().and_then(Marker::parse) else { continue };
+                    let sessions: i64 =
+                        sqlx::query_scalar("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = ?")
+                            .bind(sandbox::mysql_user(&ns))
+                            .fetch_one(admin)
+                            .await
+                            .map_err(err)?;
+                    let (what, sessions) = ("database and user".into(), sessions as u64);
+                    out.push(Leftover { backend: "mysql", namespace: ns, marker, what, sessions });
                 }
             }
             Conn::Lite { .. } => {}
@@ -607,14 +613,23 @@ impl Namespace {
     /// configured account; the namespace's identity is dropped.
     pub async fn keep(mut self) -> Result<(), BackendError> {
         self.close_pool().await;
+        let ns = &self.name;
         match &self.home {
-            Home::Pg(_) if self.made_identity => {
-                self.admin_exec("hand over and drop role", sandbox::pg_keep(&self.name)).await
+            Home::Pg(_) if self.made_identity => self.admin_exec("lock the kept role", sandbox::pg_keep(ns)).await,
+            Home::Pg(_) => {
+                let note = format!("COMMENT ON SCHEMA \"{ns}\" IS 'kept by counterlab --keep'");
+                self.admin_exec("note the kept schema", note).await
             }
-            Home::My(_) if self.made_identity => {
-                self.admin_exec("drop user", sandbox::mysql_drop_user(&self.name)).await
+            Home::My(_) => {
+                // No marker: `counterlab clean` leaves a kept database alone.
+                let unmark = format!("DROP TABLE IF EXISTS `{ns}`.cl_meta");
+                let unmarked = self.admin_exec("unmark the kept database", unmark).await;
+                if self.made_identity {
+                    self.admin_exec("drop user", sandbox::mysql_drop_user(ns)).await?;
+                }
+                unmarked
             }
-            _ => Ok(()),
+            Home::Lite(_) => Ok(()),
         }
     }
 }

@@ -17,12 +17,18 @@ pub enum BackendError {
 /// `mysql:/u:pw@h/db`), `password=` query parameters and libpq `key=value` pairs.
 pub fn redact_url(url: &str) -> String {
     let url = redact_password_pairs(url);
-    let Some(at) = url.rfind('@') else {
+    // Userinfo is never in the query or fragment, which may hold an `@` of their own.
+    let head_end = url.find(['?', '#']).unwrap_or(url.len());
+    let Some(at) = url[..head_end].rfind('@') else {
         return url;
     };
     let head = &url[..at];
-    // The userinfo starts after the last `/` before the `@` (or at the start).
-    let user_start = head.rfind('/').map_or(0, |i| i + 1);
+    // The userinfo starts after `://` (a password may hold a `/`), or in a malformed URL
+    // after the last `/` before the `@` (or at the start).
+    let user_start = match head.find("://") {
+        Some(i) => i + 3,
+        None => head.rfind('/').map_or(0, |i| i + 1),
+    };
     match head[user_start..].find(':') {
         Some(colon) => format!("{}:***{}", &url[..user_start + colon], &url[at..]),
         None => url,
@@ -90,6 +96,12 @@ mod tests {
         assert_eq!(redact_url("host=db password = 'a b' port=1"), "host=db password = *** port=1");
         assert_eq!(redact_url("PASSWORD=x&sslmode=require"), "PASSWORD=***&sslmode=require");
         assert_eq!(redact_url("postgres://h/db?sslpassword=keep"), "postgres://h/db?sslpassword=keep");
+        assert_eq!(
+            redact_url("postgres://u:pw@h/db?application_name=a@b"),
+            "postgres://u:***@h/db?application_name=a@b"
+        );
+        assert_eq!(redact_url("postgres://u:pa/ss@h/db"), "postgres://u:***@h/db");
+        assert_eq!(redact_url("postgres://u:p@ss@h/db"), "postgres://u:***@h/db");
     }
 
     #[test]

@@ -62,6 +62,8 @@ pub struct Leftover {
     pub marker: Marker,
     /// What removing it drops, in words.
     pub what: String,
+    /// Live connections of its identity on the server: a run still going, wherever it is.
+    pub sessions: u64,
 }
 
 /// Namespace names are generated: `cl_` then `[a-z0-9_]`, at most 63 bytes.

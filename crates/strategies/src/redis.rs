@@ -193,6 +193,7 @@ impl RedisServer {
                 break;
             }
         }
+        let clients: String = redis::cmd("CLIENT").arg("LIST").query_async(&mut conn).await.map_err(err)?;
         let mut out = Vec::new();
         for key in keys {
             let ns = key.trim_start_matches("cl:").trim_end_matches(":meta").to_string();
@@ -200,12 +201,10 @@ impl RedisServer {
             if let Some(marker) = text.as_deref().and_then(crate::leftover::Marker::parse)
                 && crate::leftover::is_namespace_name(&ns)
             {
-                out.push(crate::leftover::Leftover {
-                    backend: "redis",
-                    namespace: ns,
-                    marker,
-                    what: "keys and ACL user".into(),
-                });
+                let user = format!(" user={ns} ");
+                let sessions = clients.lines().filter(|l| l.contains(&user)).count() as u64;
+                let what = "keys and ACL user".into();
+                out.push(crate::leftover::Leftover { backend: "redis", namespace: ns, marker, what, sessions });
             }
         }
         out.sort_by(|a, b| a.namespace.cmp(&b.namespace));
@@ -312,6 +311,14 @@ impl RedisSpace {
     /// Who the space's connections log in as.
     pub fn identity(&self) -> &Identity {
         &self.identity
+    }
+
+    /// For `--keep`: the marker key becomes a note, so `counterlab clean` leaves the kept
+    /// keys alone.
+    pub async fn mark_kept(&self) -> Result<(), OpError> {
+        let mut admin = self.client.get_multiplexed_async_connection().await.map_err(classify_redis)?;
+        let key = format!("{}meta", self.prefix);
+        admin.set::<_, _, ()>(key, "kept by counterlab --keep").await.map_err(classify_redis)
     }
 
     /// Drops the space's ACL user (which also closes its connections); keys stay. Called

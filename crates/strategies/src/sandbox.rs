@@ -95,9 +95,15 @@ pub fn pg_drop(ns: &str) -> String {
     format!("DROP SCHEMA IF EXISTS \"{ns}\" CASCADE;\nDROP OWNED BY \"{ns}\";\nDROP ROLE \"{ns}\";")
 }
 
-/// PostgreSQL `--keep`: the data stays, owned by the configured account; the role goes.
+/// PostgreSQL `--keep`: the data stays, owned by the role, which can no longer log in.
+/// (Handing it to the configured account would make a strategy's SECURITY DEFINER
+/// function or view run with that account's rights.) The marker becomes a note, so
+/// `counterlab clean` leaves a kept namespace alone.
 pub fn pg_keep(ns: &str) -> String {
-    format!("REASSIGN OWNED BY \"{ns}\" TO CURRENT_USER;\nDROP OWNED BY \"{ns}\";\nDROP ROLE \"{ns}\";")
+    format!(
+        "ALTER ROLE \"{ns}\" NOLOGIN PASSWORD NULL;\n\
+         COMMENT ON SCHEMA \"{ns}\" IS 'kept by counterlab --keep: DROP SCHEMA \"{ns}\" CASCADE; DROP ROLE \"{ns}\"';"
+    )
 }
 
 /// MariaDB/MySQL: the user and its rights on the namespace's database alone (no FILE,
@@ -108,7 +114,9 @@ pub fn mysql_create(ns: &str, password: &str, conn_limit: u32) -> Vec<String> {
         format!("CREATE USER '{user}'@'%' IDENTIFIED BY '{password}' WITH MAX_USER_CONNECTIONS {conn_limit}"),
         format!(
             "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER, CREATE TEMPORARY TABLES, \
-             LOCK TABLES, CREATE VIEW, SHOW VIEW, TRIGGER, REFERENCES ON `{ns}`.* TO '{user}'@'%'"
+             LOCK TABLES, CREATE VIEW, SHOW VIEW, TRIGGER, REFERENCES ON `{}`.* TO '{user}'@'%'",
+            // In a GRANT's database name `_` is a wildcard: escaped, it names this one.
+            ns.replace('_', "\\_")
         ),
     ]
 }
