@@ -78,7 +78,24 @@ pub fn new_run_id() -> String {
 /// The namespace one strategy run lives in: `cl_<run id>_<strategy>`, with the backend
 /// and isolation level in between when given.
 pub fn namespace_name(run_id: &str, strategy: &str) -> String {
-    format!("cl_{run_id}_{}", strategy.replace('-', "_"))
+    fit_name(format!("cl_{run_id}_{}", strategy.replace('-', "_")))
+}
+
+/// Names must stay within 64 once every `_` is escaped (MariaDB's limit on the database
+/// name of a GRANT, where `_` is written `\_`); a longer one keeps its start and gets
+/// a hash of the whole name, so names stay unique.
+fn fit_name(name: String) -> String {
+    let cost = |s: &str| s.len() + s.matches('_').count();
+    if cost(&name) <= 64 {
+        return name;
+    }
+    // FNV-1a: stable across versions and platforms, unlike std's hasher.
+    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    let mut head = name;
+    while cost(&head) + 10 > 64 {
+        head.pop();
+    }
+    format!("{}_{:08x}", head.trim_end_matches('_'), h as u32)
 }
 
 fn scoped_namespace(run_id: &str, dialect: Dialect, isolation: Isolation, strategy: &str) -> String {
@@ -972,4 +989,29 @@ async fn settled_reads(strategy: &dyn Strategy, rows: &[CheckInput]) -> Vec<Sett
         .filter_map(|x| async move { x })
         .collect()
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn namespace_names_fit_an_escaped_grant_and_stay_unique() {
+        let run = "20261201t132049_0c24";
+        let a = super::scoped_namespace(
+            run,
+            super::Dialect::Mysql,
+            super::Isolation::ReadCommitted,
+            "conditional-update-unguarded",
+        );
+        let b = super::scoped_namespace(
+            run,
+            super::Dialect::Mysql,
+            super::Isolation::ReadCommitted,
+            "conditional-update-unguardee",
+        );
+        for n in [&a, &b] {
+            assert!(n.len() + n.matches('_').count() <= 64 && n.len() <= 63, "{n}");
+        }
+        assert_ne!(a, b);
+        assert_eq!(super::namespace_name(run, "x"), "cl_20261201t132049_0c24_x");
+    }
 }
