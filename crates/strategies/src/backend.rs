@@ -210,11 +210,11 @@ impl Server {
         let ns = &l.namespace;
         match &self.conn {
             Conn::Pg { admin, .. } => {
-                let sql = if l.what.contains("role") {
-                    sandbox::pg_drop(ns)
-                } else {
-                    format!("DROP SCHEMA IF EXISTS \"{ns}\" CASCADE")
-                };
+                // Idempotent: the run may be finishing its own cleanup at the same moment.
+                let sql = format!(
+                    "DROP SCHEMA IF EXISTS \"{ns}\" CASCADE; DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_roles \
+                     WHERE rolname = '{ns}') THEN EXECUTE 'DROP OWNED BY \"{ns}\"; DROP ROLE \"{ns}\"'; END IF; END $$"
+                );
                 sqlx::raw_sql(AssertSqlSafe(sql)).execute(admin).await.map_err(err)?;
             }
             Conn::My { admin, .. } => {
