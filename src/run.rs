@@ -854,6 +854,13 @@ async fn run_one(
         {
             failed.push(e);
         }
+        // A strategy that never got built still had its space (the marker key at least).
+        if strategy_for_teardown.is_none()
+            && let Some(space) = &space_to_release
+            && let Err(e) = retry_lost("delete the run's Redis keys", log, || space.delete_all()).await
+        {
+            failed.push(e);
+        }
         failed.extend(ns.drop_namespace().await.err().map(|e| e.to_string()));
     }
     // A cleanup that failed is said, in the log and on the row; the results stand, and

@@ -325,4 +325,17 @@ async fn a_lua_script_redis_refuses_fails_the_run_naming_the_script() {
     let e = counterlab::run::run_plan(&plan, &util::options(false, None), &mut |_| {}).await.unwrap_err().to_string();
     std::fs::remove_dir_all(&dir).ok();
     assert!(e.contains("bad.lua") && e.contains("refused by Redis"), "{e}");
+    // The failed run removed its Redis space too (the marker key included).
+    let server =
+        counterlab_strategies::RedisServer::connect(&crate::redis::redis_url(), std::time::Duration::from_secs(5))
+            .await
+            .unwrap();
+    let mine: Vec<_> = server
+        .leftovers()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|l| l.namespace.ends_with("_mine") && l.marker.pid == std::process::id() && l.sessions == 0)
+        .collect();
+    assert!(mine.is_empty(), "{mine:?}");
 }
