@@ -130,11 +130,7 @@ async fn a_run_writes_reports_and_leaves_nothing_behind() {
     assert_eq!(v, 42);
 }
 
-pub fn tempdir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("counterlab-test-{tag}-{}", counterlab::run::new_run_id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+pub use crate::util::tempdir;
 
 /// Ctrl-C, SIGTERM (timeout, docker stop, CI cancellation) and SIGHUP all stop the load,
 /// check what ran, write the report and clean up, exiting with 128 + the signal.

@@ -4,7 +4,7 @@
 
 use std::fs::File;
 use std::os::unix::process::CommandExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -41,15 +41,6 @@ delete = 10
 mark_all_read = 5
 read_count = 20
 "#;
-
-/// A unique directory, removed when the test ends however it ends.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        std::fs::remove_dir_all(&self.0).ok();
-    }
-}
 
 fn chromium_or_fail() {
     assert!(
@@ -127,10 +118,10 @@ fn charts(dom: &str) -> Vec<serde_json::Value> {
 fn html_report_lays_out_every_chart_in_chromium() {
     let _heavy = crate::util::heavy_blocking();
     chromium_or_fail();
-    let dir = TempDir(crate::cli::tempdir("html"));
-    let scenario = dir.0.join("html-report.toml");
+    let dir = crate::cli::tempdir("html");
+    let scenario = dir.join("html-report.toml");
     std::fs::write(&scenario, SCENARIO).unwrap();
-    let out = dir.0.join("out");
+    let out = dir.join("out");
     let o = Command::new(env!("CARGO_BIN_EXE_counterlab"))
         .args(["run", scenario.to_str().unwrap(), "--out", out.to_str().unwrap()])
         .env("COUNTERLAB_POSTGRES_URL", util::pg_url())
@@ -152,7 +143,7 @@ fn html_report_lays_out_every_chart_in_chromium() {
         assert!(series > 0, "{} has an empty series: the time charts have nothing to draw", s["strategy"]);
     }
 
-    let dom = chromium(&dir.0, "dom", &page, &["--dump-dom"]);
+    let dom = chromium(&dir, "dom", &page, &["--dump-dom"]);
     assert!(dom.contains("conditional-update") && dom.contains("direct-update"), "{}", &dom[..dom.len().min(2000)]);
     let charts = charts(&dom);
     let find = |id: &str| {
@@ -184,8 +175,8 @@ fn html_report_lays_out_every_chart_in_chromium() {
     }
     assert_eq!(charts.len(), 3 + strategies.len(), "{charts:?}");
 
-    let png = dir.0.join("report.png");
-    chromium(&dir.0, "shot", &page, &[&format!("--screenshot={}", png.display()), "--window-size=1280,2400"]);
+    let png = dir.join("report.png");
+    chromium(&dir, "shot", &page, &[&format!("--screenshot={}", png.display()), "--window-size=1280,2400"]);
     let bytes = std::fs::read(&png).unwrap_or_else(|e| panic!("no screenshot at {}: {e}", png.display()));
     assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000, "screenshot of {} bytes", bytes.len());
 }

@@ -14,12 +14,12 @@ async fn isolation_matrix_findings() {
     let overrides = Overrides { ops: Some(1000), workers: Some(6), ..Overrides::default() };
     let plan = load(&f, &overrides, &util::known(), 1).unwrap();
     let dir = util::sqlite_dir("matrix");
-    let report = util::run_kept(&plan, Some(dir.clone())).await;
+    let report = util::run_kept(&plan, Some(dir.to_path_buf())).await;
     // 4 strategies x (3 PostgreSQL + 3 MariaDB levels + SQLite's one).
     assert_eq!(report.strategies.len(), 28);
     assert_eq!(report.skipped.len(), 8, "two levels x four strategies skipped on SQLite");
     for s in &report.strategies {
-        let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, Some(&dir)).await;
+        let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, Some(&dir.to_path_buf())).await;
         let mismatched = stored.iter().filter(|(_, c, t)| c != t).count() as u64;
         let at = format!("{} on {} at {} (server: {})", s.strategy, s.backend, s.isolation, s.isolation_in_effect);
         assert_eq!(mismatched, s.check.users_mismatched, "{at}: report agrees with the rows");

@@ -47,7 +47,7 @@ async fn a_stall_shows_from_the_intended_start_and_not_in_service_time() {
     // the machine's load did to the percentiles.
     let dir = crate::cli::tempdir("stall");
     let mut opts = util::options(true, None);
-    opts.history_dir = Some(dir.clone());
+    opts.history_dir = Some(dir.to_path_buf());
     let report = counterlab::run::run_plan(&p, &opts, &mut |_| {}).await.expect("run succeeds");
     let s = &report.strategies[0];
     let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, None).await;

@@ -32,10 +32,10 @@ async fn every_shipped_scenario_runs_small() {
         let overrides = Overrides { ops: Some(300), workers: Some(3), ..Overrides::default() };
         let plan = load(&f, &overrides, &util::known(), 5).unwrap_or_else(|e| panic!("{e}"));
         let dir = util::sqlite_dir("shipped");
-        let report = util::run_kept(&plan, Some(dir.clone())).await;
+        let report = util::run_kept(&plan, Some(dir.to_path_buf())).await;
         assert!(!report.strategies.is_empty());
         for s in &report.strategies {
-            let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, Some(&dir)).await;
+            let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, Some(&dir.to_path_buf())).await;
             // The stored `unread_counts` is the strategy's counter unless it keeps its own
             // (Redis, or a file-defined `counters` query such as slotted-counter's).
             let own_counter = plan.custom.get(&s.strategy).is_some_and(|c| c.counters.is_some());

@@ -2,14 +2,13 @@
 //! stored state afterwards. Sequential runs are deterministic, so exact values are
 //! asserted, including the mutant's double decrement.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use counterlab_strategies::{Isolation, PoolSpec, SeedSpec, Server, build};
 
 use crate::util;
 
-async fn server(backend: &str) -> (Server, Option<PathBuf>) {
+async fn server(backend: &str) -> (Server, Option<util::Tmp>) {
     let t = Duration::from_secs(5);
     match backend {
         "postgres" => (Server::connect_postgres(&util::pg_url(), t).await.unwrap(), None),
@@ -40,7 +39,8 @@ async fn sequential_ops(backend: &str, name: &str) {
     if unguarded {
         // The mutant's bug, deterministically: rows_affected counted an already-read row.
         ns.keep().await.unwrap();
-        let stored = util::stored_drift_and_drop(backend, &ns_name, dir.as_ref()).await;
+        let stored =
+            util::stored_drift_and_drop(backend, &ns_name, dir.as_ref().map(|d| d.to_path_buf()).as_ref()).await;
         assert_eq!(stored[1], (2, 1, 2), "{at}: counter 1, truth 2");
         return;
     }
@@ -63,7 +63,7 @@ async fn sequential_ops(backend: &str, name: &str) {
         vec![(1, Some(3), 3), (2, Some(0), 0), (3, Some(3), 3)]
     );
     ns.keep().await.unwrap();
-    let stored = util::stored_drift_and_drop(backend, &ns_name, dir.as_ref()).await;
+    let stored = util::stored_drift_and_drop(backend, &ns_name, dir.as_ref().map(|d| d.to_path_buf()).as_ref()).await;
     assert_eq!(stored, vec![(1, 3, 3), (2, 0, 0), (3, 3, 3)], "{at}: counters and rows");
 }
 

@@ -43,11 +43,31 @@ pub fn plan(toml: &str) -> RunPlan {
     parse("inline.toml", toml, "inline", &Overrides::default(), &known(), 1).expect("valid test scenario")
 }
 
-/// A directory for SQLite namespaces that outlives the run, so tests can inspect files.
-pub fn sqlite_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("counterlab-test-{tag}-{}", counterlab::run::new_run_id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A test's temporary directory, removed when dropped (also when the test fails).
+pub struct Tmp(tempfile::TempDir);
+
+impl AsRef<std::path::Path> for Tmp {
+    fn as_ref(&self) -> &std::path::Path {
+        self.0.path()
+    }
+}
+
+impl std::ops::Deref for Tmp {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        self.0.path()
+    }
+}
+
+/// A fresh temporary directory `counterlab-test-<tag>-*`, removed with its guard.
+pub fn tempdir(tag: &str) -> Tmp {
+    Tmp(tempfile::Builder::new().prefix(&format!("counterlab-test-{tag}-")).tempdir().expect("a temporary directory"))
+}
+
+/// A directory for SQLite namespaces that outlives the run (not the test), so tests can
+/// inspect files.
+pub fn sqlite_dir(tag: &str) -> Tmp {
+    tempdir(tag)
 }
 
 pub fn options(keep: bool, sqlite: Option<PathBuf>) -> RunOptions {

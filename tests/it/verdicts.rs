@@ -2,14 +2,14 @@
 //! terminal, and the exit code, for a run whose reads are wrong (counters right), one
 //! whose operations all fail, and one with no evidence (a delete-only mix on an empty seed).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use crate::util;
 
 /// The conditional-update file strategy as `twin`, with `edit` applied, in a small
 /// scenario with `mix` on PostgreSQL; written to a fresh directory.
-fn scenario(tag: &str, data: &str, mix: &str, edit: impl Fn(String) -> String) -> PathBuf {
+fn scenario(tag: &str, data: &str, mix: &str, edit: impl Fn(String) -> String) -> crate::util::Tmp {
     let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/strategies/conditional-update.toml");
     let base = std::fs::read_to_string(f).unwrap().replace("conditional-update-file", "twin");
     let dir = crate::cli::tempdir(tag);
@@ -18,15 +18,14 @@ fn scenario(tag: &str, data: &str, mix: &str, edit: impl Fn(String) -> String) -
          [data]\n{data}\n[workload]\nworkers = 2\nops = 300\n[workload.mix]\n{mix}\n{}",
         edit(base)
     );
-    let path = dir.join("s.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+    std::fs::write(dir.join("s.toml"), text).unwrap();
+    dir
 }
 
 /// Runs the scenario with `extra` flags; returns the exit code, the terminal output and
 /// the three report files.
-fn run(path: &Path, extra: &[&str]) -> (Option<i32>, String, serde_json::Value, String, String) {
-    let out = path.parent().unwrap().join("out");
+fn run(dir: crate::util::Tmp, extra: &[&str]) -> (Option<i32>, String, serde_json::Value, String, String) {
+    let (path, out) = (dir.join("s.toml"), dir.join("out"));
     let o = Command::new(env!("CARGO_BIN_EXE_counterlab"))
         .args(["run", path.to_str().unwrap(), "--out", out.to_str().unwrap()])
         .args(extra)
@@ -37,7 +36,6 @@ fn run(path: &Path, extra: &[&str]) -> (Option<i32>, String, serde_json::Value, 
     let json = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
-    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     (o.status.code(), term, json, md, html)
 }
 
@@ -59,10 +57,10 @@ const READ: &str = "sql = \"SELECT unread FROM unread_counts WHERE user_id = :us
 
 #[test]
 fn wrong_reads_with_right_counters_fail_as_reads_in_every_output() {
-    let path = scenario("reads", DATA, "mark_read = 50\nread_count = 50", |b| {
+    let dir = scenario("reads", DATA, "mark_read = 50\nread_count = 50", |b| {
         b.replace(READ, "sql = \"SELECT unread + 1 AS unread FROM unread_counts WHERE user_id = :user\"")
     });
-    let r = run(&path, &[]);
+    let r = run(dir, &[]);
     assert_eq!(r.2["strategies"][0]["check"]["users_mismatched"], 0, "the counters themselves are right");
     assert_everywhere("FAIL: reads", &r, 1);
     assert_eq!(r.2["strategies"][0]["check"]["matches_guarantee"], false);
@@ -70,13 +68,13 @@ fn wrong_reads_with_right_counters_fail_as_reads_in_every_output() {
 
 #[test]
 fn operations_that_all_fail_are_a_failure_naming_the_error() {
-    let path = scenario("errors", DATA, "mark_read = 50\nread_count = 50", |b| {
+    let dir = scenario("errors", DATA, "mark_read = 50\nread_count = 50", |b| {
         b.replace(
             "sql = \"UPDATE unread_counts SET unread = unread - 1 WHERE user_id = :user\"",
             "sql = \"UPDATE unread_counts SET unread = unread / 0 WHERE user_id = :user\"",
         )
     });
-    let r = run(&path, &[]);
+    let r = run(dir, &[]);
     assert_everywhere("FAIL: errors", &r, 1);
     let summary = r.2["strategies"][0]["check"]["summary"].as_str().unwrap().to_string();
     assert!(summary.contains("division by zero"), "{summary}");
@@ -85,9 +83,9 @@ fn operations_that_all_fail_are_a_failure_naming_the_error() {
 #[test]
 fn a_delete_only_mix_on_an_empty_seed_is_no_evidence_and_fails_under_strict() {
     let data = "users = 20\nnotifications_per_user = 0";
-    let r = run(&scenario("empty", data, "delete = 1", |b| b), &[]);
+    let r = run(scenario("empty", data, "delete = 1", |b| b), &[]);
     assert_everywhere("NO EVIDENCE", &r, 0);
     assert!(r.1.contains("pass --strict"), "{}", r.1);
-    let r = run(&scenario("empty-strict", data, "delete = 1", |b| b), &["--strict"]);
+    let r = run(scenario("empty-strict", data, "delete = 1", |b| b), &["--strict"]);
     assert_everywhere("NO EVIDENCE", &r, 1);
 }
