@@ -89,13 +89,12 @@ fn fit_name(name: String) -> String {
     if cost(&name) <= 64 {
         return name;
     }
-    // FNV-1a: stable across versions and platforms, unlike std's hasher.
-    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    let h = counterlab_strategies::stable_hash(&name);
     let mut head = name;
     while cost(&head) + 10 > 64 {
         head.pop();
     }
-    format!("{}_{:08x}", head.trim_end_matches('_'), h as u32)
+    format!("{}_{h:08x}", head.trim_end_matches('_'))
 }
 
 fn scoped_namespace(run_id: &str, dialect: Dialect, isolation: Isolation, strategy: &str) -> String {

@@ -142,7 +142,7 @@ async fn ctrl_c_sigterm_and_sighup_stop_the_load_check_and_clean_up() {
 }
 
 async fn interrupted_by(signal: &str, code: i32) {
-    use std::io::{BufRead, BufReader, Read};
+    use std::io::{BufReader, Read};
     use std::process::Stdio;
     use std::time::{Duration, Instant};
 
@@ -157,17 +157,7 @@ async fn interrupted_by(signal: &str, code: i32) {
     // Wait for the first strategy's load to begin (the line after its seed); the stream
     // ending first means the run failed, which the assertion reports.
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap() == 0 {
-            panic!("run ended before its load started:\n{seen}");
-        }
-        seen += &line;
-        if line.contains("seeded") {
-            break;
-        }
-    }
+    let (_, seen) = util::wait_for_line(&mut stderr, "its load started", |l| l.contains("seeded"));
     let rest = std::thread::spawn(move || {
         let mut s = String::new();
         stderr.read_to_string(&mut s).ok();
@@ -374,7 +364,7 @@ fn the_replay_command_keeps_the_server_options_without_passwords() {
 /// Starts a run of redis-counter on `backend`, waits for its load to begin and kills it
 /// with SIGKILL; returns the namespace it left.
 fn killed_run(backend: &str, dir: &std::path::Path) -> String {
-    use std::io::{BufRead, BufReader};
+    use std::io::BufReader;
     let mut child = Command::new(env!("CARGO_BIN_EXE_counterlab"))
         .args(["run", "scenarios/quickstart.toml", "--strategy", "redis-counter", "--backend", backend])
         .args(["--duration-s", "600", "--out", dir.to_str().unwrap()])
@@ -384,17 +374,8 @@ fn killed_run(backend: &str, dir: &std::path::Path) -> String {
         .spawn()
         .unwrap();
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    let ns = loop {
-        let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap() == 0 {
-            panic!("run ended before its load started:\n{seen}");
-        }
-        seen += &line;
-        if let Some((_, ns)) = line.trim().split_once(" into ").filter(|_| line.contains("seeded")) {
-            break ns.to_string();
-        }
-    };
+    let (line, _) = util::wait_for_line(&mut stderr, "its load started", |l| l.contains("seeded"));
+    let ns = line.trim().rsplit_once(" into ").expect("the seed line names the namespace").1.to_string();
     child.kill().unwrap();
     child.wait().unwrap();
     ns
@@ -456,45 +437,14 @@ async fn after_sigkill_clean_removes_the_marked_leftovers_and_nothing_else() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// A Redis of the test's own on a free loopback port, killed on drop (never the shared one).
-struct PrivateRedis(std::process::Child, u16);
-
-impl PrivateRedis {
-    fn start() -> PrivateRedis {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server (Debian's package) starts");
-        let mut redis = PrivateRedis(child, port);
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return redis;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        redis.0.kill().ok();
-        redis.0.wait().ok();
-        panic!("the private Redis did not listen within 5 s");
-    }
-}
-
-impl Drop for PrivateRedis {
-    fn drop(&mut self) {
-        self.0.kill().ok();
-        self.0.wait().ok();
-    }
-}
-
 /// Redis dies mid-load and stays down: the SQL strategy before it keeps its verdict, the
 /// Redis strategy's check is retried (bounded) and then INCOMPLETE, its cleanup failure is
 /// on its row, the report is written, and the exit code is 3.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_lost_mid_load_makes_its_row_incomplete_and_the_report_stands() {
-    use std::io::{BufRead, BufReader, Read};
+    use std::io::{BufReader, Read};
     let dir = tempdir("redis-lost");
-    let mut redis = PrivateRedis::start();
+    let mut redis = util::PrivateRedis::start(false);
     let url = format!("redis://127.0.0.1:{}", redis.1);
     let mut child = Command::new(env!("CARGO_BIN_EXE_counterlab"))
         .args(["run", "scenarios/quickstart.toml", "--backend", "postgres", "--duration-s", "2"])
@@ -506,17 +456,9 @@ async fn a_redis_lost_mid_load_makes_its_row_incomplete_and_the_report_stands() 
         .spawn()
         .unwrap();
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap() == 0 {
-            panic!("run ended before redis-counter's load:\n{seen}");
-        }
-        seen += &line;
-        if line.starts_with("redis-counter on") && line.contains("seeded") {
-            break;
-        }
-    }
+    let (_, seen) = util::wait_for_line(&mut stderr, "redis-counter's load", |l| {
+        l.starts_with("redis-counter on") && l.contains("seeded")
+    });
     redis.0.kill().unwrap();
     redis.0.wait().unwrap();
     let mut rest = String::new();

@@ -422,41 +422,6 @@ async fn without_the_right_to_create_roles_files_are_refused_unless_trusted() {
     assert_eq!(s.check.verdict, "pass");
 }
 
-/// A private Redis that listens on TLS only (Debian's snakeoil certificate), killed on drop.
-struct TlsRedis(std::process::Child, u16);
-
-impl TlsRedis {
-    fn start() -> TlsRedis {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = std::process::Command::new("redis-server")
-            .args([
-                "--port",
-                "0",
-                "--tls-port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .args(["--tls-cert-file", "/etc/ssl/certs/ssl-cert-snakeoil.pem"])
-            .args(["--tls-key-file", "/etc/ssl/private/ssl-cert-snakeoil.key", "--tls-auth-clients", "no"])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server (Debian's package) starts");
-        TlsRedis(child, port)
-    }
-}
-
-impl Drop for TlsRedis {
-    fn drop(&mut self) {
-        self.0.kill().ok();
-        self.0.wait().ok();
-    }
-}
-
 #[tokio::test]
 async fn tls_carries_to_each_namespace_identity() {
     let url = format!("{}?sslmode=require", util::pg_url());
@@ -469,7 +434,7 @@ async fn tls_carries_to_each_namespace_identity() {
     assert!(ssl, "the namespace role's connection is not TLS (is ssl on in this PostgreSQL?)");
 
     // A Redis with no plain-text port at all: anything that works went over TLS.
-    let redis = TlsRedis::start();
+    let redis = util::PrivateRedis::start(true);
     let url = format!("rediss://127.0.0.1:{}/#insecure", redis.1);
     let mut connected = None;
     for _ in 0..50 {

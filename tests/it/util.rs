@@ -187,3 +187,57 @@ pub async fn heavy() -> tokio::sync::RwLockReadGuard<'static, ()> {
 pub fn heavy_blocking() -> tokio::sync::RwLockReadGuard<'static, ()> {
     LOAD.blocking_read()
 }
+
+/// A Redis of the test's own on a free loopback port (never the shared one), killed on
+/// drop; `tls`: TLS only (Debian's snakeoil certificate), no plain-text port at all.
+pub struct PrivateRedis(pub std::process::Child, pub u16);
+
+impl PrivateRedis {
+    pub fn start(tls: bool) -> PrivateRedis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut cmd = std::process::Command::new("redis-server");
+        cmd.args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
+        if tls {
+            cmd.args(["--port", "0", "--tls-port", &port.to_string(), "--tls-auth-clients", "no"])
+                .args(["--tls-cert-file", "/etc/ssl/certs/ssl-cert-snakeoil.pem"])
+                .args(["--tls-key-file", "/etc/ssl/private/ssl-cert-snakeoil.key"]);
+        } else {
+            cmd.args(["--port", &port.to_string()]);
+        }
+        let child = cmd.stdout(std::process::Stdio::null()).spawn().expect("redis-server (Debian's package) starts");
+        let mut redis = PrivateRedis(child, port);
+        // Bounded: the port accepts within 5 s or the test fails.
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return redis;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        redis.0.kill().ok();
+        redis.0.wait().ok();
+        panic!("the private Redis did not listen within 5 s");
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        self.0.kill().ok();
+        self.0.wait().ok();
+    }
+}
+
+/// Reads a child's stderr until a line satisfies `found` (returned with everything seen
+/// so far); the stream ending first fails the test with what the run printed.
+pub fn wait_for_line(stderr: &mut impl std::io::BufRead, what: &str, found: impl Fn(&str) -> bool) -> (String, String) {
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            panic!("run ended before {what}:\n{seen}");
+        }
+        seen += &line;
+        if found(&line) {
+            return (line, seen);
+        }
+    }
+}

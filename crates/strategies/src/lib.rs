@@ -24,7 +24,7 @@ pub use error::{BackendError, redact_url};
 pub use leftover::{Leftover, Marker, REDIS_MARKER_TTL_S};
 pub use pause::Pausable;
 pub use redis::{DEFAULT_REDIS_URL, Lease, RedisConfig, RedisServer, RedisSpace, RedisStrategy, classify_redis};
-pub use sandbox::Identity;
+pub use sandbox::{Identity, stable_hash};
 
 use redis::RedisDesign;
 

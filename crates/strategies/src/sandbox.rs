@@ -54,9 +54,13 @@ pub fn mysql_user(namespace: &str) -> String {
     if namespace.len() <= 32 {
         return namespace.to_string();
     }
-    // FNV-1a: stable across versions and platforms, unlike std's hasher.
-    let h = namespace.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
-    format!("{}_{:08x}", &namespace[..23], h as u32)
+    format!("{}_{:08x}", &namespace[..23], stable_hash(namespace))
+}
+
+/// FNV-1a of `s`, folded to 32 bits: stable across versions and platforms (unlike std's
+/// hasher), for shortening generated names without making them collide.
+pub fn stable_hash(s: &str) -> u32 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3)) as u32
 }
 
 /// PostgreSQL: the role, its pinned search_path and the schema it owns.
