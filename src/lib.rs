@@ -1,12 +1,7 @@
-//! counterlab's command-line side: scenario loading, the run orchestration (namespace
-//! per strategy, seed, load, check, teardown) and report assembly. The only crate that
-//! reads scenario files and writes reports.
+//! counterlab's library facade for the binary and the tests: the plan (scenario files
+//! and flags) and the runner (orchestration, the zoo, the cleaner) under the paths the
+//! command line uses.
 
-pub mod clean;
-pub mod clock;
-mod custom;
-pub mod run;
-pub mod scenario;
-pub mod zoo;
-
+pub use counterlab_plan as scenario;
+pub use counterlab_runner::{clean, clock, run, zoo};
 pub use counterlab_strategies::{CATALOG, find as find_strategy};

@@ -57,7 +57,7 @@ async fn auto_falls_back_to_sqlite_when_no_postgres_answers() {
     let plan = util::plan(
         "[data]\nusers = 20\nnotifications_per_user = 5\n[workload]\nworkers = 2\nops = 100\n[workload.mix]\nmark_read = 1\ncreate = 1\n",
     );
-    assert_eq!(plan.backends, vec!["auto"]);
+    assert_eq!(plan.backends, vec![counterlab::scenario::Backend::Auto]);
     let mut opts = util::options(false, None);
     opts.postgres_url = None;
     opts.postgres_default = "postgres://nobody@127.0.0.1:1/none".into();

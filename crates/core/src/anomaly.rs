@@ -88,6 +88,13 @@ impl AnomalyKind {
     }
 }
 
+impl crate::Named for AnomalyKind {
+    const ALL: &'static [AnomalyKind] = &AnomalyKind::ALL;
+    fn name(self) -> &'static str {
+        AnomalyKind::name(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::AnomalyKind;

@@ -6,6 +6,7 @@ mod anomaly;
 mod check;
 mod history;
 mod model;
+mod names;
 mod strategy;
 mod verdict;
 
@@ -15,5 +16,6 @@ pub use history::{
     Anomaly, Context, Event, MAX_WITNESSES, ReadCheck, ReadViolation, SettledRead, Witness, check_reads, classify,
 };
 pub use model::{ErrorClass, Guarantee, NotificationId, OpError, OpKind, Outcome, UserId};
+pub use names::Named;
 pub use strategy::{CrashPoints, Fault, Strategy, StrategyInfo};
 pub use verdict::{ErrorFigures, Findings, Judgement, VerdictRules, judge};

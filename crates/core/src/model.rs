@@ -7,38 +7,21 @@ pub type UserId = i64;
 /// Primary key of a notification row.
 pub type NotificationId = i64;
 
-/// The operations a workload issues. `MarkReadDup` is K concurrent `mark_read` calls on
-/// one notification: the race that breaks read-check-write designs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum OpKind {
-    Create,
-    MarkRead,
-    MarkReadDup,
-    Delete,
-    MarkAllRead,
-    ReadCount,
+crate::named_enum! {
+    /// The operations a workload issues, by their stable snake_case names (scenarios,
+    /// reports). `MarkReadDup` is K concurrent `mark_read` calls on one notification: the
+    /// race that breaks read-check-write designs.
+    pub enum OpKind {
+        Create = "create",
+        MarkRead = "mark_read",
+        MarkReadDup = "mark_read_dup",
+        Delete = "delete",
+        MarkAllRead = "mark_all_read",
+        ReadCount = "read_count",
+    }
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 6] =
-        [OpKind::Create, OpKind::MarkRead, OpKind::MarkReadDup, OpKind::Delete, OpKind::MarkAllRead, OpKind::ReadCount];
-
-    /// Stable snake_case name used in scenarios and reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            OpKind::Create => "create",
-            OpKind::MarkRead => "mark_read",
-            OpKind::MarkReadDup => "mark_read_dup",
-            OpKind::Delete => "delete",
-            OpKind::MarkAllRead => "mark_all_read",
-            OpKind::ReadCount => "read_count",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<OpKind> {
-        OpKind::ALL.into_iter().find(|op| op.name() == name)
-    }
-
     pub fn index(self) -> usize {
         self as usize
     }

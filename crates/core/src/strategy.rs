@@ -29,17 +29,24 @@ pub enum Fault {
     /// committed an earlier step is left half applied (unknown); otherwise nothing
     /// happened (fail).
     ErrorBeforeCommit { op: Option<OpKind> },
+    /// Every operation that starts in the next `duration_ms` stalls at its entry until
+    /// the pause ends, as if the server froze (the `Pausable` wrapper does it).
+    Pause { duration_ms: u64 },
 }
 
 impl Fault {
-    pub const ALL: [Fault; 6] = [
+    pub const ALL: [Fault; 7] = [
         Fault::RedisDataLoss,
         Fault::FlusherCrash,
         Fault::RedisDisconnect,
         Fault::RedisTimeout,
         Fault::CrashAfterCommit { op: None },
         Fault::ErrorBeforeCommit { op: None },
+        Fault::Pause { duration_ms: 0 },
     ];
+
+    /// The op kinds a commit fault can be placed in: those that commit a write.
+    pub const COMMITTING_OPS: [OpKind; 4] = [OpKind::Create, OpKind::MarkRead, OpKind::Delete, OpKind::MarkAllRead];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -49,7 +56,18 @@ impl Fault {
             Fault::RedisTimeout => "redis_timeout",
             Fault::CrashAfterCommit { .. } => "crash_after_commit",
             Fault::ErrorBeforeCommit { .. } => "error_before_commit",
+            Fault::Pause { .. } => "pause",
         }
+    }
+
+    /// Placement rule: the commit faults may be placed in one op kind.
+    pub fn takes_op(self) -> bool {
+        matches!(self, Fault::CrashAfterCommit { .. } | Fault::ErrorBeforeCommit { .. })
+    }
+
+    /// Placement rule: a pause needs a duration (and no other fault takes one).
+    pub fn takes_duration(self) -> bool {
+        matches!(self, Fault::Pause { .. })
     }
 
     /// The commit faults placed in `op`'s kind; other faults have one place and stay as
@@ -62,8 +80,39 @@ impl Fault {
         }
     }
 
+    /// A pause lasting `duration_ms`; other faults stay as they are.
+    pub fn lasting(self, duration_ms: u64) -> Fault {
+        match self {
+            Fault::Pause { .. } => Fault::Pause { duration_ms },
+            other => other,
+        }
+    }
+
+    /// The op kind a commit fault is placed in.
+    pub fn op(self) -> Option<OpKind> {
+        match self {
+            Fault::CrashAfterCommit { op } | Fault::ErrorBeforeCommit { op } => op,
+            _ => None,
+        }
+    }
+
+    /// How long a pause lasts.
+    pub fn duration_ms(self) -> Option<u64> {
+        match self {
+            Fault::Pause { duration_ms } => Some(duration_ms),
+            _ => None,
+        }
+    }
+
     pub fn from_name(s: &str) -> Option<Fault> {
         Fault::ALL.into_iter().find(|f| f.name() == s)
+    }
+}
+
+impl crate::Named for Fault {
+    const ALL: &'static [Fault] = &Fault::ALL;
+    fn name(self) -> &'static str {
+        Fault::name(self)
     }
 }
 

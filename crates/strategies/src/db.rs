@@ -5,53 +5,25 @@
 use counterlab_core::{ErrorClass, OpError, Outcome};
 use sqlx::{Database, MySql, MySqlPool, PgPool, Postgres, Sqlite, SqlitePool, Transaction};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Dialect {
-    Postgres,
-    Mysql,
-    Sqlite,
-}
-
-impl Dialect {
-    pub const ALL: [Dialect; 3] = [Dialect::Postgres, Dialect::Mysql, Dialect::Sqlite];
-
-    /// Stable name used in scenarios and reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Dialect::Postgres => "postgres",
-            Dialect::Mysql => "mysql",
-            Dialect::Sqlite => "sqlite",
-        }
-    }
-
-    pub fn from_name(s: &str) -> Option<Dialect> {
-        Dialect::ALL.into_iter().find(|d| d.name() == s)
+counterlab_core::named_enum! {
+    /// The SQL dialects, by the names scenarios and reports use.
+    pub enum Dialect {
+        Postgres = "postgres",
+        Mysql = "mysql",
+        Sqlite = "sqlite",
     }
 }
 
-/// Transaction isolation a namespace's connections use by default.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Isolation {
-    ReadCommitted,
-    RepeatableRead,
-    Serializable,
+counterlab_core::named_enum! {
+    /// Transaction isolation a namespace's connections use by default.
+    pub enum Isolation {
+        ReadCommitted = "read-committed",
+        RepeatableRead = "repeatable-read",
+        Serializable = "serializable",
+    }
 }
 
 impl Isolation {
-    pub const ALL: [Isolation; 3] = [Isolation::ReadCommitted, Isolation::RepeatableRead, Isolation::Serializable];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Isolation::ReadCommitted => "read-committed",
-            Isolation::RepeatableRead => "repeatable-read",
-            Isolation::Serializable => "serializable",
-        }
-    }
-
-    pub fn from_name(s: &str) -> Option<Isolation> {
-        Isolation::ALL.into_iter().find(|i| i.name() == s)
-    }
-
     /// The SQL spelling, as in `SET TRANSACTION ISOLATION LEVEL <sql>`.
     pub fn sql(self) -> &'static str {
         match self {

@@ -75,7 +75,10 @@ impl Strategy for Pausable {
         self.inner.counters(n_users).await
     }
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
-        self.inner.inject(fault).await
+        match fault {
+            Fault::Pause { duration_ms } => Ok(self.pause(Duration::from_millis(duration_ms))),
+            other => self.inner.inject(other).await,
+        }
     }
     async fn pending(&self) -> Option<i64> {
         self.inner.pending().await

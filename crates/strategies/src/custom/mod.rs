@@ -993,7 +993,9 @@ impl Strategy for CustomStrategy {
                 Ok("the next Redis write loses its reply".into())
             }
             Fault::FlusherCrash => Err(other(format!("{} has no flusher", self.info.name))),
-            Fault::CrashAfterCommit { .. } | Fault::ErrorBeforeCommit { .. } => unreachable!("handled above"),
+            Fault::CrashAfterCommit { .. } | Fault::ErrorBeforeCommit { .. } | Fault::Pause { .. } => {
+                Err(other(format!("{} cannot inject {} here", self.info.name, fault.name())))
+            }
         }
     }
     fn figures(&self) -> Vec<(&'static str, f64)> {

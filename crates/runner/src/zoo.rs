@@ -8,7 +8,7 @@ use counterlab_report::Report;
 use serde::Serialize;
 
 use crate::run::{RunOptions, run_plan};
-use crate::scenario::{self, Overrides};
+use counterlab_plan::{self as scenario, Overrides};
 
 /// Where the zoo lives and how big a run is.
 #[derive(Clone, Debug)]
@@ -155,7 +155,7 @@ pub async fn run_zoo(
     let mut work = Vec::new();
     for file in files(plan)? {
         let base = scenario::load(&file, &Overrides::default(), known, 1)?;
-        let Some(expected) = base.expect_anomaly.clone() else {
+        let Some(expected) = base.expect_anomaly.map(|e| e.name().to_string()) else {
             return Err(ZooError::Input(format!(
                 "{}: not a zoo scenario: it declares no expect_anomaly (an anomaly name, or \"none\")",
                 file.display()

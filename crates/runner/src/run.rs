@@ -26,7 +26,7 @@ use counterlab_strategies::{
 use futures_util::StreamExt as _;
 
 use crate::clock;
-use crate::scenario::RunPlan;
+use counterlab_plan::{Arrival, Backend, RunPlan, SkewKind, StageEnd, StageLoad};
 
 /// Where the backends are and how the run treats its namespaces.
 #[derive(Clone)]
@@ -119,20 +119,18 @@ fn driver_config(plan: &RunPlan, cancel: Arc<AtomicBool>) -> DriverConfig {
         .map(|st| Stage {
             name: st.name.clone(),
             measured: st.measured,
-            stop: match (st.duration_s, st.ops) {
-                (Some(d), _) => Stop::Duration(Duration::from_secs_f64(d)),
-                (None, Some(n)) => Stop::Ops(n),
-                (None, None) => unreachable!("every stage has a stop condition"),
+            stop: match st.end {
+                StageEnd::Duration(d) => Stop::Duration(Duration::from_secs_f64(d)),
+                StageEnd::Ops(n) => Stop::Ops(n),
             },
-            model: match (st.rate, st.workers) {
-                (Some(rate), _) => LoadModel::Open {
+            model: match st.load {
+                StageLoad::Open { rate, target } => LoadModel::Open {
                     rate_from: rate,
-                    rate_to: st.target.unwrap_or(rate),
-                    poisson: w.arrival == "poisson",
+                    rate_to: target,
+                    poisson: w.arrival == Arrival::Poisson,
                     max_in_flight: w.n_workers,
                 },
-                (None, Some(workers)) => LoadModel::Closed { workers },
-                (None, None) => unreachable!("every stage has a rate or workers"),
+                StageLoad::Closed { workers } => LoadModel::Closed { workers },
             },
         })
         .collect();
@@ -140,9 +138,9 @@ fn driver_config(plan: &RunPlan, cancel: Arc<AtomicBool>) -> DriverConfig {
         seed: plan.seed,
         stages,
         mix: Mix { weights: w.mix_weights() },
-        skew: match w.zipf_exponent {
-            Some(exponent) => Skew::Zipf { exponent },
-            None => Skew::Uniform,
+        skew: match (w.skew, w.zipf_exponent) {
+            (SkewKind::Zipf, Some(exponent)) => Skew::Zipf { exponent },
+            _ => Skew::Uniform,
         },
         dup_k: w.dup_k,
         op_timeout: Duration::from_millis(w.op_timeout_ms),
@@ -190,7 +188,7 @@ pub fn replay_command(plan: &RunPlan) -> String {
     // `--workers` also replaces every closed stage's own count: leave it out when the
     // file's stages carry their own.
     let w = &plan.workload;
-    if w.stages.iter().all(|s| s.workers.is_none_or(|n| n == w.n_workers)) {
+    if w.stages.iter().all(|s| s.workers().is_none_or(|n| n == w.n_workers)) {
         cmd += &format!(" --workers {}", w.n_workers);
     }
     if let Some(r) = plan.workload.rate {
@@ -201,7 +199,7 @@ pub fn replay_command(plan: &RunPlan) -> String {
         (None, Some(n)) => cmd += &format!(" --ops {n}"),
         // Stages from the file, possibly stretched by --duration-s: say the total.
         (None, None) => {
-            let total: f64 = plan.workload.stages.iter().filter(|s| s.measured).filter_map(|s| s.duration_s).sum();
+            let total: f64 = plan.workload.stages.iter().filter(|s| s.measured).filter_map(|s| s.duration_s()).sum();
             cmd += &format!(" --duration-s {total}");
         }
     }
@@ -209,7 +207,7 @@ pub fn replay_command(plan: &RunPlan) -> String {
         cmd += &format!(" --strategy {s}");
     }
     for b in &plan.backends {
-        cmd += &format!(" --backend {b}");
+        cmd += &format!(" --backend {}", b.name());
     }
     cmd
 }
@@ -230,20 +228,20 @@ async fn resolve_backends(
     };
     let resolved = async {
         for name in &plan.backends {
-            let server = match name.as_str() {
-                "postgres" => {
+            let server = match name {
+                Backend::Postgres => {
                     Server::connect_postgres(
                         opts.postgres_url.as_deref().unwrap_or(&opts.postgres_default),
                         opts.connect_timeout,
                     )
                     .await?
                 }
-                "mysql" => {
+                Backend::Mysql => {
                     Server::connect_mysql(opts.mysql_url.as_deref().unwrap_or(DEFAULT_MYSQL_URL), opts.connect_timeout)
                         .await?
                 }
-                "sqlite" => Server::open_sqlite(&sqlite_dir(&mut temp_dir)).await?,
-                "auto" => match &opts.postgres_url {
+                Backend::Sqlite => Server::open_sqlite(&sqlite_dir(&mut temp_dir)).await?,
+                Backend::Auto => match &opts.postgres_url {
                     Some(url) => Server::connect_postgres(url, opts.connect_timeout).await?,
                     None => match Server::connect_postgres(&opts.postgres_default, opts.connect_timeout).await {
                         Ok(s) => s,
@@ -258,7 +256,6 @@ async fn resolve_backends(
                         }
                     },
                 },
-                other => unreachable!("backend {other} was validated"),
             };
             if !servers.iter().any(|s| s.dialect() == server.dialect()) {
                 log(&format!("backend {}: {} at {}", server.dialect().name(), server.version(), server.location()));
@@ -381,11 +378,7 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
                     Some(spec) => spec.info(),
                     None => *find(name).expect("plan strategies were validated"),
                 };
-                let mut levels: Vec<Isolation> = plan
-                    .isolation_for(name)
-                    .iter()
-                    .map(|l| Isolation::from_name(l).expect("validated level"))
-                    .collect();
+                let mut levels: Vec<Isolation> = plan.isolation_for(name).to_vec();
                 let redis = if uses_redis(plan, name) {
                     match &redis {
                         Ok(r) => Some(r),
@@ -504,34 +497,19 @@ struct Target<'a> {
 type ScheduledFault = (FaultEvent, tokio::task::JoinHandle<(Option<u64>, String)>);
 
 /// Fires the plan's faults at their offsets from `start`, in the background.
-fn schedule_faults(
-    plan: &RunPlan,
-    strategy: &Arc<dyn Strategy>,
-    pausable: Option<&Arc<Pausable>>,
-    start: Instant,
-) -> Vec<ScheduledFault> {
-    let name = strategy.info().name;
-    plan.faults
-        .iter()
-        .filter(|f| f.applies_to(name))
+fn schedule_faults(plan: &RunPlan, strategy: &Arc<dyn Strategy>, start: Instant) -> Vec<ScheduledFault> {
+    plan.faults_for(strategy.info().name)
         .map(|f| {
             let s = strategy.clone();
-            let pause = f.duration_ms.map(|d| (Duration::from_millis(d), pausable.expect("pause faults wrap").clone()));
-            let op = f.op.as_deref().and_then(counterlab_core::OpKind::from_name);
-            let kind = Fault::from_name(&f.kind).map(|k| k.placed(op));
-            let (at_ms, times) = (f.at_ms, f.times);
+            let (fault, at_ms, times) = (f.fault, f.at_ms, f.times);
             let h = tokio::spawn(async move {
                 tokio::time::sleep_until((start + Duration::from_millis(at_ms)).into()).await;
                 let fired = start.elapsed().as_millis() as u64;
                 let mut outcomes = Vec::new();
                 for _ in 0..times {
-                    outcomes.push(match (&pause, kind) {
-                        (Some((d, p)), _) => p.pause(*d),
-                        (None, Some(kind)) => match s.inject(kind).await {
-                            Ok(what) => what,
-                            Err(e) => format!("failed: {e}"),
-                        },
-                        (None, None) => unreachable!("validated fault"),
+                    outcomes.push(match s.inject(fault).await {
+                        Ok(what) => what,
+                        Err(e) => format!("failed: {e}"),
                     });
                 }
                 outcomes.dedup();
@@ -540,10 +518,10 @@ fn schedule_faults(
                 (Some(fired), outcome)
             });
             let ev = FaultEvent {
-                kind: f.kind.clone(),
+                kind: fault.name().into(),
                 at_ms,
                 fired_at_ms: None,
-                duration_ms: f.duration_ms,
+                duration_ms: fault.duration_ms(),
                 outcome: String::new(),
             };
             (ev, h)
@@ -649,15 +627,10 @@ async fn run_one(
             seed_spec.notifications_per_user,
             seed_spec.initial_read_per_user,
         ));
-        let pausable = plan
-            .faults
-            .iter()
-            .filter(|f| f.applies_to(name))
-            .any(|f| f.kind == "pause")
-            .then(|| Arc::new(Pausable::new(strategy.clone())));
-        let strategy: Arc<dyn Strategy> = match &pausable {
-            Some(p) => p.clone(),
-            None => strategy,
+        // A scheduled pause needs the wrapper that stalls every op.
+        let strategy: Arc<dyn Strategy> = match plan.faults_for(name).any(|f| f.fault.takes_duration()) {
+            true => Arc::new(Pausable::new(strategy)),
+            false => strategy,
         };
         strategy.start().await;
         let monitor = Monitor::new();
@@ -690,7 +663,7 @@ async fn run_one(
             on_sample,
         );
         let load_start = Instant::now();
-        let scheduled = schedule_faults(plan, &strategy, pausable.as_ref(), load_start);
+        let scheduled = schedule_faults(plan, &strategy, load_start);
         let load = run_load(strategy.clone(), pool, cfg, monitor.clone()).await;
         let mut faults = Vec::new();
         for (mut ev, h) in scheduled {
@@ -742,7 +715,7 @@ async fn run_one(
         // Reads are judged unless the strategy is eventual as declared (stale reads are
         // its design) or a scheduled data loss wiped what it reads from (it heals later;
         // the final check and settled reads judge that).
-        let data_loss = plan.faults.iter().any(|f| f.kind == "redis_data_loss" && f.applies_to(name));
+        let data_loss = plan.faults_for(name).any(|f| f.fault == Fault::RedisDataLoss);
         let judge_reads = t.info.guarantee != Guarantee::Eventual && !data_loss;
         let cx = Context {
             guarantee,

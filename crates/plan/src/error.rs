@@ -1,0 +1,71 @@
+//! Bad input, located: every scenario or strategy-file problem names the file and, where
+//! it is about one place in it, the line and column.
+
+use std::fmt;
+use std::ops::Range;
+
+/// A problem in a scenario, a strategy file or a flag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub path: String,
+    /// 1-based; None when the error is not about one place in the file (a flag, say).
+    pub line_col: Option<(usize, usize)>,
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line_col {
+            Some((l, c)) => write!(f, "{}:{}:{}: {}", self.path, l, c, self.message),
+            None => write!(f, "{}: {}", self.path, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// A file's path and text: turns byte spans into located errors.
+#[derive(Clone, Copy)]
+pub(crate) struct Src<'a> {
+    pub path: &'a str,
+    pub text: &'a str,
+}
+
+impl Src<'_> {
+    fn line_col(&self, span: &Range<usize>) -> (usize, usize) {
+        let before = &self.text[..span.start.min(self.text.len())];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        (line, col)
+    }
+
+    /// An error at a span's start.
+    pub fn at(&self, span: Range<usize>, message: impl Into<String>) -> ScenarioError {
+        ScenarioError { path: self.path.to_string(), line_col: Some(self.line_col(&span)), message: message.into() }
+    }
+
+    /// An error about the file as a whole, or about a flag.
+    pub fn flag(&self, message: impl Into<String>) -> ScenarioError {
+        ScenarioError { path: self.path.to_string(), line_col: None, message: message.into() }
+    }
+
+    /// `path:line` of a span's start.
+    pub fn line_of(&self, span: Range<usize>) -> String {
+        format!("{}:{}", self.path, self.line_col(&span).0)
+    }
+
+    /// `path:line:col` of a span's start.
+    pub fn location(&self, span: Range<usize>) -> String {
+        let (line, col) = self.line_col(&span);
+        format!("{}:{line}:{col}", self.path)
+    }
+
+    /// A TOML syntax or shape error, located where the parser says.
+    pub fn toml(&self, e: toml::de::Error) -> ScenarioError {
+        let message = e.message().trim().to_string();
+        match e.span() {
+            Some(span) => self.at(span, message),
+            None => self.flag(message),
+        }
+    }
+}

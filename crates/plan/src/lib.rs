@@ -1,0 +1,17 @@
+//! The run plan: scenario TOML and command-line overrides parsed once into `RunPlan`,
+//! whose closed sets are enums and whose every value is decided (no `Default`), or a
+//! `ScenarioError` located at file:line:col. Nothing downstream parses a name again.
+
+mod bounds;
+mod custom;
+mod error;
+mod named;
+mod parse;
+mod raw;
+mod resolve;
+mod types;
+
+pub use custom::{MAX_NAME, MAX_STEPS};
+pub use error::ScenarioError;
+pub use parse::{Overrides, load, parse};
+pub use types::*;

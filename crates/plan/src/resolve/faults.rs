@@ -1,0 +1,96 @@
+//! `[[faults]]` and `[[thresholds]]`: each fault a `Fault` placed by its own rule (the
+//! op kind of a commit fault, the length of a pause), each threshold a known metric.
+
+use counterlab_core::{Fault, OpKind};
+use toml::Spanned;
+
+use super::{Strategies, named};
+use crate::bounds::{within, within_at};
+use crate::error::{ScenarioError, Src};
+use crate::raw::{RawFault, RawThreshold};
+use crate::types::FaultPlan;
+use crate::types::limits::*;
+
+pub(crate) fn faults(
+    src: &Src<'_>,
+    raw: Option<&[Spanned<RawFault>]>,
+    s: &Strategies,
+) -> Result<Vec<FaultPlan>, ScenarioError> {
+    let raw = raw.unwrap_or_default();
+    if raw.len() > MAX_FAULTS {
+        return Err(src.flag(format!("at most {MAX_FAULTS} faults and {MAX_FAULTS} thresholds")));
+    }
+    raw.iter().map(|f| fault(src, f.get_ref(), s)).collect()
+}
+
+fn fault(src: &Src<'_>, f: &RawFault, s: &Strategies) -> Result<FaultPlan, ScenarioError> {
+    let kind: Fault = named(src, "fault", &f.kind)?;
+    let at_ms = within_at(src, &f.at_ms, "at_ms", 0..=MAX_INTERVAL_MS)?;
+    let times = within(src, &f.times, "times", 1..=MAX_FAULT_TIMES, 1)?;
+    let placed = match (&f.duration_ms, kind.takes_duration()) {
+        (None, true) => return Err(src.at(f.kind.span(), format!("a {} needs duration_ms", kind.name()))),
+        (Some(d), true) => kind.lasting(within_at(src, d, "duration_ms", 1..=MAX_INTERVAL_MS)?),
+        (Some(d), false) => {
+            return Err(src.at(d.span(), format!("duration_ms applies to pause only, not {}", kind.name())));
+        }
+        (None, false) => kind,
+    };
+    let placed = match (&f.op, kind.takes_op()) {
+        (None, _) => placed,
+        (Some(o), true) => placed.placed(Some(committing_op(src, o)?)),
+        (Some(o), false) => {
+            return Err(src.at(
+                o.span(),
+                format!("op applies to crash_after_commit and error_before_commit only, not {}", kind.name()),
+            ));
+        }
+    };
+    Ok(FaultPlan { fault: placed, at_ms, times, strategies: s.pick(src, f.strategies.as_deref())? })
+}
+
+/// An op kind a commit fault can be placed in.
+fn committing_op(src: &Src<'_>, o: &Spanned<String>) -> Result<OpKind, ScenarioError> {
+    match Fault::COMMITTING_OPS.into_iter().find(|k| k.name() == o.get_ref()) {
+        Some(k) => Ok(k),
+        None => {
+            let valid: Vec<&str> = Fault::COMMITTING_OPS.iter().map(|k| k.name()).collect();
+            Err(src.at(o.span(), format!("op {:?} never commits a write; valid: {}", o.get_ref(), valid.join(", "))))
+        }
+    }
+}
+
+pub(crate) fn thresholds(
+    src: &Src<'_>,
+    raw: Option<&[Spanned<RawThreshold>]>,
+    s: &Strategies,
+) -> Result<Vec<counterlab_report::Threshold>, ScenarioError> {
+    let raw = raw.unwrap_or_default();
+    if raw.len() > MAX_FAULTS {
+        return Err(src.flag(format!("at most {MAX_FAULTS} faults and {MAX_FAULTS} thresholds")));
+    }
+    raw.iter().map(|t| threshold(src, t.get_ref(), s)).collect()
+}
+
+fn threshold(src: &Src<'_>, t: &RawThreshold, s: &Strategies) -> Result<counterlab_report::Threshold, ScenarioError> {
+    let metric = t.metric.get_ref();
+    let names: Vec<&str> = counterlab_report::METRICS.iter().map(|(m, _)| *m).collect();
+    if !names.contains(&metric.as_str()) {
+        return Err(src.at(t.metric.span(), format!("unknown metric {metric:?}; valid: {}", names.join(", "))));
+    }
+    if let Some(op) = &t.op {
+        if !metric.starts_with('p') {
+            return Err(src.at(op.span(), format!("`op` applies to latency metrics only, not {metric}")));
+        }
+        named::<OpKind>(src, "op", op)?;
+    }
+    let limit = *t.limit.get_ref();
+    if !(limit.is_finite() && limit >= 0.0) {
+        return Err(src.at(t.limit.span(), format!("limit must be a finite number >= 0, got {limit}")));
+    }
+    Ok(counterlab_report::Threshold {
+        metric: metric.clone(),
+        op: t.op.as_ref().map(|o| o.get_ref().clone()),
+        strategies: s.pick(src, t.strategies.as_deref())?,
+        limit,
+    })
+}

@@ -1,0 +1,101 @@
+//! The small sections: `[retry]`, `[redis]`, `[verdict]`, `[data]` and
+//! `expect_anomaly`, each a handful of bounded values.
+
+use counterlab_core::{AnomalyKind, Named, VerdictRules};
+use toml::Spanned;
+
+use super::named;
+use crate::bounds::{within, within_at};
+use crate::error::{ScenarioError, Src};
+use crate::raw::{RawData, RawRedis, RawRetry, RawVerdict};
+use crate::types::limits::*;
+use crate::types::{DEFAULT_REDIS, DEFAULT_RETRY, DataPlan, Expectation, RedisPlan, RetryPlan, VerdictPlan};
+
+pub(crate) fn retry(src: &Src<'_>, raw: Option<&Spanned<RawRetry>>) -> Result<RetryPlan, ScenarioError> {
+    let Some(r) = raw.map(|r| r.get_ref()) else { return Ok(DEFAULT_RETRY) };
+    let d = DEFAULT_RETRY;
+    let max_attempts = within(src, &r.max_attempts, "max_attempts", 1..=MAX_ATTEMPTS, d.max_attempts)?;
+    let base = within(src, &r.backoff_base_ms, "backoff_base_ms", 0..=MAX_BACKOFF_MS, d.backoff_base_ms)?;
+    let max = within(src, &r.backoff_max_ms, "backoff_max_ms", 0..=MAX_BACKOFF_MS, d.backoff_max_ms)?;
+    if base > max {
+        return Err(src.at(
+            r.backoff_base_ms.as_ref().map_or(0..0, |x| x.span()),
+            format!("backoff_base_ms ({base}) exceeds backoff_max_ms ({max})"),
+        ));
+    }
+    Ok(RetryPlan {
+        max_attempts,
+        backoff_base_ms: base,
+        backoff_max_ms: max,
+        on_unknown: r.on_unknown.unwrap_or(false),
+    })
+}
+
+/// `expect_anomaly`: an anomaly name, or `none`.
+pub(crate) fn expectation(src: &Src<'_>, raw: Option<&Spanned<String>>) -> Result<Option<Expectation>, ScenarioError> {
+    match raw {
+        None => Ok(None),
+        Some(a) if a.get_ref() == "none" => Ok(Some(Expectation::None)),
+        Some(a) => named::<AnomalyKind>(src, "anomaly", a).map(|k| Some(Expectation::Anomaly(k))).map_err(|mut e| {
+            e.message = format!("unknown anomaly {:?}; valid: none, {}", a.get_ref(), AnomalyKind::valid());
+            e
+        }),
+    }
+}
+
+pub(crate) fn redis(src: &Src<'_>, raw: Option<&Spanned<RawRedis>>) -> Result<RedisPlan, ScenarioError> {
+    let Some(r) = raw.map(|r| r.get_ref()) else { return Ok(DEFAULT_REDIS) };
+    let d = DEFAULT_REDIS;
+    let ms = 1..=MAX_INTERVAL_MS;
+    Ok(RedisPlan {
+        flush_interval_ms: within(src, &r.flush_interval_ms, "flush_interval_ms", ms.clone(), d.flush_interval_ms)?,
+        flush_batch: within(src, &r.flush_batch, "flush_batch", 1..=MAX_FLUSH_BATCH, d.flush_batch)?,
+        reconcile_interval_ms: match &r.reconcile_interval_ms {
+            None => None,
+            Some(v) => Some(within_at(src, v, "reconcile_interval_ms", ms.clone())?),
+        },
+        settle_timeout_ms: within(src, &r.settle_timeout_ms, "settle_timeout_ms", ms, d.settle_timeout_ms)?,
+    })
+}
+
+pub(crate) fn verdict(src: &Src<'_>, raw: Option<&Spanned<RawVerdict>>) -> Result<VerdictPlan, ScenarioError> {
+    let d = VerdictRules::default();
+    let Some(raw) = raw.map(|r| r.get_ref()) else {
+        return Ok(VerdictPlan { max_error_rate: d.max_error_rate, min_ops_per_kind: d.min_ops_per_kind });
+    };
+    let max_error_rate = match &raw.max_error_rate {
+        Some(v) if !(0.0..=1.0).contains(v.get_ref()) => {
+            return Err(src.at(v.span(), "max_error_rate is a share of operations: 0.0 ..= 1.0 (0.001 is 0.1%)"));
+        }
+        Some(v) => *v.get_ref(),
+        None => d.max_error_rate,
+    };
+    let min_ops_per_kind =
+        within(src, &raw.min_ops_per_kind, "min_ops_per_kind", 0..=1_000_000_000, d.min_ops_per_kind)?;
+    Ok(VerdictPlan { max_error_rate, min_ops_per_kind })
+}
+
+pub(crate) fn data(src: &Src<'_>, d: &RawData) -> Result<DataPlan, ScenarioError> {
+    let n_users = within_at(src, &d.users, "users", 1..=MAX_USERS)?;
+    let per_user = within_at(src, &d.notifications_per_user, "notifications_per_user", 0..=MAX_NOTIFICATIONS_PER_USER)?;
+    if n_users.saturating_mul(per_user) > MAX_SEEDED_ROWS {
+        return Err(src.at(
+            d.notifications_per_user.span(),
+            format!(
+                "users x notifications_per_user = {} exceeds {MAX_SEEDED_ROWS} seeded rows",
+                n_users.saturating_mul(per_user)
+            ),
+        ));
+    }
+    let initial_read = match &d.initial_read_per_user {
+        Some(v) if *v.get_ref() > per_user => {
+            return Err(src.at(
+                v.span(),
+                format!("initial_read_per_user ({}) exceeds notifications_per_user ({per_user})", v.get_ref()),
+            ));
+        }
+        Some(v) => *v.get_ref(),
+        None => 0,
+    };
+    Ok(DataPlan { n_users, notifications_per_user: per_user, initial_read_per_user: initial_read })
+}

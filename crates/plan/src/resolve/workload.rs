@@ -1,0 +1,114 @@
+//! `[workload]`: workers, the stages (in `stages.rs`), arrival, timeouts, skew, the mix
+//! and the connection pool's size.
+
+use counterlab_core::OpKind;
+use toml::Spanned;
+
+use super::stages;
+use crate::bounds::{positive_at, within, within_at};
+use crate::error::{ScenarioError, Src};
+use crate::parse::Overrides;
+use crate::raw::{RawFault, RawWorkload};
+use crate::types::limits::*;
+use crate::types::{
+    Arrival, DEFAULT_DUP_K, DEFAULT_MAX_WAIT_MS, DEFAULT_OP_TIMEOUT_MS, DEFAULT_SAMPLE_INTERVAL_MS, MixPlan, SkewKind,
+    WorkloadPlan,
+};
+
+pub(crate) fn workload(
+    src: &Src<'_>,
+    raw: &Spanned<RawWorkload>,
+    overrides: &Overrides,
+    faults: Option<&[Spanned<RawFault>]>,
+) -> Result<WorkloadPlan, ScenarioError> {
+    let w = raw.get_ref();
+    let workers = workers(src, w, overrides)?;
+    let load = stages::resolve(src, raw, overrides, workers)?;
+    let arrival = match &w.arrival {
+        None => Arrival::Constant,
+        Some(a) => super::named(src, "arrival", a)?,
+    };
+    let max_wait_ms = within(src, &w.max_wait_ms, "max_wait_ms", 1..=MAX_OP_TIMEOUT_MS, DEFAULT_MAX_WAIT_MS)?;
+    let sample_interval_ms = within(
+        src,
+        &w.sample_interval_ms,
+        "sample_interval_ms",
+        MIN_SAMPLE_INTERVAL_MS..=MAX_OP_TIMEOUT_MS,
+        DEFAULT_SAMPLE_INTERVAL_MS,
+    )?;
+    let max_in_flight = load.stages.iter().map(|s| s.workers().unwrap_or(workers)).max().unwrap_or(workers);
+    let dup_k = within(src, &w.dup_k, "dup_k", 1..=MAX_DUP_K, DEFAULT_DUP_K)?;
+    let op_timeout_ms = within(src, &w.op_timeout_ms, "op_timeout_ms", 1..=MAX_OP_TIMEOUT_MS, DEFAULT_OP_TIMEOUT_MS)?;
+    pauses_fit(src, faults, op_timeout_ms)?;
+    let (skew, zipf_exponent) = skew(src, w)?;
+    let mix = mix(src, w)?;
+    // One connection per worker, K per worker when duplicate mark_reads are in the mix,
+    // so that the K calls really run at the same time.
+    let per_worker = if mix.weight(OpKind::MarkReadDup) > 0 { dup_k } else { 1 };
+    let default_connections = (max_in_flight * per_worker).min(MAX_CONNECTIONS);
+    Ok(WorkloadPlan {
+        n_workers: workers,
+        duration_s: load.duration_s,
+        ops: load.ops,
+        rate: load.rate,
+        stages: load.stages,
+        arrival,
+        max_wait_ms,
+        sample_interval_ms,
+        sample_drift: w.sample_drift.unwrap_or(false),
+        dup_k,
+        op_timeout_ms,
+        connections: within(src, &w.connections, "connections", 1..=MAX_CONNECTIONS, default_connections)?,
+        skew,
+        zipf_exponent,
+        mix,
+    })
+}
+
+fn workers(src: &Src<'_>, w: &RawWorkload, overrides: &Overrides) -> Result<u32, ScenarioError> {
+    match overrides.workers {
+        Some(0) => Err(src.flag("--workers must be at least 1")),
+        Some(n) if n > MAX_WORKERS => Err(src.flag(format!("--workers must be at most {MAX_WORKERS}"))),
+        Some(n) => Ok(n),
+        None => within_at(src, &w.workers, "workers", 1..=MAX_WORKERS),
+    }
+}
+
+/// A pause waits inside the op's time bound: longer, and every stalled op would end as
+/// a timeout (outcome unknown) without having reached the database. (Only pauses have a
+/// duration: the faults' resolver made sure.)
+fn pauses_fit(src: &Src<'_>, faults: Option<&[Spanned<RawFault>]>, op_timeout_ms: u64) -> Result<(), ScenarioError> {
+    let durations = faults.unwrap_or_default().iter().filter_map(|f| f.get_ref().duration_ms.as_ref());
+    match durations.into_iter().find(|d| *d.get_ref() >= op_timeout_ms) {
+        None => Ok(()),
+        Some(d) => Err(src.at(
+            d.span(),
+            format!("a pause of {} ms must be shorter than op_timeout_ms ({op_timeout_ms})", d.get_ref()),
+        )),
+    }
+}
+
+fn skew(src: &Src<'_>, w: &RawWorkload) -> Result<(SkewKind, Option<f64>), ScenarioError> {
+    let kind = match &w.skew {
+        None => SkewKind::Uniform,
+        Some(s) => super::named(src, "skew", s)?,
+    };
+    match (kind, &w.zipf_exponent) {
+        (SkewKind::Uniform, None) => Ok((kind, None)),
+        (SkewKind::Uniform, Some(z)) => Err(src.at(z.span(), "zipf_exponent needs skew = \"zipf\"")),
+        (SkewKind::Zipf, None) => Err(
+            src.at(w.skew.as_ref().map_or(0..0, |s| s.span()), "skew = \"zipf\" needs zipf_exponent (for example 1.1)")
+        ),
+        (SkewKind::Zipf, Some(z)) => Ok((kind, Some(positive_at(src, z, "zipf_exponent", MAX_ZIPF_EXPONENT, "")?))),
+    }
+}
+
+fn mix(src: &Src<'_>, w: &RawWorkload) -> Result<MixPlan, ScenarioError> {
+    let m = w.mix.get_ref();
+    let weights =
+        [m.create, m.mark_read, m.mark_read_dup, m.delete, m.mark_all_read, m.read_count].map(|w| w.unwrap_or(0));
+    if weights.iter().all(|w| *w == 0) {
+        return Err(src.at(w.mix.span(), "every mix weight is 0: give at least one operation a positive weight"));
+    }
+    Ok(MixPlan { weights })
+}

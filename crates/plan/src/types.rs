@@ -1,0 +1,372 @@
+//! The resolved plan and its parts: every field typed (enums for the closed sets) and
+//! decided, printed into the report as the scenario spelt it, and enough to replay a run.
+
+use std::collections::BTreeMap;
+
+use counterlab_core::{AnomalyKind, Fault, OpKind, named_enum};
+use counterlab_strategies::{CustomSpec, Isolation};
+use serde::{Serialize, Serializer};
+
+use crate::named;
+
+/// Bounds checked when a scenario is loaded (every loop and pool has a limit).
+pub mod limits {
+    pub const MAX_USERS: u64 = 10_000_000;
+    pub const MAX_NOTIFICATIONS_PER_USER: u64 = 100_000;
+    pub const MAX_SEEDED_ROWS: u64 = 100_000_000;
+    pub const MAX_WORKERS: u32 = 1024;
+    pub const MAX_DUP_K: u32 = 64;
+    pub const MAX_CONNECTIONS: u32 = 1000;
+    pub const MAX_DURATION_S: f64 = 86_400.0;
+    pub const MAX_OPS: u64 = 1_000_000_000;
+    pub const MAX_OP_TIMEOUT_MS: u64 = 60_000;
+    pub const MAX_ZIPF_EXPONENT: f64 = 10.0;
+    pub const MAX_ATTEMPTS: u32 = 100;
+    pub const MAX_BACKOFF_MS: u64 = 10_000;
+    pub const MAX_INTERVAL_MS: u64 = 3_600_000;
+    pub const MAX_FLUSH_BATCH: u32 = 100_000;
+    pub const MAX_FAULTS: usize = 100;
+    pub const MAX_FAULT_TIMES: u32 = 10_000;
+    pub const MAX_RATE: f64 = 1_000_000.0;
+    pub const MAX_STAGES: usize = 100;
+    pub const MIN_SAMPLE_INTERVAL_MS: u64 = 100;
+}
+
+named_enum! {
+    /// Where the SQL side runs; `auto` is PostgreSQL when one is configured or answers at
+    /// the default address, else embedded SQLite.
+    pub enum Backend {
+        Auto = "auto",
+        Postgres = "postgres",
+        Mysql = "mysql",
+        Sqlite = "sqlite",
+    }
+}
+
+named_enum! {
+    /// Open loop: even gaps between arrivals, or exponential ones.
+    pub enum Arrival {
+        Constant = "constant",
+        Poisson = "poisson",
+    }
+}
+
+named_enum! {
+    /// How ops pick their user.
+    pub enum SkewKind {
+        Uniform = "uniform",
+        Zipf = "zipf",
+    }
+}
+
+pub const DEFAULT_MAX_WAIT_MS: u64 = 1_000;
+pub const DEFAULT_SAMPLE_INTERVAL_MS: u64 = 1_000;
+pub const DEFAULT_DUP_K: u32 = 4;
+pub const DEFAULT_ISOLATION: Isolation = Isolation::ReadCommitted;
+pub const DEFAULT_REDIS: RedisPlan =
+    RedisPlan { flush_interval_ms: 100, flush_batch: 1000, reconcile_interval_ms: None, settle_timeout_ms: 10_000 };
+pub const DEFAULT_RETRY: RetryPlan =
+    RetryPlan { max_attempts: 5, backoff_base_ms: 2, backoff_max_ms: 100, on_unknown: false };
+pub const DEFAULT_OP_TIMEOUT_MS: u64 = 5_000;
+
+/// The resolved plan. No `Default`: every value is decided here, printed into the
+/// report, and enough to replay the run.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RunPlan {
+    pub scenario: String,
+    pub scenario_path: String,
+    pub seed: u64,
+    pub strategies: Vec<String>,
+    /// Backends in run order.
+    #[serde(serialize_with = "named::list")]
+    pub backends: Vec<Backend>,
+    /// Isolation levels every strategy runs at, unless `strategy_isolation` names it.
+    #[serde(serialize_with = "named::list")]
+    pub isolation: Vec<Isolation>,
+    #[serde(serialize_with = "named::map_of_lists")]
+    pub strategy_isolation: BTreeMap<String, Vec<Isolation>>,
+    pub retry: RetryPlan,
+    /// Strategies whose drift this scenario expects (a fault it schedules breaks them):
+    /// judged as if they had no guarantee.
+    pub expect_drift: Vec<String>,
+    /// For `counterlab zoo`: the anomaly every strategy of this file must show (a
+    /// mutant), or none (correct strategies must show none).
+    pub expect_anomaly: Option<Expectation>,
+    pub redis: RedisPlan,
+    pub faults: Vec<FaultPlan>,
+    /// Limits that fail the run (exit code 1) when breached.
+    pub thresholds: Vec<counterlab_report::Threshold>,
+    /// What the verdict allows: errors, and the operations that must run (`[verdict]`).
+    pub verdict: VerdictPlan,
+    pub data: DataPlan,
+    pub workload: WorkloadPlan,
+    /// Strategies defined in the scenario (or its strategy files), by name.
+    pub custom: BTreeMap<String, CustomSpec>,
+}
+
+impl RunPlan {
+    /// The isolation levels `strategy` runs at.
+    pub fn isolation_for(&self, strategy: &str) -> &[Isolation] {
+        self.strategy_isolation.get(strategy).unwrap_or(&self.isolation)
+    }
+
+    /// The faults scheduled in `strategy`'s runs.
+    pub fn faults_for<'a>(&'a self, strategy: &'a str) -> impl Iterator<Item = &'a FaultPlan> + 'a {
+        self.faults.iter().filter(move |f| f.applies_to(strategy))
+    }
+}
+
+/// A zoo file's expectation: a named anomaly (a mutant), or none (a correct control).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expectation {
+    None,
+    Anomaly(AnomalyKind),
+}
+
+impl Expectation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Expectation::None => "none",
+            Expectation::Anomaly(k) => k.name(),
+        }
+    }
+}
+
+impl Serialize for Expectation {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// `[verdict]`: the largest share of operations that may fail with a non-conflict error
+/// (default 0.001) and the fewest operations of each kind the mix asks for (default 1).
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct VerdictPlan {
+    pub max_error_rate: f64,
+    pub min_ops_per_kind: u64,
+}
+
+impl VerdictPlan {
+    pub fn rules(self) -> counterlab_core::VerdictRules {
+        counterlab_core::VerdictRules { max_error_rate: self.max_error_rate, min_ops_per_kind: self.min_ops_per_kind }
+    }
+}
+
+/// Tunables of the Redis strategies.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+pub struct RedisPlan {
+    pub flush_interval_ms: u64,
+    /// Users a flush pass takes at most.
+    pub flush_batch: u32,
+    /// None: no reconciler.
+    pub reconcile_interval_ms: Option<u64>,
+    /// Bound on settle: stopping background tasks and draining buffers.
+    pub settle_timeout_ms: u64,
+}
+
+/// A fault fired `at_ms` after the load starts, `times` times in a row, in the runs of
+/// `strategies` (empty: every strategy of the plan). `fault` carries its placement (the
+/// op kind of a commit fault, the length of a pause).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FaultPlan {
+    pub fault: Fault,
+    pub at_ms: u64,
+    pub times: u32,
+    pub strategies: Vec<String>,
+}
+
+impl FaultPlan {
+    /// Whether the fault is scheduled in `strategy`'s runs.
+    pub fn applies_to(&self, strategy: &str) -> bool {
+        self.strategies.is_empty() || self.strategies.iter().any(|s| s == strategy)
+    }
+}
+
+/// The report's shape of a fault: its name and placement as separate fields.
+#[derive(Serialize)]
+struct FaultFields<'a> {
+    kind: &'static str,
+    at_ms: u64,
+    times: u32,
+    duration_ms: Option<u64>,
+    #[serde(serialize_with = "named::opt")]
+    op: Option<OpKind>,
+    strategies: &'a [String],
+}
+
+impl Serialize for FaultPlan {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        FaultFields {
+            kind: self.fault.name(),
+            at_ms: self.at_ms,
+            times: self.times,
+            duration_ms: self.fault.duration_ms(),
+            op: self.fault.op(),
+            strategies: &self.strategies,
+        }
+        .serialize(s)
+    }
+}
+
+/// Conflict retries: attempts in all (1 = none) and the exponential backoff bounds.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+pub struct RetryPlan {
+    pub max_attempts: u32,
+    pub backoff_base_ms: u64,
+    pub backoff_max_ms: u64,
+    /// Also re-run ops whose outcome was unknown (blind retries; they may double-apply).
+    pub on_unknown: bool,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+pub struct DataPlan {
+    pub n_users: u64,
+    pub notifications_per_user: u64,
+    pub initial_read_per_user: u64,
+}
+
+impl DataPlan {
+    pub fn seed_spec(self) -> counterlab_strategies::SeedSpec {
+        counterlab_strategies::SeedSpec {
+            n_users: self.n_users,
+            notifications_per_user: self.notifications_per_user,
+            initial_read_per_user: self.initial_read_per_user,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct WorkloadPlan {
+    /// Closed loop: workers; open loop: the most ops in flight at once.
+    pub n_workers: u32,
+    /// The single-stage shorthand: one of `duration_s` and `ops` (None with `stages`).
+    pub duration_s: Option<f64>,
+    pub ops: Option<u64>,
+    /// The single-stage open-loop shorthand: a constant rate in ops/s.
+    pub rate: Option<f64>,
+    /// Every phase in order, warm-up (not measured) first when there is one.
+    pub stages: Vec<StagePlan>,
+    #[serde(serialize_with = "named::one")]
+    pub arrival: Arrival,
+    /// Open loop: an op not started this long after its intended time is dropped.
+    pub max_wait_ms: u64,
+    /// Time-series interval.
+    pub sample_interval_ms: u64,
+    /// Sample SUM(counters) - COUNT(unread) every interval (a SQL aggregate per interval).
+    pub sample_drift: bool,
+    pub dup_k: u32,
+    pub op_timeout_ms: u64,
+    pub connections: u32,
+    #[serde(serialize_with = "named::one")]
+    pub skew: SkewKind,
+    /// With `skew = zipf` only.
+    pub zipf_exponent: Option<f64>,
+    pub mix: MixPlan,
+}
+
+/// Mix weights by op kind (0: not in the mix).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MixPlan {
+    pub weights: [u32; 6],
+}
+
+impl MixPlan {
+    pub fn weight(self, k: OpKind) -> u32 {
+        self.weights[k.index()]
+    }
+}
+
+impl Serialize for MixPlan {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(OpKind::ALL.iter().map(|k| (k.name(), self.weight(*k))))
+    }
+}
+
+impl WorkloadPlan {
+    pub fn mix_weights(&self) -> [u32; 6] {
+        self.mix.weights
+    }
+}
+
+/// When a stage ends: after a duration, or after a number of ops (a single closed-loop
+/// stage only).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum StageEnd {
+    Duration(f64),
+    Ops(u64),
+}
+
+/// How a stage makes load: closed loop with `workers`, or open loop at `rate` ops/s
+/// ramping to `target`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum StageLoad {
+    Closed { workers: u32 },
+    Open { rate: f64, target: f64 },
+}
+
+/// One phase of the load.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StagePlan {
+    pub name: String,
+    pub measured: bool,
+    pub end: StageEnd,
+    pub load: StageLoad,
+}
+
+impl StagePlan {
+    pub fn duration_s(&self) -> Option<f64> {
+        match self.end {
+            StageEnd::Duration(d) => Some(d),
+            StageEnd::Ops(_) => None,
+        }
+    }
+
+    pub fn workers(&self) -> Option<u32> {
+        match self.load {
+            StageLoad::Closed { workers } => Some(workers),
+            StageLoad::Open { .. } => None,
+        }
+    }
+
+    pub fn rate(&self) -> Option<f64> {
+        match self.load {
+            StageLoad::Open { rate, .. } => Some(rate),
+            StageLoad::Closed { .. } => None,
+        }
+    }
+}
+
+/// The report's shape of a stage: every field, unused ones null.
+#[derive(Serialize)]
+struct StageFields<'a> {
+    name: &'a str,
+    measured: bool,
+    duration_s: Option<f64>,
+    ops: Option<u64>,
+    workers: Option<u32>,
+    rate: Option<f64>,
+    target: Option<f64>,
+}
+
+impl Serialize for StagePlan {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let ops = match self.end {
+            StageEnd::Ops(n) => Some(n),
+            StageEnd::Duration(_) => None,
+        };
+        let target = match self.load {
+            StageLoad::Open { target, .. } => Some(target),
+            StageLoad::Closed { .. } => None,
+        };
+        StageFields {
+            name: &self.name,
+            measured: self.measured,
+            duration_s: self.duration_s(),
+            ops,
+            workers: self.workers(),
+            rate: self.rate(),
+            target,
+        }
+        .serialize(s)
+    }
+}

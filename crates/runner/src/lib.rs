@@ -1,0 +1,9 @@
+//! Runs a resolved `RunPlan`: for each backend x strategy x isolation level a fresh
+//! namespace, the seed, the load, the checks and the teardown, assembled into a
+//! `Report`; also the bug zoo (many plans over many seeds) and the cleaner of what
+//! killed runs left behind. Writes no report files: the binary does.
+
+pub mod clean;
+pub mod clock;
+pub mod run;
+pub mod zoo;
