@@ -184,6 +184,7 @@ pub(super) fn log_y(us: f64) -> f64 {
     clean(us).max(1.0).log10()
 }
 
+/// One series: a polyline in the chart, named in the legend.
 pub(super) struct Line {
     pub(super) label: String,
     pub(super) color: &'static str,
@@ -205,6 +206,7 @@ pub(super) struct Marker {
     pub(super) label: String,
 }
 
+/// One chart: its axes, the series on them, fault bands and phase markers.
 pub(super) struct Chart {
     pub(super) id: String,
     pub(super) title: String,
@@ -217,33 +219,61 @@ pub(super) struct Chart {
     pub(super) empty_note: &'static str,
 }
 
+/// The plot area's width: the chart's width less the margins.
+const PLOT_W: f64 = W - LEFT - RIGHT;
+
+/// Where the legend starts: below the plot, its tick labels and the x axis label.
+const LEGEND_TOP: f64 = TOP + PLOT_H + 52.0;
+
+/// A legend entry as laid out: its left edge, its row, and the line it names.
+type LegendEntry<'a> = (f64, usize, &'a Line);
+
+/// A line to draw, with only its finite points.
+type Drawable<'a> = (&'a Line, Vec<(f64, f64)>);
+
 impl Chart {
+    /// Writes the chart as one `<svg>`: the frame, fault bands, grid, axes, phase markers,
+    /// the series (or the empty note), then the legend, which sets the height.
     pub(super) fn render(&self, out: &mut String) {
-        let plot_w = W - LEFT - RIGHT;
-        let lines: Vec<(&Line, Vec<(f64, f64)>)> = self
-            .lines
+        let lines = self.drawable_lines();
+        let (legend, rows) = legend_layout(&lines);
+        let h = LEGEND_TOP + rows as f64 * LEGEND_ROW + 8.0;
+        self.write_frame(out, h);
+        self.write_bands(out);
+        self.write_grid(out);
+        self.write_axes(out);
+        self.write_markers(out);
+        for (l, pts) in &lines {
+            self.write_series(out, l, pts);
+        }
+        if lines.is_empty() {
+            self.write_empty_note(out);
+        }
+        write_legend(out, &legend);
+        writeln!(out, "</svg>").unwrap();
+    }
+
+    /// The lines that have a finite point, each with those points only.
+    fn drawable_lines(&self) -> Vec<Drawable<'_>> {
+        self.lines
             .iter()
             .map(|l| (l, l.points.iter().copied().filter(|(x, y)| x.is_finite() && y.is_finite()).collect::<Vec<_>>()))
             .filter(|(_, p)| !p.is_empty())
-            .collect();
-        // Legend layout: entries flow left to right, wrapping at the plot's width.
-        let mut legend = Vec::new();
-        let (mut lx, mut row) = (0.0, 0usize);
-        for (l, _) in &lines {
-            let w = 34.0 + 6.6 * l.label.chars().count() as f64 + 14.0;
-            if lx > 0.0 && lx + w > plot_w {
-                lx = 0.0;
-                row += 1;
-            }
-            legend.push((LEFT + lx, row, *l));
-            lx += w;
-        }
-        let rows = if legend.is_empty() { 0 } else { row + 1 };
-        let legend_top = TOP + PLOT_H + 52.0;
-        let h = legend_top + rows as f64 * LEGEND_ROW + 8.0;
-        let px = |x: f64| LEFT + self.x.frac(x) * plot_w;
-        let py = |y: f64| TOP + PLOT_H - self.y.frac(y) * PLOT_H;
-        let w = &mut *out;
+            .collect()
+    }
+
+    /// An x in plot space as an SVG coordinate.
+    fn px(&self, x: f64) -> f64 {
+        LEFT + self.x.frac(x) * PLOT_W
+    }
+
+    /// A y in plot space as an SVG coordinate (SVG's y grows downwards).
+    fn py(&self, y: f64) -> f64 {
+        TOP + PLOT_H - self.y.frac(y) * PLOT_H
+    }
+
+    /// The opening `<svg>` tag (`h` high), its title and the plot's frame.
+    fn write_frame(&self, w: &mut String, h: f64) {
         let id = esc(&self.id);
         writeln!(
             w,
@@ -260,12 +290,16 @@ impl Chart {
             r#"<rect class="frame" x="{}" y="{}" width="{}" height="{}"/>"#,
             n(LEFT),
             n(TOP),
-            n(plot_w),
+            n(PLOT_W),
             n(PLOT_H)
         )
         .unwrap();
+    }
+
+    /// The shaded fault periods, at least one unit wide so an instant one shows.
+    fn write_bands(&self, w: &mut String) {
         for b in &self.bands {
-            let (x0, x1) = (px(b.x0), px(b.x1));
+            let (x0, x1) = (self.px(b.x0), self.px(b.x1));
             writeln!(
                 w,
                 r#"<rect class="fault" x="{}" y="{}" width="{}" height="{}"><title>{}</title></rect>"#,
@@ -277,14 +311,18 @@ impl Chart {
             )
             .unwrap();
         }
+    }
+
+    /// A grid line and a tick label at every tick, y axis first.
+    fn write_grid(&self, w: &mut String) {
         for (v, t) in &self.y.ticks {
-            let y = py(*v);
+            let y = self.py(*v);
             writeln!(
                 w,
                 r#"<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>"#,
                 n(LEFT),
                 n(y),
-                n(LEFT + plot_w),
+                n(LEFT + PLOT_W),
                 n(y)
             )
             .unwrap();
@@ -298,7 +336,7 @@ impl Chart {
             .unwrap();
         }
         for (v, t) in &self.x.ticks {
-            let x = px(*v);
+            let x = self.px(*v);
             writeln!(w, r#"<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>"#, n(x), n(TOP), n(x), n(TOP + PLOT_H))
                 .unwrap();
             writeln!(
@@ -310,11 +348,15 @@ impl Chart {
             )
             .unwrap();
         }
+    }
+
+    /// The two axis lines and their labels (the y label turned upright).
+    fn write_axes(&self, w: &mut String) {
         writeln!(
             w,
             r#"<line class="axis" x1="{l}" y1="{b}" x2="{r}" y2="{b}"/><line class="axis" x1="{l}" y1="{t}" x2="{l}" y2="{b}"/>"#,
             l = n(LEFT),
-            r = n(LEFT + plot_w),
+            r = n(LEFT + PLOT_W),
             t = n(TOP),
             b = n(TOP + PLOT_H)
         )
@@ -322,7 +364,7 @@ impl Chart {
         writeln!(
             w,
             r#"<text class="axis-label" x="{}" y="{}" text-anchor="middle">{}</text>"#,
-            n(LEFT + plot_w / 2.0),
+            n(LEFT + PLOT_W / 2.0),
             n(TOP + PLOT_H + 36.0),
             esc(&self.x.label)
         )
@@ -334,8 +376,12 @@ impl Chart {
             y = n(TOP + PLOT_H / 2.0)
         )
         .unwrap();
+    }
+
+    /// A dotted vertical with its name at each phase marker.
+    fn write_markers(&self, w: &mut String) {
         for m in &self.markers {
-            let x = px(m.x);
+            let x = self.px(m.x);
             writeln!(
                 w,
                 r#"<line class="phase" x1="{x}" y1="{}" x2="{x}" y2="{}"/><text class="phase" x="{}" y="{}">{}</text>"#,
@@ -348,59 +394,84 @@ impl Chart {
             )
             .unwrap();
         }
-        for (l, pts) in &lines {
-            let coords: Vec<(f64, f64)> = pts.iter().map(|(x, y)| (px(*x), py(*y))).collect();
-            // A single sample is drawn as a short level stroke so it stays visible.
-            let drawn = if coords.len() == 1 {
-                let (x, y) = coords[0];
-                vec![(x - 4.0, y), (x + 4.0, y)]
-            } else {
-                coords.clone()
-            };
-            let points: Vec<String> = drawn.iter().map(|(x, y)| format!("{},{}", n(*x), n(*y))).collect();
-            let dash = if l.dashed { r#" stroke-dasharray="6 4""# } else { "" };
-            writeln!(
-                w,
-                r#"<polyline class="series" points="{}" stroke="{}"{dash}><title>{}</title></polyline>"#,
-                points.join(" "),
-                l.color,
-                esc(&l.label)
-            )
-            .unwrap();
-            if coords.len() <= 60 && !l.dashed {
-                for (x, y) in &coords {
-                    writeln!(w, r#"<circle class="dot" cx="{}" cy="{}" r="2.5" fill="{}"/>"#, n(*x), n(*y), l.color)
-                        .unwrap();
-                }
+    }
+
+    /// One line's polyline and, when it has few enough points and is solid, a dot on each.
+    fn write_series(&self, w: &mut String, l: &Line, pts: &[(f64, f64)]) {
+        let coords: Vec<(f64, f64)> = pts.iter().map(|(x, y)| (self.px(*x), self.py(*y))).collect();
+        // A single sample is drawn as a short level stroke so it stays visible.
+        let drawn = if coords.len() == 1 {
+            let (x, y) = coords[0];
+            vec![(x - 4.0, y), (x + 4.0, y)]
+        } else {
+            coords.clone()
+        };
+        let points: Vec<String> = drawn.iter().map(|(x, y)| format!("{},{}", n(*x), n(*y))).collect();
+        let dash = if l.dashed { r#" stroke-dasharray="6 4""# } else { "" };
+        writeln!(
+            w,
+            r#"<polyline class="series" points="{}" stroke="{}"{dash}><title>{}</title></polyline>"#,
+            points.join(" "),
+            l.color,
+            esc(&l.label)
+        )
+        .unwrap();
+        if coords.len() <= 60 && !l.dashed {
+            for (x, y) in &coords {
+                writeln!(w, r#"<circle class="dot" cx="{}" cy="{}" r="2.5" fill="{}"/>"#, n(*x), n(*y), l.color)
+                    .unwrap();
             }
         }
-        if lines.is_empty() {
-            writeln!(
-                w,
-                r#"<text class="note" x="{}" y="{}" text-anchor="middle">{}</text>"#,
-                n(LEFT + plot_w / 2.0),
-                n(TOP + PLOT_H / 2.0),
-                self.empty_note
-            )
-            .unwrap();
+    }
+
+    /// The note in the middle of a plot with nothing to draw.
+    fn write_empty_note(&self, w: &mut String) {
+        writeln!(
+            w,
+            r#"<text class="note" x="{}" y="{}" text-anchor="middle">{}</text>"#,
+            n(LEFT + PLOT_W / 2.0),
+            n(TOP + PLOT_H / 2.0),
+            self.empty_note
+        )
+        .unwrap();
+    }
+}
+
+/// Places the legend: entries flow left to right, wrapping at the plot's width. Returns
+/// the entries and the number of rows they take.
+fn legend_layout<'a>(lines: &[Drawable<'a>]) -> (Vec<LegendEntry<'a>>, usize) {
+    let mut legend = Vec::new();
+    let (mut lx, mut row) = (0.0, 0usize);
+    for (l, _) in lines {
+        let w = 34.0 + 6.6 * l.label.chars().count() as f64 + 14.0;
+        if lx > 0.0 && lx + w > PLOT_W {
+            lx = 0.0;
+            row += 1;
         }
-        for (x, row, l) in &legend {
-            let y = legend_top + *row as f64 * LEGEND_ROW;
-            let dash = if l.dashed { r#" stroke-dasharray="6 4""# } else { "" };
-            writeln!(
-                w,
-                r#"<g class="legend"><line x1="{}" y1="{y}" x2="{}" y2="{y}" stroke="{}" stroke-width="2"{dash}/><text x="{}" y="{}">{}</text></g>"#,
-                n(*x),
-                n(x + 26.0),
-                l.color,
-                n(x + 32.0),
-                n(y + 4.0),
-                esc(&l.label),
-                y = n(y)
-            )
-            .unwrap();
-        }
-        writeln!(w, "</svg>").unwrap();
+        legend.push((LEFT + lx, row, *l));
+        lx += w;
+    }
+    let rows = if legend.is_empty() { 0 } else { row + 1 };
+    (legend, rows)
+}
+
+/// Each legend entry: a stroke in the line's color and dash, then its label.
+fn write_legend(w: &mut String, legend: &[LegendEntry<'_>]) {
+    for (x, row, l) in legend {
+        let y = LEGEND_TOP + *row as f64 * LEGEND_ROW;
+        let dash = if l.dashed { r#" stroke-dasharray="6 4""# } else { "" };
+        writeln!(
+            w,
+            r#"<g class="legend"><line x1="{}" y1="{y}" x2="{}" y2="{y}" stroke="{}" stroke-width="2"{dash}/><text x="{}" y="{}">{}</text></g>"#,
+            n(*x),
+            n(x + 26.0),
+            l.color,
+            n(x + 32.0),
+            n(y + 4.0),
+            esc(&l.label),
+            y = n(y)
+        )
+        .unwrap();
     }
 }
 
