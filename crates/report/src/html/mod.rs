@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use self::charts::{drift_chart, p99_chart, percentile_chart, throughput_chart};
 use self::svg::esc;
 use crate::render::history_line;
-use crate::{Report, StrategyReport};
+use crate::{Report, StageReport, StrategyReport};
 
 /// A figure for a table cell; `-` when not finite.
 fn fig(v: f64, decimals: usize) -> String {
@@ -113,6 +113,7 @@ pub fn render_html(r: &Report) -> String {
     charts(w, r);
     latency_table(w, r);
     stages_table(w, r);
+    open_loop_table(w, r);
     thresholds(w, r);
     anomalies_and_faults(w, r);
     details(w, r);
@@ -345,24 +346,30 @@ fn latency_table(w: &mut String, r: &Report) {
     );
 }
 
+/// A stage's arrival rate: one figure when steady, `from -> to` when ramping, `-` for a
+/// closed loop.
+fn stage_rate(st: &StageReport) -> String {
+    match (st.rate_from, st.rate_to) {
+        (Some(a), Some(b)) if a == b => fig(a, 1),
+        (Some(a), Some(b)) => format!("{} -> {}", fig(a, 1), fig(b, 1)),
+        (Some(a), None) | (None, Some(a)) => fig(a, 1),
+        (None, None) => "-".into(),
+    }
+}
+
+/// Every phase of every strategy run's load, warm-up included.
 fn stages_table(w: &mut String, r: &Report) {
     writeln!(w, "<h2>Stages</h2>").unwrap();
     let mut rows = Vec::new();
     for s in &r.strategies {
         for st in &s.stages {
-            let rate = match (st.rate_from, st.rate_to) {
-                (Some(a), Some(b)) if a == b => fig(a, 1),
-                (Some(a), Some(b)) => format!("{} -> {}", fig(a, 1), fig(b, 1)),
-                (Some(a), None) | (None, Some(a)) => fig(a, 1),
-                (None, None) => "-".into(),
-            };
             rows.push(vec![
                 cell(esc(&label(s))),
                 cell(esc(&st.name)),
                 cell(yes_no(st.measured)),
                 cell(esc(&st.model)),
                 num(st.workers),
-                num(rate),
+                num(stage_rate(st)),
                 cell(esc(st.arrival.as_deref().unwrap_or("-"))),
                 num(fig(st.duration_s, 1)),
                 num(st.scheduled),
@@ -392,6 +399,10 @@ fn stages_table(w: &mut String, r: &Report) {
         ],
         &rows,
     );
+}
+
+/// How well each open-loop run kept its schedule; nothing at all when no run was open loop.
+fn open_loop_table(w: &mut String, r: &Report) {
     let open: Vec<Vec<Cell>> = r
         .strategies
         .iter()
