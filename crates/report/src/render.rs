@@ -36,6 +36,22 @@ pub fn render_terminal(r: &Report) -> String {
     let servers: Vec<String> = r.servers.iter().map(|s| format!("{} {} at {}", s.backend, s.version, s.url)).collect();
     writeln!(w, "scenario {}  seed {}  run {}  on {}", r.scenario, r.seed, r.run_id, servers.join(", ")).unwrap();
     writeln!(w).unwrap();
+    terminal_summary(w, r);
+    writeln!(w).unwrap();
+    terminal_latency(w, r);
+    terminal_strategy_notes(w, r);
+    terminal_figures(w, r);
+    terminal_problems(w, r);
+    // The verdicts last, in words: what a reader of a terminal sees first when it scrolls.
+    writeln!(w, "\nverdicts:").unwrap();
+    for s in &r.strategies {
+        writeln!(w, "  {:<20} {} at {}: {}", s.check.verdict, s.backend, s.isolation, s.check.summary).unwrap();
+    }
+    out
+}
+
+/// The terminal's summary table: one row per strategy run with its totals and verdict.
+fn terminal_summary(w: &mut String, r: &Report) {
     writeln!(
         w,
         "{:<29} {:<14} {:<15} {:<9} {:>8} {:>8} {:>7} {:>7} {:>7} {:>6} {:>11} {:>6}  verdict",
@@ -73,7 +89,10 @@ pub fn render_terminal(r: &Report) -> String {
         )
         .unwrap();
     }
-    writeln!(w).unwrap();
+}
+
+/// The terminal's latency table: one row per op that ran, per strategy run.
+fn terminal_latency(w: &mut String, r: &Report) {
     writeln!(
         w,
         "{:<29} {:<14} {:<15} {:<14} {:>8} {:>6} {:>7} {:>8} {:>8} {:>8} {:>8}",
@@ -103,6 +122,10 @@ pub fn render_terminal(r: &Report) -> String {
             .unwrap();
         }
     }
+}
+
+/// Per strategy run, where there is any: its worst users, first errors and kept namespace.
+fn terminal_strategy_notes(w: &mut String, r: &Report) {
     for s in r.strategies.iter().filter(|s| s.check.users_mismatched > 0) {
         writeln!(w, "\n{} worst users (counter vs truth): {}", label(s), worst(s)).unwrap();
     }
@@ -115,6 +138,10 @@ pub fn render_terminal(r: &Report) -> String {
     for s in r.strategies.iter().filter(|s| s.namespace_kept) {
         writeln!(w, "\n{}: namespace {} kept", label(s), s.namespace).unwrap();
     }
+}
+
+/// Per strategy run that has any: its figures, faults, settle error and anomalies.
+fn terminal_figures(w: &mut String, r: &Report) {
     for s in r.strategies.iter().filter(|s| {
         !s.figures.is_empty() || !s.faults.is_empty() || s.settle_error.is_some() || !s.anomalies.is_empty()
     }) {
@@ -132,6 +159,10 @@ pub fn render_terminal(r: &Report) -> String {
                 .unwrap();
         }
     }
+}
+
+/// What went wrong around the runs: breached thresholds, skipped combinations, failed cleanups.
+fn terminal_problems(w: &mut String, r: &Report) {
     let breaches: Vec<String> = r
         .strategies
         .iter()
@@ -146,12 +177,6 @@ pub fn render_terminal(r: &Report) -> String {
     for s in r.strategies.iter().filter(|s| s.cleanup_error.is_some()) {
         writeln!(w, "\n{}: cleanup failed: {}", label(s), s.cleanup_error.as_deref().unwrap_or_default()).unwrap();
     }
-    // The verdicts last, in words: what a reader of a terminal sees first when it scrolls.
-    writeln!(w, "\nverdicts:").unwrap();
-    for s in &r.strategies {
-        writeln!(w, "  {:<20} {} at {}: {}", s.check.verdict, s.backend, s.isolation, s.check.summary).unwrap();
-    }
-    out
 }
 
 /// A Markdown document: summary, latencies, worst users, and the resolved plan.
