@@ -204,6 +204,30 @@ pub fn render_comparison(c: &Comparison) -> String {
     let mut out = String::new();
     let w = &mut out;
     writeln!(w, "A: {}\nB: {}\n", c.a, c.b).unwrap();
+    rows_table(w, c);
+    writeln!(w).unwrap();
+    ops_table(w, c);
+    for (which, list) in [("A", &c.only_in_a), ("B", &c.only_in_b)] {
+        if !list.is_empty() {
+            writeln!(w, "\nonly in {which}: {}", list.join(", ")).unwrap();
+        }
+    }
+    for n in &c.notes {
+        writeln!(w, "\nnote: {n}").unwrap();
+    }
+    if c.regressions.is_empty() {
+        writeln!(w, "\nno regression").unwrap();
+    } else {
+        writeln!(w, "\n{} regression(s):", c.regressions.len()).unwrap();
+        for r in &c.regressions {
+            writeln!(w, "  {r}").unwrap();
+        }
+    }
+    out
+}
+
+/// One line per matched row: throughput A and B, its change, the verdicts and mismatches.
+fn rows_table(w: &mut String, c: &Comparison) {
     writeln!(
         w,
         "{:<29} {:<14} {:<15} {:>9} {:>9} {:>8}  {:<30} {:>11}",
@@ -231,7 +255,10 @@ pub fn render_comparison(c: &Comparison) -> String {
         )
         .unwrap();
     }
-    writeln!(w).unwrap();
+}
+
+/// One line per op of each matched row: its percentiles A and B and the p99 change.
+fn ops_table(w: &mut String, c: &Comparison) {
     writeln!(
         w,
         "{:<29} {:<14} {:<15} {:<14} {:>17} {:>17} {:>17} {:>8}",
@@ -255,21 +282,4 @@ pub fn render_comparison(c: &Comparison) -> String {
             .unwrap();
         }
     }
-    for (which, list) in [("A", &c.only_in_a), ("B", &c.only_in_b)] {
-        if !list.is_empty() {
-            writeln!(w, "\nonly in {which}: {}", list.join(", ")).unwrap();
-        }
-    }
-    for n in &c.notes {
-        writeln!(w, "\nnote: {n}").unwrap();
-    }
-    if c.regressions.is_empty() {
-        writeln!(w, "\nno regression").unwrap();
-    } else {
-        writeln!(w, "\n{} regression(s):", c.regressions.len()).unwrap();
-        for r in &c.regressions {
-            writeln!(w, "  {r}").unwrap();
-        }
-    }
-    out
 }
