@@ -75,37 +75,7 @@ pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, fail_if_slowe
             only_in_a.push(label(&k));
             continue;
         };
-        let mut ops = Vec::new();
-        for (name, oa) in &sa.ops {
-            let Some(ob) = sb.ops.get(name) else { continue };
-            if oa.count == 0 && ob.count == 0 {
-                continue;
-            }
-            let (la, lb) = (&oa.latency_us, &ob.latency_us);
-            let d = OpDelta {
-                op: name.clone(),
-                count: (oa.count, ob.count),
-                p50: (la.p50, lb.p50),
-                p99: (la.p99, lb.p99),
-                p999: (la.p999, lb.p999),
-                p99_change_pct: pct(la.p99 as f64, lb.p99 as f64),
-            };
-            if let Some(limit) = fail_if_slower_pct
-                && oa.count >= MIN_OPS_FOR_P99
-                && ob.count >= MIN_OPS_FOR_P99
-                && d.p99_change_pct > limit
-            {
-                regressions.push(format!(
-                    "{} {}: p99 {} -> {} us (+{:.1}%, limit {limit}%)",
-                    label(&k),
-                    name,
-                    la.p99,
-                    lb.p99,
-                    d.p99_change_pct
-                ));
-            }
-            ops.push(d);
-        }
+        let ops = op_deltas(&k, sa, sb, fail_if_slower_pct, &mut regressions);
         if sa.load_model != sb.load_model {
             notes.push(format!(
                 "{}: load models differ (A: {}; B: {}): an open loop's throughput is set by its schedule",
@@ -114,49 +84,13 @@ pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, fail_if_slowe
                 sb.load_model
             ));
         }
-        let drop_rate = |s: &StrategyReport| {
-            s.open_loop
-                .as_ref()
-                .map_or(0.0, |o| if o.scheduled > 0 { o.dropped as f64 / o.scheduled as f64 } else { 0.0 })
-        };
-        if let Some(limit) = fail_if_slower_pct
-            && (drop_rate(sb) - drop_rate(sa)) * 100.0 > limit
-        {
-            regressions.push(format!(
-                "{}: open-loop drops {:.1}% -> {:.1}% of scheduled ops (limit +{limit} points)",
-                label(&k),
-                drop_rate(sa) * 100.0,
-                drop_rate(sb) * 100.0
-            ));
-        }
-        let change = pct(sa.throughput_ops_per_s, sb.throughput_ops_per_s);
-        if let Some(limit) = fail_if_slower_pct
-            && -change > limit
-        {
-            regressions.push(format!(
-                "{}: throughput {:.0} -> {:.0} ops/s ({change:.1}%, limit -{limit}%)",
-                label(&k),
-                sa.throughput_ops_per_s,
-                sb.throughput_ops_per_s
-            ));
-        }
-        if sa.check.matches_guarantee && !sb.check.matches_guarantee {
-            regressions.push(format!(
-                "{}: verdict {} -> {} ({} of {} users mismatched; guarantee {})",
-                label(&k),
-                sa.check.verdict,
-                sb.check.verdict,
-                sb.check.users_mismatched,
-                sb.check.users_checked,
-                sb.guarantee
-            ));
-        }
+        row_regressions(&k, sa, sb, fail_if_slower_pct, &mut regressions);
         rows.push(RowDelta {
             strategy: k.0,
             backend: k.1,
             isolation: k.2,
             throughput: (sa.throughput_ops_per_s, sb.throughput_ops_per_s),
-            throughput_change_pct: change,
+            throughput_change_pct: pct(sa.throughput_ops_per_s, sb.throughput_ops_per_s),
             verdict: (sa.check.verdict.clone(), sb.check.verdict.clone()),
             mismatched: (sa.check.users_mismatched, sb.check.users_mismatched),
             ops,
@@ -175,11 +109,125 @@ pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, fail_if_slowe
     Comparison { a: a_name.into(), b: b_name.into(), rows, only_in_a, only_in_b, notes, regressions }
 }
 
+/// The latency changes of each op either run did, for the row `k`; an op whose p99 grew
+/// past the limit (with enough samples on both sides to trust it) adds a regression.
+fn op_deltas(
+    k: &(String, String, String),
+    sa: &StrategyReport,
+    sb: &StrategyReport,
+    fail_if_slower_pct: Option<f64>,
+    regressions: &mut Vec<String>,
+) -> Vec<OpDelta> {
+    let mut ops = Vec::new();
+    for (name, oa) in &sa.ops {
+        let Some(ob) = sb.ops.get(name) else { continue };
+        if oa.count == 0 && ob.count == 0 {
+            continue;
+        }
+        let (la, lb) = (&oa.latency_us, &ob.latency_us);
+        let d = OpDelta {
+            op: name.clone(),
+            count: (oa.count, ob.count),
+            p50: (la.p50, lb.p50),
+            p99: (la.p99, lb.p99),
+            p999: (la.p999, lb.p999),
+            p99_change_pct: pct(la.p99 as f64, lb.p99 as f64),
+        };
+        if let Some(limit) = fail_if_slower_pct
+            && oa.count >= MIN_OPS_FOR_P99
+            && ob.count >= MIN_OPS_FOR_P99
+            && d.p99_change_pct > limit
+        {
+            regressions.push(format!(
+                "{} {}: p99 {} -> {} us (+{:.1}%, limit {limit}%)",
+                label(k),
+                name,
+                la.p99,
+                lb.p99,
+                d.p99_change_pct
+            ));
+        }
+        ops.push(d);
+    }
+    ops
+}
+
+/// The row-wide regressions of row `k`, in this order: open-loop drops up past the limit
+/// (in percentage points), throughput down past it, and a verdict that stopped matching
+/// its guarantee (whatever the limit).
+fn row_regressions(
+    k: &(String, String, String),
+    sa: &StrategyReport,
+    sb: &StrategyReport,
+    fail_if_slower_pct: Option<f64>,
+    regressions: &mut Vec<String>,
+) {
+    let drop_rate = |s: &StrategyReport| {
+        s.open_loop.as_ref().map_or(0.0, |o| if o.scheduled > 0 { o.dropped as f64 / o.scheduled as f64 } else { 0.0 })
+    };
+    if let Some(limit) = fail_if_slower_pct
+        && (drop_rate(sb) - drop_rate(sa)) * 100.0 > limit
+    {
+        regressions.push(format!(
+            "{}: open-loop drops {:.1}% -> {:.1}% of scheduled ops (limit +{limit} points)",
+            label(k),
+            drop_rate(sa) * 100.0,
+            drop_rate(sb) * 100.0
+        ));
+    }
+    let change = pct(sa.throughput_ops_per_s, sb.throughput_ops_per_s);
+    if let Some(limit) = fail_if_slower_pct
+        && -change > limit
+    {
+        regressions.push(format!(
+            "{}: throughput {:.0} -> {:.0} ops/s ({change:.1}%, limit -{limit}%)",
+            label(k),
+            sa.throughput_ops_per_s,
+            sb.throughput_ops_per_s
+        ));
+    }
+    if sa.check.matches_guarantee && !sb.check.matches_guarantee {
+        regressions.push(format!(
+            "{}: verdict {} -> {} ({} of {} users mismatched; guarantee {})",
+            label(k),
+            sa.check.verdict,
+            sb.check.verdict,
+            sb.check.users_mismatched,
+            sb.check.users_checked,
+            sb.guarantee
+        ));
+    }
+}
+
 /// The comparison as terminal text.
 pub fn render_comparison(c: &Comparison) -> String {
     let mut out = String::new();
     let w = &mut out;
     writeln!(w, "A: {}\nB: {}\n", c.a, c.b).unwrap();
+    rows_table(w, c);
+    writeln!(w).unwrap();
+    ops_table(w, c);
+    for (which, list) in [("A", &c.only_in_a), ("B", &c.only_in_b)] {
+        if !list.is_empty() {
+            writeln!(w, "\nonly in {which}: {}", list.join(", ")).unwrap();
+        }
+    }
+    for n in &c.notes {
+        writeln!(w, "\nnote: {n}").unwrap();
+    }
+    if c.regressions.is_empty() {
+        writeln!(w, "\nno regression").unwrap();
+    } else {
+        writeln!(w, "\n{} regression(s):", c.regressions.len()).unwrap();
+        for r in &c.regressions {
+            writeln!(w, "  {r}").unwrap();
+        }
+    }
+    out
+}
+
+/// One line per matched row: throughput A and B, its change, the verdicts and mismatches.
+fn rows_table(w: &mut String, c: &Comparison) {
     writeln!(
         w,
         "{:<29} {:<14} {:<15} {:>9} {:>9} {:>8}  {:<30} {:>11}",
@@ -207,7 +255,10 @@ pub fn render_comparison(c: &Comparison) -> String {
         )
         .unwrap();
     }
-    writeln!(w).unwrap();
+}
+
+/// One line per op of each matched row: its percentiles A and B and the p99 change.
+fn ops_table(w: &mut String, c: &Comparison) {
     writeln!(
         w,
         "{:<29} {:<14} {:<15} {:<14} {:>17} {:>17} {:>17} {:>8}",
@@ -231,21 +282,4 @@ pub fn render_comparison(c: &Comparison) -> String {
             .unwrap();
         }
     }
-    for (which, list) in [("A", &c.only_in_a), ("B", &c.only_in_b)] {
-        if !list.is_empty() {
-            writeln!(w, "\nonly in {which}: {}", list.join(", ")).unwrap();
-        }
-    }
-    for n in &c.notes {
-        writeln!(w, "\nnote: {n}").unwrap();
-    }
-    if c.regressions.is_empty() {
-        writeln!(w, "\nno regression").unwrap();
-    } else {
-        writeln!(w, "\n{} regression(s):", c.regressions.len()).unwrap();
-        for r in &c.regressions {
-            writeln!(w, "  {r}").unwrap();
-        }
-    }
-    out
 }

@@ -599,6 +599,38 @@ fn series_point(s: &Sample) -> SeriesPoint {
     }
 }
 
+/// Each operation kind's counts and latencies, by name (every kind, run or not).
+fn op_reports(load: &LoadResult) -> BTreeMap<String, OpReport> {
+    OpKind::ALL
+        .iter()
+        .map(|k| {
+            let s = load.op(*k);
+            let r = OpReport {
+                count: s.count,
+                ok: s.ok,
+                fail: s.fail,
+                unknown: s.unknown,
+                errors: s.errors(),
+                skipped: s.skipped,
+                transitioned: s.transitioned,
+                retries: s.retries,
+                give_ups: s.give_ups,
+                latency_us: latency(&s.latency_us),
+                uncorrected_latency_us: latency(&s.service_us),
+            };
+            (k.name().to_string(), r)
+        })
+        .collect()
+}
+
+/// Failed attempts over all operation kinds, by error class (every class, zero or not).
+fn errors_by_class(load: &LoadResult) -> BTreeMap<String, u64> {
+    ErrorClass::ALL
+        .iter()
+        .map(|c| (c.name().to_string(), load.ops.iter().map(|s| s.errors_by_class[c.index()]).sum()))
+        .collect()
+}
+
 /// What the CLI knows about one strategy run beyond the load and the check.
 pub struct StrategyRun<'a> {
     pub info: StrategyInfo,
@@ -627,31 +659,7 @@ pub struct StrategyRun<'a> {
 impl StrategyReport {
     pub fn new(run: StrategyRun<'_>) -> StrategyReport {
         let load = run.load;
-        let ops = OpKind::ALL
-            .iter()
-            .map(|k| {
-                let s = load.op(*k);
-                let r = OpReport {
-                    count: s.count,
-                    ok: s.ok,
-                    fail: s.fail,
-                    unknown: s.unknown,
-                    errors: s.errors(),
-                    skipped: s.skipped,
-                    transitioned: s.transitioned,
-                    retries: s.retries,
-                    give_ups: s.give_ups,
-                    latency_us: latency(&s.latency_us),
-                    uncorrected_latency_us: latency(&s.service_us),
-                };
-                (k.name().to_string(), r)
-            })
-            .collect();
         let permission_denied: u64 = load.ops.iter().map(|s| s.errors_by_class[ErrorClass::Permission.index()]).sum();
-        let errors_by_class = ErrorClass::ALL
-            .iter()
-            .map(|c| (c.name().to_string(), load.ops.iter().map(|s| s.errors_by_class[c.index()]).sum()))
-            .collect();
         let c = run.check;
         let figures: BTreeMap<String, f64> = run.figures.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         StrategyReport {
@@ -672,9 +680,9 @@ impl StrategyReport {
             errors_total: load.ops.iter().map(|s| s.errors()).sum(),
             retries: load.ops.iter().map(|s| s.retries).sum(),
             give_ups: load.ops.iter().map(|s| s.give_ups).sum(),
-            errors_by_class,
+            errors_by_class: errors_by_class(load),
             error_samples: load.error_samples.clone(),
-            ops,
+            ops: op_reports(load),
             settle_s: run.settle_s,
             settle_error: run.settle_error,
             faults: run.faults,

@@ -36,6 +36,22 @@ pub fn render_terminal(r: &Report) -> String {
     let servers: Vec<String> = r.servers.iter().map(|s| format!("{} {} at {}", s.backend, s.version, s.url)).collect();
     writeln!(w, "scenario {}  seed {}  run {}  on {}", r.scenario, r.seed, r.run_id, servers.join(", ")).unwrap();
     writeln!(w).unwrap();
+    terminal_summary(w, r);
+    writeln!(w).unwrap();
+    terminal_latency(w, r);
+    terminal_strategy_notes(w, r);
+    terminal_figures(w, r);
+    terminal_problems(w, r);
+    // The verdicts last, in words: what a reader of a terminal sees first when it scrolls.
+    writeln!(w, "\nverdicts:").unwrap();
+    for s in &r.strategies {
+        writeln!(w, "  {:<20} {} at {}: {}", s.check.verdict, s.backend, s.isolation, s.check.summary).unwrap();
+    }
+    out
+}
+
+/// The terminal's summary table: one row per strategy run with its totals and verdict.
+fn terminal_summary(w: &mut String, r: &Report) {
     writeln!(
         w,
         "{:<29} {:<14} {:<15} {:<9} {:>8} {:>8} {:>7} {:>7} {:>7} {:>6} {:>11} {:>6}  verdict",
@@ -73,7 +89,10 @@ pub fn render_terminal(r: &Report) -> String {
         )
         .unwrap();
     }
-    writeln!(w).unwrap();
+}
+
+/// The terminal's latency table: one row per op that ran, per strategy run.
+fn terminal_latency(w: &mut String, r: &Report) {
     writeln!(
         w,
         "{:<29} {:<14} {:<15} {:<14} {:>8} {:>6} {:>7} {:>8} {:>8} {:>8} {:>8}",
@@ -103,6 +122,10 @@ pub fn render_terminal(r: &Report) -> String {
             .unwrap();
         }
     }
+}
+
+/// Per strategy run, where there is any: its worst users, first errors and kept namespace.
+fn terminal_strategy_notes(w: &mut String, r: &Report) {
     for s in r.strategies.iter().filter(|s| s.check.users_mismatched > 0) {
         writeln!(w, "\n{} worst users (counter vs truth): {}", label(s), worst(s)).unwrap();
     }
@@ -115,6 +138,10 @@ pub fn render_terminal(r: &Report) -> String {
     for s in r.strategies.iter().filter(|s| s.namespace_kept) {
         writeln!(w, "\n{}: namespace {} kept", label(s), s.namespace).unwrap();
     }
+}
+
+/// Per strategy run that has any: its figures, faults, settle error and anomalies.
+fn terminal_figures(w: &mut String, r: &Report) {
     for s in r.strategies.iter().filter(|s| {
         !s.figures.is_empty() || !s.faults.is_empty() || s.settle_error.is_some() || !s.anomalies.is_empty()
     }) {
@@ -132,6 +159,10 @@ pub fn render_terminal(r: &Report) -> String {
                 .unwrap();
         }
     }
+}
+
+/// What went wrong around the runs: breached thresholds, skipped combinations, failed cleanups.
+fn terminal_problems(w: &mut String, r: &Report) {
     let breaches: Vec<String> = r
         .strategies
         .iter()
@@ -146,141 +177,179 @@ pub fn render_terminal(r: &Report) -> String {
     for s in r.strategies.iter().filter(|s| s.cleanup_error.is_some()) {
         writeln!(w, "\n{}: cleanup failed: {}", label(s), s.cleanup_error.as_deref().unwrap_or_default()).unwrap();
     }
-    // The verdicts last, in words: what a reader of a terminal sees first when it scrolls.
-    writeln!(w, "\nverdicts:").unwrap();
-    for s in &r.strategies {
-        writeln!(w, "  {:<20} {} at {}: {}", s.check.verdict, s.backend, s.isolation, s.check.summary).unwrap();
-    }
-    out
+}
+
+/// Appends `text` and a newline: one line of the Markdown document.
+fn line(w: &mut String, text: impl AsRef<str>) {
+    w.push_str(text.as_ref());
+    w.push('\n');
 }
 
 /// A Markdown document: summary, latencies, worst users, and the resolved plan.
 pub fn render_markdown(r: &Report) -> String {
     let mut out = String::new();
     let w = &mut out;
-    let mut line = |text: String| {
-        w.push_str(&text);
-        w.push('\n');
-    };
-    line(format!("# counterlab run: {}\n", r.scenario));
-    line(format!("- scenario file: `{}`", r.scenario_path));
-    line(format!("- seed: {}; run id: `{}`; started {}", r.seed, r.run_id, r.started_at_utc));
-    line(format!("- counterlab {} at commit `{}`", r.counterlab_version, r.git_commit));
-    for s in &r.servers {
-        line(format!("- {} {} at `{}`", s.backend, s.version, s.url));
-    }
-    line(format!("- replay: `{}`", r.replay_command));
-    line(format!("- every declared guarantee held: {}", if r.all_guarantees_held { "yes" } else { "**no**" }));
-    line("\n## Verdicts\n".into());
+    markdown_header(w, r);
+    line(w, "\n## Verdicts\n");
     for s in &r.strategies {
-        line(format!("- `{}` {} at {}: {}", s.check.verdict, s.backend, s.isolation, s.check.summary));
+        line(w, format!("- `{}` {} at {}: {}", s.check.verdict, s.backend, s.isolation, s.check.summary));
     }
     if r.interrupted {
-        line("- **interrupted** by Ctrl-C: later runs did not start".into());
+        line(w, "- **interrupted** by Ctrl-C: later runs did not start");
     }
-    line("\n## Strategy x backend x isolation\n".into());
-    line("| strategy | backend | isolation | guarantee | ops | ops/s | p99 us | errors | retries | give-ups | mismatched | over | under | negative | drift | verdict |".into());
-    line("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|".into());
+    markdown_summary(w, r);
+    markdown_latency(w, r);
+    line(w, "\n## Drift\n");
     for s in &r.strategies {
-        line(format!(
-            "| {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            s.strategy,
-            s.backend,
-            s.isolation,
-            s.guarantee,
-            s.ops_total,
-            s.throughput_ops_per_s,
-            p99_all(s),
-            s.errors_total,
-            s.retries,
-            s.give_ups,
-            mismatched(s),
-            s.check.over_counted,
-            s.check.under_counted,
-            s.check.negative_counters,
-            s.check.drift_abs_total,
-            s.check.verdict
-        ));
+        markdown_strategy(w, s);
     }
-    line("\n## Latency per operation (microseconds)\n".into());
+    for k in &r.skipped {
+        line(w, format!("- skipped {} on {} at {}: {}", k.strategy, k.backend, k.isolation, k.reason));
+    }
     line(
-        "| strategy | backend | isolation | op | count | errors | retries | skipped | p50 | p90 | p99 | p99.9 | max |"
-            .into(),
+        w,
+        format!(
+            "\n## Resolved plan\n\n```json\n{}\n```",
+            serde_json::to_string_pretty(&r.plan).expect("plan serializes")
+        ),
     );
-    line("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into());
+    out
+}
+
+/// The title and the run's facts: where the scenario came from, seed, build, servers, replay.
+fn markdown_header(w: &mut String, r: &Report) {
+    line(w, format!("# counterlab run: {}\n", r.scenario));
+    line(w, format!("- scenario file: `{}`", r.scenario_path));
+    line(w, format!("- seed: {}; run id: `{}`; started {}", r.seed, r.run_id, r.started_at_utc));
+    line(w, format!("- counterlab {} at commit `{}`", r.counterlab_version, r.git_commit));
+    for s in &r.servers {
+        line(w, format!("- {} {} at `{}`", s.backend, s.version, s.url));
+    }
+    line(w, format!("- replay: `{}`", r.replay_command));
+    line(w, format!("- every declared guarantee held: {}", if r.all_guarantees_held { "yes" } else { "**no**" }));
+}
+
+/// The strategy x backend x isolation table: one row per strategy run.
+fn markdown_summary(w: &mut String, r: &Report) {
+    line(w, "\n## Strategy x backend x isolation\n");
+    line(
+        w,
+        "| strategy | backend | isolation | guarantee | ops | ops/s | p99 us | errors | retries | give-ups | mismatched | over | under | negative | drift | verdict |",
+    );
+    line(w, "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for s in &r.strategies {
-        for (op, o) in s.ops.iter().filter(|(_, o)| o.count + o.skipped > 0) {
-            let l = &o.latency_us;
-            line(format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        line(
+            w,
+            format!(
+                "| {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 s.strategy,
                 s.backend,
                 s.isolation,
-                op,
-                o.count,
-                o.errors,
-                o.retries,
-                o.skipped,
-                l.p50,
-                l.p90,
-                l.p99,
-                l.p999,
-                l.max
-            ));
+                s.guarantee,
+                s.ops_total,
+                s.throughput_ops_per_s,
+                p99_all(s),
+                s.errors_total,
+                s.retries,
+                s.give_ups,
+                mismatched(s),
+                s.check.over_counted,
+                s.check.under_counted,
+                s.check.negative_counters,
+                s.check.drift_abs_total,
+                s.check.verdict
+            ),
+        );
+    }
+}
+
+/// The latency table: one row per op that ran or was skipped, per strategy run.
+fn markdown_latency(w: &mut String, r: &Report) {
+    line(w, "\n## Latency per operation (microseconds)\n");
+    line(
+        w,
+        "| strategy | backend | isolation | op | count | errors | retries | skipped | p50 | p90 | p99 | p99.9 | max |",
+    );
+    line(w, "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for s in &r.strategies {
+        for (op, o) in s.ops.iter().filter(|(_, o)| o.count + o.skipped > 0) {
+            let l = &o.latency_us;
+            line(
+                w,
+                format!(
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    s.strategy,
+                    s.backend,
+                    s.isolation,
+                    op,
+                    o.count,
+                    o.errors,
+                    o.retries,
+                    o.skipped,
+                    l.p50,
+                    l.p90,
+                    l.p99,
+                    l.p999,
+                    l.max
+                ),
+            );
         }
     }
-    line("\n## Drift\n".into());
-    for s in &r.strategies {
-        let detail = if s.check.users_mismatched == 0 { "no mismatched user".to_string() } else { worst(s) };
-        let kept = if s.namespace_kept { ", kept" } else { "" };
-        line(format!(
+}
+
+/// One strategy run's entry under Drift: where it ran and its worst users, then one
+/// sub-item per error, figure, fault, anomaly and threshold.
+fn markdown_strategy(w: &mut String, s: &StrategyReport) {
+    let detail = if s.check.users_mismatched == 0 { "no mismatched user".to_string() } else { worst(s) };
+    let kept = if s.namespace_kept { ", kept" } else { "" };
+    line(
+        w,
+        format!(
             "- **{}** (namespace `{}`{kept}, server isolation `{}`, ran as {}): {detail}",
             label(s),
             s.namespace,
             s.isolation_in_effect,
             s.identity
-        ));
-        if let Some(e) = &s.cleanup_error {
-            line(format!("  - **cleanup failed**: {e}"));
-        }
-        if s.permission_denied > 0 {
-            line(format!(
+        ),
+    );
+    if let Some(e) = &s.cleanup_error {
+        line(w, format!("  - **cleanup failed**: {e}"));
+    }
+    if s.permission_denied > 0 {
+        line(
+            w,
+            format!(
                 "  - {} operations were refused for lack of a privilege: verdict `{}`",
                 s.permission_denied, s.check.verdict
-            ));
-        }
-        for e in &s.error_samples {
-            line(format!("  - error: `{e}`"));
-        }
-        for (k, v) in &s.figures {
-            line(format!("  - {k}: {v}"));
-        }
-        for f in &s.faults {
-            let when = f.fired_at_ms.map_or("not fired".to_string(), |t| format!("fired at {t} ms"));
-            line(format!("  - fault `{}` (planned {} ms, {when}): {}", f.kind, f.at_ms, f.outcome));
-        }
-        if let Some(e) = &s.settle_error {
-            line(format!("  - settle: {e}"));
-        }
-        line(format!("  - history: {}", history_line(&s.history)));
-        for a in &s.anomalies {
-            line(format!(
+            ),
+        );
+    }
+    for e in &s.error_samples {
+        line(w, format!("  - error: `{e}`"));
+    }
+    for (k, v) in &s.figures {
+        line(w, format!("  - {k}: {v}"));
+    }
+    for f in &s.faults {
+        let when = f.fired_at_ms.map_or("not fired".to_string(), |t| format!("fired at {t} ms"));
+        line(w, format!("  - fault `{}` (planned {} ms, {when}): {}", f.kind, f.at_ms, f.outcome));
+    }
+    if let Some(e) = &s.settle_error {
+        line(w, format!("  - settle: {e}"));
+    }
+    line(w, format!("  - history: {}", history_line(&s.history)));
+    for a in &s.anomalies {
+        line(
+            w,
+            format!(
                 "  - anomaly **{}** x{} ({}; visible after {} calls): {}",
                 a.name, a.count, a.meaning, a.ops_to_detect, a.detail
-            ));
-        }
-        for t in &s.thresholds {
-            line(format!("  - threshold {}: {}", if t.passed { "ok" } else { "**BREACHED**" }, t.detail));
-        }
+            ),
+        );
     }
-    for k in &r.skipped {
-        line(format!("- skipped {} on {} at {}: {}", k.strategy, k.backend, k.isolation, k.reason));
+    for t in &s.thresholds {
+        line(w, format!("  - threshold {}: {}", if t.passed { "ok" } else { "**BREACHED**" }, t.detail));
     }
-    line(format!(
-        "\n## Resolved plan\n\n```json\n{}\n```",
-        serde_json::to_string_pretty(&r.plan).expect("plan serializes")
-    ));
-    out
 }
 
 /// The history and read check in one line.
