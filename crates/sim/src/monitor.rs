@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use counterlab_core::{OpKind, Strategy};
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::V2DeflateSerializer;
-use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::serialization::interval_log::{IntervalLogWriter, IntervalLogWriterBuilder, Tag};
 
 use crate::metrics::{new_latency_histogram, record_us};
 
@@ -171,109 +171,10 @@ impl Sampler {
         monitor: Arc<Monitor>,
         strategy: Arc<dyn Strategy>,
         cfg: SamplerConfig,
-        mut on_sample: Box<dyn FnMut(&Sample) + Send>,
+        on_sample: Box<dyn FnMut(&Sample) + Send>,
     ) -> Sampler {
-        let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let start = Instant::now();
-            let wall = SystemTime::now();
-            let mut buf: Vec<u8> = Vec::new();
-            let mut ser = V2DeflateSerializer::new();
-            let mut samples: Vec<Sample> = Vec::new();
-            {
-                let mut log = IntervalLogWriterBuilder::new()
-                    .add_comment(&format!("counterlab: {}", cfg.label))
-                    .add_comment("[Histogram log format version 1.3]")
-                    .add_comment("values are microseconds from each op's intended start; tags are op kinds")
-                    .with_start_time(wall)
-                    .with_base_time(wall)
-                    .begin_log_with(&mut buf, &mut ser)
-                    .expect("writing to memory");
-                log.write_comment(
-                    "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"",
-                )
-                .expect("writing to memory");
-                let mut tick = tokio::time::interval_at((start + cfg.interval).into(), cfg.interval);
-                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                let mut last = start;
-                loop {
-                    let last_one = tokio::select! {
-                        _ = tick.tick() => false,
-                        _ = monitor.phase_changed.notified() => {
-                            tick.reset();
-                            false
-                        }
-                        _ = &mut rx => true,
-                    };
-                    let now = Instant::now();
-                    let (interval, scheduled, dropped) = monitor.take();
-                    let phase = interval.phase.clone();
-                    if interval.ops == 0
-                        && scheduled == 0
-                        && dropped == 0
-                        && now.duration_since(last) < cfg.interval / 10
-                    {
-                        // A phase change right at the start (or twice in a row): no point.
-                        last = now;
-                        if last_one {
-                            break;
-                        }
-                        continue;
-                    }
-                    let mut all = new_latency_histogram(1);
-                    for (kind, h) in OpKind::ALL.iter().zip(&interval.hist) {
-                        if h.is_empty() {
-                            continue;
-                        }
-                        all.add(h).expect("auto-resizing histograms merge");
-                        // Warm-up is charted but, as in the report's totals, not logged.
-                        if phase != WARMUP {
-                            let begin = last.duration_since(start);
-                            log.write_histogram(h, begin, now - last, Tag::new(kind.name()))
-                                .expect("writing to memory");
-                        }
-                    }
-                    let pending = tokio::time::timeout(PROBE_TIMEOUT, strategy.pending()).await.ok().flatten();
-                    let drift = if cfg.sample_drift {
-                        tokio::time::timeout(PROBE_TIMEOUT, strategy.net_drift()).await.ok().flatten()
-                    } else {
-                        None
-                    };
-                    let q = |q: f64| if all.is_empty() { 0 } else { all.value_at_quantile(q) };
-                    let sample = Sample {
-                        t_s: now.duration_since(start).as_secs_f64(),
-                        dt_s: now.duration_since(last).as_secs_f64(),
-                        phase,
-                        ops: interval.ops,
-                        errors: interval.errors,
-                        scheduled,
-                        dropped,
-                        p50_us: q(0.5),
-                        p99_us: q(0.99),
-                        max_us: if all.is_empty() { 0 } else { all.max() },
-                        pending,
-                        drift,
-                    };
-                    // A sliver (under half an interval) left by a phase change or a stage's drain
-                    // joins the point before it, so
-                    // rates are not computed over a few milliseconds.
-                    match samples.last_mut() {
-                        Some(prev) if sample.dt_s < cfg.interval.as_secs_f64() / 2.0 && prev.phase == sample.phase => {
-                            prev.merge(&sample)
-                        }
-                        _ => {
-                            on_sample(&sample);
-                            samples.push(sample);
-                        }
-                    }
-                    last = now;
-                    if last_one {
-                        break;
-                    }
-                }
-            }
-            Series { samples, hdr_log: String::from_utf8(buf).expect("the log is ASCII") }
-        });
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move { SamplerTask::new(monitor, strategy, cfg, on_sample).run(rx).await });
         Sampler { stop: Some(tx), task }
     }
 
@@ -283,4 +184,146 @@ impl Sampler {
         }
         self.task.await.expect("sampler panicked")
     }
+}
+
+/// The HDR interval log being written into memory.
+type Log<'a, 'b> = IntervalLogWriter<'a, 'b, Vec<u8>, V2DeflateSerializer>;
+
+/// The sampler task's state from one point to the next.
+struct SamplerTask {
+    monitor: Arc<Monitor>,
+    strategy: Arc<dyn Strategy>,
+    cfg: SamplerConfig,
+    on_sample: Box<dyn FnMut(&Sample) + Send>,
+    start: Instant,
+    /// When the previous interval closed.
+    last: Instant,
+    samples: Vec<Sample>,
+}
+
+impl SamplerTask {
+    fn new(
+        monitor: Arc<Monitor>,
+        strategy: Arc<dyn Strategy>,
+        cfg: SamplerConfig,
+        on_sample: Box<dyn FnMut(&Sample) + Send>,
+    ) -> SamplerTask {
+        let start = Instant::now();
+        SamplerTask { monitor, strategy, cfg, on_sample, start, last: start, samples: Vec::new() }
+    }
+
+    /// Closes an interval on every tick and on every phase change, and a last one when
+    /// `stop` fires.
+    async fn run(mut self, mut stop: tokio::sync::oneshot::Receiver<()>) -> Series {
+        let wall = SystemTime::now();
+        let mut buf: Vec<u8> = Vec::new();
+        let mut ser = V2DeflateSerializer::new();
+        {
+            let mut log = begin_log(&mut buf, &mut ser, &self.cfg.label, wall);
+            let mut tick = tokio::time::interval_at((self.start + self.cfg.interval).into(), self.cfg.interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                let last_one = tokio::select! {
+                    _ = tick.tick() => false,
+                    _ = self.monitor.phase_changed.notified() => {
+                        tick.reset();
+                        false
+                    }
+                    _ = &mut stop => true,
+                };
+                self.close_interval(&mut log).await;
+                if last_one {
+                    break;
+                }
+            }
+        }
+        Series { samples: self.samples, hdr_log: String::from_utf8(buf).expect("the log is ASCII") }
+    }
+
+    /// Takes the monitor's current interval, logs it and adds its point.
+    async fn close_interval(&mut self, log: &mut Log<'_, '_>) {
+        let now = Instant::now();
+        let (interval, scheduled, dropped) = self.monitor.take();
+        if interval.ops == 0 && scheduled == 0 && dropped == 0 && now.duration_since(self.last) < self.cfg.interval / 10
+        {
+            // A phase change right at the start (or twice in a row): no point.
+            self.last = now;
+            return;
+        }
+        let all = self.log_interval(log, &interval, now);
+        let pending = tokio::time::timeout(PROBE_TIMEOUT, self.strategy.pending()).await.ok().flatten();
+        let drift = if self.cfg.sample_drift {
+            tokio::time::timeout(PROBE_TIMEOUT, self.strategy.net_drift()).await.ok().flatten()
+        } else {
+            None
+        };
+        let q = |q: f64| if all.is_empty() { 0 } else { all.value_at_quantile(q) };
+        let sample = Sample {
+            t_s: now.duration_since(self.start).as_secs_f64(),
+            dt_s: now.duration_since(self.last).as_secs_f64(),
+            phase: interval.phase,
+            ops: interval.ops,
+            errors: interval.errors,
+            scheduled,
+            dropped,
+            p50_us: q(0.5),
+            p99_us: q(0.99),
+            max_us: if all.is_empty() { 0 } else { all.max() },
+            pending,
+            drift,
+        };
+        self.push(sample);
+        self.last = now;
+    }
+
+    /// Logs each op kind's histogram of `interval` and returns them merged.
+    fn log_interval(&self, log: &mut Log<'_, '_>, interval: &Interval, now: Instant) -> Histogram<u64> {
+        let mut all = new_latency_histogram(1);
+        for (kind, h) in OpKind::ALL.iter().zip(&interval.hist) {
+            if h.is_empty() {
+                continue;
+            }
+            all.add(h).expect("auto-resizing histograms merge");
+            // Warm-up is charted but, as in the report's totals, not logged.
+            if interval.phase != WARMUP {
+                let begin = self.last.duration_since(self.start);
+                log.write_histogram(h, begin, now - self.last, Tag::new(kind.name())).expect("writing to memory");
+            }
+        }
+        all
+    }
+
+    /// A sliver (under half an interval) left by a phase change or a stage's drain joins
+    /// the point before it, so rates are not computed over a few milliseconds.
+    fn push(&mut self, sample: Sample) {
+        match self.samples.last_mut() {
+            Some(prev) if sample.dt_s < self.cfg.interval.as_secs_f64() / 2.0 && prev.phase == sample.phase => {
+                prev.merge(&sample)
+            }
+            _ => {
+                (self.on_sample)(&sample);
+                self.samples.push(sample);
+            }
+        }
+    }
+}
+
+/// Begins the interval log: its header comments and the column legend.
+fn begin_log<'a, 'b>(
+    buf: &'a mut Vec<u8>,
+    ser: &'b mut V2DeflateSerializer,
+    label: &str,
+    wall: SystemTime,
+) -> Log<'a, 'b> {
+    let mut log = IntervalLogWriterBuilder::new()
+        .add_comment(&format!("counterlab: {label}"))
+        .add_comment("[Histogram log format version 1.3]")
+        .add_comment("values are microseconds from each op's intended start; tags are op kinds")
+        .with_start_time(wall)
+        .with_base_time(wall)
+        .begin_log_with(buf, ser)
+        .expect("writing to memory");
+    log.write_comment("\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"")
+        .expect("writing to memory");
+    log
 }

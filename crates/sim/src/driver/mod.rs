@@ -5,20 +5,25 @@
 //! omission); the service time from the actual start is kept too. Errors are classified
 //! and counted; they never stop the run.
 
-use std::collections::VecDeque;
+mod closed;
+mod op;
+mod open;
+
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use counterlab_core::{ErrorClass, Event, OpError, OpKind, Outcome, Strategy};
+use counterlab_core::{Event, OpError, OpKind, Strategy};
 use futures_util::future::join_all;
 use hdrhistogram::Histogram;
+use tokio::task::JoinHandle;
 
-use crate::metrics::{OpStats, Tries, new_latency_histogram, record_us};
+use crate::metrics::{OpStats, Tries, new_latency_histogram};
 use crate::monitor::Monitor;
 use crate::pool::IdPool;
 use crate::rng::Rng;
-use crate::workload::{Mix, OpGen, PlannedOp, Skew, UserPicker};
+use crate::workload::{Mix, PlannedOp, Skew, UserPicker};
+use op::{Call, execute};
 
 /// When a stage ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -287,165 +292,6 @@ impl Worker {
     }
 }
 
-async fn bounded<T>(
-    timeout: Duration,
-    fut: impl std::future::Future<Output = Result<T, OpError>>,
-) -> Result<T, OpError> {
-    match tokio::time::timeout(timeout, fut).await {
-        Ok(r) => r,
-        Err(_) => Err(OpError::new(
-            ErrorClass::Timeout,
-            Outcome::Unknown,
-            format!("no reply within {} ms", timeout.as_millis()),
-        )),
-    }
-}
-
-/// Runs `call` (each attempt bounded by the op timeout) until it succeeds, fails on
-/// something other than a conflict, or runs out of attempts.
-async fn attempt<T, F, Fut>(cfg: &DriverConfig, jitter_seed: u64, tries: &mut Tries, call: F) -> Result<T, OpError>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<T, OpError>>,
-{
-    let mut n = 1;
-    loop {
-        match bounded(cfg.op_timeout, call()).await {
-            Err(e) if e.retryable() || (cfg.retry.on_unknown && e.outcome == Outcome::Unknown) => {
-                // Ctrl-C ends retrying too, so a stop is bounded by one attempt.
-                if cfg.cancel.load(Ordering::Relaxed) {
-                    return Err(e);
-                }
-                if n >= cfg.retry.max_attempts {
-                    tries.gave_up = cfg.retry.max_attempts > 1;
-                    return Err(e);
-                }
-                tries.retries += 1;
-                tries.retried_errors[e.class.index()] += 1;
-                tries.unknown_retried += (e.outcome == Outcome::Unknown) as u32;
-                tokio::time::sleep(cfg.retry.backoff(n, jitter_seed)).await;
-                n += 1;
-            }
-            other => return other,
-        }
-    }
-}
-
-/// One call as the history records it (a `mark_read_dup` op makes K of them).
-struct Call {
-    invoke: Instant,
-    complete: Instant,
-    id: i64,
-    outcome: Outcome,
-    observed: i64,
-    attempts: u32,
-    unknown_attempts: u32,
-}
-
-impl Call {
-    fn of<T>(invoke: Instant, id: i64, r: &Result<T, OpError>, observed: impl Fn(&T) -> i64, t: &Tries) -> Call {
-        Call {
-            invoke,
-            complete: Instant::now(),
-            id,
-            outcome: r.as_ref().map_or_else(|e| e.outcome, |_| Outcome::Ok),
-            observed: r.as_ref().map_or(0, observed),
-            attempts: t.retries as u32 + 1,
-            unknown_attempts: t.unknown_retried,
-        }
-    }
-}
-
-/// Runs one planned op. Returns None when the op had no target (skipped), else whether
-/// it changed something, or its error, and its calls for the history.
-async fn execute(
-    strategy: &dyn Strategy,
-    pool: &IdPool,
-    op: PlannedOp,
-    cfg: &DriverConfig,
-    tries: &mut Tries,
-) -> Option<(Result<bool, OpError>, Vec<Call>)> {
-    let user = op.user;
-    let js = cfg.seed ^ op.pick;
-    let t = Instant::now();
-    Some(match op.kind {
-        OpKind::Create => {
-            let r = attempt(cfg, js, tries, || strategy.create(user)).await;
-            let call = Call::of(t, *r.as_ref().unwrap_or(&0), &r, |_| 1, tries);
-            let r = r.map(|id| {
-                pool.add_unread(user, id);
-                true
-            });
-            (r, vec![call])
-        }
-        OpKind::MarkRead => {
-            let id = pool.pick_any(user, op.pick)?;
-            let r = attempt(cfg, js, tries, || strategy.mark_read(user, id)).await;
-            if r.is_ok() {
-                pool.mark_read(user, id);
-            }
-            let call = Call::of(t, id, &r, |b| *b as i64, tries);
-            (r, vec![call])
-        }
-        OpKind::MarkReadDup => {
-            let id = pool.pick_unread_first(user, op.pick)?;
-            let calls = (0..cfg.dup_k as u64).map(|k| async move {
-                let mut t = Tries::default();
-                let invoke = Instant::now();
-                let r = attempt(cfg, js ^ k, &mut t, || strategy.mark_read(user, id)).await;
-                let call = Call::of(invoke, id, &r, |b| *b as i64, &t);
-                (r, t, call)
-            });
-            let mut results = Vec::new();
-            let mut group = Vec::new();
-            for (r, t, call) in join_all(calls).await {
-                tries.absorb(&t);
-                results.push(r);
-                group.push(call);
-            }
-            let transitions = results.iter().filter(|r| matches!(r, Ok(true))).count();
-            // The group is ok when every call replied; otherwise one of its errors, an
-            // unknown one when there is any, because it may have applied.
-            let worst = results
-                .iter()
-                .filter_map(|r| r.as_ref().err())
-                .max_by_key(|e| (e.outcome == Outcome::Unknown) as u8)
-                .cloned();
-            let r = match worst {
-                Some(e) => Err(e),
-                None => {
-                    pool.mark_read(user, id);
-                    Ok(transitions > 0)
-                }
-            };
-            (r, group)
-        }
-        OpKind::Delete => {
-            let id = pool.pick_any(user, op.pick)?;
-            let r = attempt(cfg, js, tries, || strategy.delete(user, id)).await;
-            if r.is_ok() {
-                pool.remove(user, id);
-            }
-            let call = Call::of(t, id, &r, |b| *b as i64, tries);
-            (r, vec![call])
-        }
-        OpKind::MarkAllRead => {
-            let r = attempt(cfg, js, tries, || strategy.mark_all_read(user)).await;
-            let call = Call::of(t, 0, &r, |n| *n as i64, tries);
-            let r = r.map(|n| {
-                pool.mark_all_read(user);
-                n > 0
-            });
-            (r, vec![call])
-        }
-        OpKind::ReadCount => {
-            let r = attempt(cfg, js, tries, || strategy.read_count(user)).await;
-            let call = Call::of(t, 0, &r, |v| *v, tries);
-            (r.map(|_| false), vec![call])
-        }
-    })
-}
-
 /// What a stage's workers share.
 struct Ctx {
     strategy: Arc<dyn Strategy>,
@@ -506,174 +352,6 @@ impl Ctx {
     }
 }
 
-async fn closed_worker(
-    ctx: Arc<Ctx>,
-    id: u32,
-    mut ops: OpGen,
-    budget: Option<u64>,
-    deadline: Option<Instant>,
-) -> Worker {
-    let mut w = Worker::new(ctx.max_us, id);
-    loop {
-        if budget.is_some_and(|b| w.issued_or_skipped >= b)
-            || deadline.is_some_and(|d| Instant::now() >= d)
-            || ctx.cfg.cancel.load(Ordering::Relaxed)
-        {
-            break;
-        }
-        let op = ops.next_op();
-        ctx.run_op(&mut w, op, Instant::now()).await;
-    }
-    w
-}
-
-/// The open loop's hand-off between the pacer thread and the workers: a bounded FIFO of
-/// (op, intended start) and a semaphore counting its items.
-struct Schedule {
-    items: Mutex<VecDeque<(PlannedOp, Instant)>>,
-    ready: tokio::sync::Semaphore,
-    bound: usize,
-}
-
-impl Schedule {
-    fn pop(&self) -> Option<(PlannedOp, Instant)> {
-        self.items.lock().expect("schedule lock").pop_front()
-    }
-}
-
-async fn open_worker(ctx: Arc<Ctx>, id: u32, schedule: Arc<Schedule>) -> Worker {
-    let mut w = Worker::new(ctx.max_us, id);
-    let max_wait = ctx.cfg.max_wait;
-    loop {
-        if ctx.cfg.cancel.load(Ordering::Relaxed) {
-            break;
-        }
-        // Closed (the schedule ended): drain what is left, then stop.
-        let item = match schedule.ready.acquire().await {
-            Ok(permit) => {
-                permit.forget();
-                schedule.pop()
-            }
-            Err(_) => match schedule.pop() {
-                Some(item) => Some(item),
-                None => break,
-            },
-        };
-        let Some((op, intended)) = item else { continue };
-        let lag = Instant::now().saturating_duration_since(intended);
-        if lag > max_wait {
-            w.dropped += 1;
-            ctx.monitor.dropped(1);
-            continue;
-        }
-        record_us(&mut w.lag_us, (lag.as_micros() as u64).min(ctx.max_us));
-        if lag > LATE_AFTER {
-            w.late += 1;
-        }
-        ctx.run_op(&mut w, op, intended).await;
-    }
-    w
-}
-
-/// Sleeps until `t` on a plain thread: the OS sleep for most of the gap (in slices of at
-/// most 50 ms, so a cancel is seen), then yields for the last stretch (a timer wheel's
-/// 1 ms ticks would be the schedule's error). False when cancelled first.
-fn sleep_until_precise(t: Instant, cancel: &AtomicBool) -> bool {
-    const SPIN: Duration = Duration::from_micros(80);
-    const SLICE: Duration = Duration::from_millis(50);
-    loop {
-        let now = Instant::now();
-        if now >= t {
-            return true;
-        }
-        if cancel.load(Ordering::Relaxed) {
-            return false;
-        }
-        let left = t - now;
-        if left > SPIN {
-            std::thread::sleep((left - SPIN).min(SLICE));
-        } else {
-            std::thread::yield_now();
-        }
-    }
-}
-
-/// The pacer: produces the stage's intended start times and ops, on its own thread.
-/// Returns how many ops it scheduled and how many it dropped because the queue was full.
-#[allow(clippy::too_many_arguments)]
-fn pace(
-    schedule: &Schedule,
-    monitor: &Monitor,
-    cancel: &AtomicBool,
-    mut ops: OpGen,
-    mut gaps: Rng,
-    start: Instant,
-    stop: Stop,
-    max_wait: Duration,
-    (rate_from, rate_to, poisson): (f64, f64, bool),
-) -> (u64, u64) {
-    let (mut scheduled, mut dropped) = (0u64, 0u64);
-    let length = match stop {
-        Stop::Duration(d) => Some(d.as_secs_f64()),
-        Stop::Ops(_) => None,
-    };
-    let mut t = 0.0f64; // seconds from the stage's start
-    // The rate is linear in t: rate(t) = rate_from + slope * t.
-    let slope = match length {
-        Some(len) if len > 0.0 => (rate_to - rate_from) / len,
-        _ => 0.0,
-    };
-    loop {
-        // The first op is due at t = 0; each later one when the integral of the rate since
-        // the previous one reaches E (1, or an Exp(1) draw for Poisson arrivals): solve
-        // r0 * g + slope / 2 * g^2 = E for the gap g, r0 the rate at t.
-        if scheduled > 0 {
-            let e = if poisson { -(1.0 - gaps.unit_f64()).ln() } else { 1.0 };
-            let r0 = rate_from + slope * t;
-            let gap = if slope.abs() < 1e-12 {
-                e / r0
-            } else {
-                let disc = r0 * r0 + 2.0 * slope * e;
-                if disc < 0.0 {
-                    f64::INFINITY // a falling rate reaches 0 before the next arrival
-                } else {
-                    2.0 * e / (r0 + disc.sqrt())
-                }
-            };
-            t += gap;
-        }
-        let done = match stop {
-            Stop::Duration(_) => length.is_some_and(|len| t >= len),
-            Stop::Ops(n) => scheduled >= n,
-        };
-        // Also on the clock: a pacer that has fallen more than `max_wait` behind by the
-        // stage's end stops (what it would still produce would only be dropped). Within
-        // that slack the schedule, and so its op count, depends on the seed alone.
-        let late = length.is_some_and(|len| start.elapsed().as_secs_f64() >= len + max_wait.as_secs_f64());
-        if done || late || cancel.load(Ordering::Relaxed) {
-            break;
-        }
-        let intended = start + Duration::from_secs_f64(t);
-        if !sleep_until_precise(intended, cancel) {
-            break;
-        }
-        scheduled += 1;
-        monitor.scheduled(1);
-        let op = ops.next_op();
-        let mut q = schedule.items.lock().expect("schedule lock");
-        if q.len() >= schedule.bound {
-            drop(q);
-            dropped += 1;
-            monitor.dropped(1);
-        } else {
-            q.push_back((op, intended));
-            drop(q);
-            schedule.ready.add_permits(1);
-        }
-    }
-    (scheduled, dropped)
-}
-
 fn merge_workers(workers: Vec<Worker>, max_us: u64, error_samples: &mut Vec<String>) -> (Vec<OpStats>, Worker) {
     let mut ops: Vec<OpStats> = OpKind::ALL.iter().map(|_| OpStats::new(max_us)).collect();
     let mut total = Worker::new(max_us, 0);
@@ -695,6 +373,18 @@ fn merge_workers(workers: Vec<Worker>, max_us: u64, error_samples: &mut Vec<Stri
     (ops, total)
 }
 
+/// Waits for a stage's workers. A worker panic is a bug in counterlab or a strategy, not
+/// a load result.
+async fn join_workers(handles: Vec<JoinHandle<Worker>>) -> Vec<Worker> {
+    join_all(handles).await.into_iter().map(|r| r.expect("worker panicked")).collect()
+}
+
+/// The seed stream of stage `idx`'s worker (or pacer) `i`. Stage 0's worker streams are
+/// the seed's first streams, as before stages existed.
+fn worker_stream(idx: usize, i: u64) -> u64 {
+    (idx as u64) << 20 | i
+}
+
 /// Runs one stage from `start`: its planned start, which may already be past when the
 /// previous stage's last ops drained late (the schedule then starts behind, and the
 /// delay shows as lag instead of vanishing between stages).
@@ -706,58 +396,15 @@ async fn run_stage(
     error_samples: &mut Vec<String>,
     history: &mut Vec<Event>,
 ) -> StageResult {
-    let cfg = &ctx.cfg;
-    let users = Arc::new(UserPicker::new(ctx.pool.n_users(), cfg.skew));
-    // Stage 0's worker streams are the seed's first streams, as before stages existed.
-    let stream = |i: u64| (idx as u64) << 20 | i;
+    let users = Arc::new(UserPicker::new(ctx.pool.n_users(), ctx.cfg.skew));
     let (workers, scheduled, queue_dropped) = match stage.model {
         LoadModel::Closed { workers } => {
-            let n = workers as u64;
-            let deadline = match stage.stop {
-                Stop::Duration(d) => Some(start + d),
-                Stop::Ops(_) => None,
-            };
-            let handles: Vec<_> = (0..n)
-                .map(|i| {
-                    let budget = match stage.stop {
-                        Stop::Ops(total) => Some(total / n + u64::from(i < total % n)),
-                        Stop::Duration(_) => None,
-                    };
-                    let ops = OpGen::new(cfg.seed, stream(i), cfg.mix, users.clone());
-                    tokio::spawn(closed_worker(ctx.clone(), i as u32, ops, budget, deadline))
-                })
-                .collect();
-            // A worker panic is a bug in counterlab or a strategy, not a load result.
-            let ws: Vec<Worker> = join_all(handles).await.into_iter().map(|r| r.expect("worker panicked")).collect();
-            let issued = ws.iter().map(|w| w.issued_or_skipped).sum();
+            let (ws, issued) = closed::run(ctx, idx, stage.stop, workers, start, &users).await;
             (ws, issued, 0)
         }
         LoadModel::Open { rate_from, rate_to, poisson, max_in_flight } => {
-            let peak = rate_from.max(rate_to);
-            let bound = ((peak * cfg.max_wait.as_secs_f64()).ceil() as usize + max_in_flight as usize).min(1 << 20);
-            let schedule = Arc::new(Schedule {
-                items: Mutex::new(VecDeque::new()),
-                ready: tokio::sync::Semaphore::new(0),
-                bound: bound.max(1),
-            });
-            let handles: Vec<_> =
-                (0..max_in_flight).map(|i| tokio::spawn(open_worker(ctx.clone(), i, schedule.clone()))).collect();
-            let ops = OpGen::new(cfg.seed, stream(1 << 19), cfg.mix, users.clone());
-            let gaps = Rng::derive(cfg.seed, stream((1 << 19) + 1));
-            let (s, m, cancel, stop, max_wait) =
-                (schedule.clone(), ctx.monitor.clone(), cfg.cancel.clone(), stage.stop, cfg.max_wait);
-            let pacer = std::thread::Builder::new()
-                .name("counterlab-pacer".into())
-                .spawn(move || {
-                    let r = pace(&s, &m, &cancel, ops, gaps, start, stop, max_wait, (rate_from, rate_to, poisson));
-                    s.ready.close();
-                    r
-                })
-                .expect("spawn the pacer thread");
-            let (scheduled, queue_dropped) =
-                tokio::task::spawn_blocking(move || pacer.join().expect("pacer panicked")).await.expect("join pacer");
-            let ws: Vec<Worker> = join_all(handles).await.into_iter().map(|r| r.expect("worker panicked")).collect();
-            (ws, scheduled, queue_dropped)
+            let rate = (rate_from, rate_to, poisson);
+            open::run(ctx, idx, stage.stop, start, &users, rate, max_in_flight).await
         }
     };
     let elapsed = start.elapsed();
@@ -834,6 +481,8 @@ pub async fn run_load(
 
 #[cfg(test)]
 mod tests {
+    use counterlab_core::{ErrorClass, Outcome};
+
     use super::*;
     use crate::null::NullStrategy;
 

@@ -1,0 +1,230 @@
+//! The anomaly taxonomy: `classify` names what went wrong in a run, from the final
+//! counters, the read check and the post-settle reads, with witnesses from the history.
+//! Explaining one drifted user is `drift`'s job; the independent families live here.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::evidence::zeroing_race;
+use super::{Event, ReadCheck};
+use crate::anomaly::AnomalyKind;
+use crate::check::CheckInput;
+use crate::model::{Guarantee, NotificationId, UserId};
+
+/// Witnesses kept per anomaly.
+pub const MAX_WITNESSES: usize = 8;
+
+/// One piece of evidence for an anomaly: the user (and notification), the ops that
+/// conflict, and the counter expected against the one observed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Witness {
+    pub user: UserId,
+    pub id: NotificationId,
+    pub ops: Vec<Event>,
+    pub expected: i64,
+    pub observed: i64,
+    pub note: String,
+}
+
+impl Witness {
+    /// When the witness became visible: the latest completion among its ops.
+    fn at_us(&self) -> u64 {
+        self.ops.iter().map(|e| e.complete_us).max().unwrap_or(u64::MAX)
+    }
+}
+
+/// A named anomaly, how many times it occurred and up to `MAX_WITNESSES` witnesses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Anomaly {
+    pub kind: AnomalyKind,
+    /// `kind.name()`.
+    pub name: &'static str,
+    pub count: u64,
+    pub witnesses: Vec<Witness>,
+    /// Calls completed up to the first witness's last op (all of them when the anomaly
+    /// is only visible in the final state).
+    pub ops_to_detect: u64,
+}
+
+/// What the classifier knows beside the history.
+#[derive(Clone, Copy, Debug)]
+pub struct Context {
+    pub guarantee: Guarantee,
+    /// Deltas the strategy itself counted as lost / applied twice by its flusher.
+    pub lost_flushes: u64,
+    pub double_flushes: u64,
+    /// A reconciler ran: drift left after settle is drift it never healed.
+    pub reconciler: bool,
+    /// The seed's layout, `(notifications_per_user, initial_read_per_user)`: user `u`'s
+    /// ids are `(u-1)*per_user+1 ..`, the first `read` of them read (zeros: unknown).
+    pub seed_layout: (u64, u64),
+}
+
+/// The post-settle read of one user: what `read_count` showed and the truth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SettledRead {
+    pub user: UserId,
+    pub shown: i64,
+    pub truth: i64,
+}
+
+/// The anomalies found so far: per kind, how many times and every witness.
+pub(super) struct Acc {
+    found: BTreeMap<AnomalyKind, (u64, Vec<Witness>)>,
+}
+
+impl Acc {
+    pub(super) fn add(&mut self, kind: AnomalyKind, w: Witness) {
+        let e = self.found.entry(kind).or_default();
+        e.0 += 1;
+        e.1.push(w);
+    }
+
+    /// Every kind found, in the enum's order (the map is keyed by the enum: nothing can be
+    /// dropped), with its earliest witnesses and the calls it took to see the first.
+    fn finish(self, events: &[Event]) -> Vec<Anomaly> {
+        let mut done: Vec<u64> = events.iter().map(|e| e.complete_us).collect();
+        done.sort_unstable();
+        let total = events.len() as u64;
+        self.found
+            .into_iter()
+            .map(|(kind, (count, mut ws))| {
+                ws.sort_by_key(|w| (w.at_us(), w.user));
+                let ops_to_detect = match ws.first().map(|w| w.at_us()) {
+                    Some(t) if t != u64::MAX => done.partition_point(|c| *c <= t) as u64,
+                    _ => total,
+                };
+                ws.truncate(MAX_WITNESSES);
+                Anomaly { kind, name: kind.name(), count, witnesses: ws, ops_to_detect }
+            })
+            .collect()
+    }
+}
+
+/// Names what went wrong. Final-state mismatches (`rows`, counter against truth after
+/// settle) are explained per user from the history, most specific cause first:
+/// two ok calls that both claimed the same notification's transition (double
+/// decrement); an op retried after an unknown outcome (double apply); the strategy's
+/// own count of lost or doubled flush claims (either sign of delta); a create racing a
+/// mark_all_read (lost increment); an
+/// unknown op that half applied (lost increment/decrement); a delete of a row already
+/// read (wrong delete adjustment, counter too low); two overlapping calls that
+/// both moved the counter (stale mark_all_read when one of them is a mark_all_read, else
+/// lost update; either sign); else unexplained drift, or
+/// unhealed drift when a reconciler ran. Independently: negative counters, reads out of
+/// bounds (`reads`; not judged for eventual strategies), and post-settle reads that
+/// differ from the truth (`settled`, exact and eventual strategies).
+pub fn classify(
+    events: &[Event],
+    rows: &[CheckInput],
+    reads: Option<&ReadCheck>,
+    settled: &[SettledRead],
+    cx: Context,
+) -> Vec<Anomaly> {
+    let mut acc = Acc { found: BTreeMap::new() };
+    let mismatched: BTreeMap<UserId, &CheckInput> =
+        rows.iter().filter(|r| r.counter.unwrap_or(0) != r.truth).map(|r| (r.user, r)).collect();
+    negative_counters(&mut acc, rows);
+    super::drift::explain_mismatches(&mut acc, events, &mismatched, cx);
+    // Eventual strategies may show stale values while the load runs; the others may not.
+    if cx.guarantee != Guarantee::Eventual
+        && let Some(rc) = reads
+    {
+        reads_out_of_bounds(&mut acc, rc);
+        races_seen_by_reads(&mut acc, events, rc, mismatched.keys().copied().collect());
+    }
+    if cx.guarantee != Guarantee::None {
+        stale_after_settle(&mut acc, settled);
+    }
+    acc.finish(events)
+}
+
+fn negative_counters(acc: &mut Acc, rows: &[CheckInput]) {
+    for r in rows.iter().filter(|r| r.counter.is_some_and(|c| c < 0)) {
+        acc.add(
+            AnomalyKind::NegativeCounter,
+            Witness {
+                user: r.user,
+                id: 0,
+                ops: Vec::new(),
+                expected: r.truth,
+                observed: r.counter.unwrap_or(0),
+                note: "a counter below zero".into(),
+            },
+        );
+    }
+}
+
+/// One witness per kept read violation; the count is every violation, kept or not.
+fn reads_out_of_bounds(acc: &mut Acc, rc: &ReadCheck) {
+    for v in &rc.violations {
+        acc.add(
+            AnomalyKind::ReadOutOfBounds,
+            Witness {
+                user: v.read.user,
+                id: 0,
+                ops: vec![v.read],
+                expected: v.lo,
+                observed: v.read.observed,
+                note: if v.hi < v.lo {
+                    // Replies claimed more transitions than there were unread rows
+                    // (e.g. two calls each claimed one row): no value fits.
+                    format!("the replies before it claim the count fell to {}: no value fits", v.hi)
+                } else {
+                    format!("the history allows {}..={}", v.lo, v.hi)
+                },
+            },
+        );
+    }
+    if let Some(e) = acc.found.get_mut(&AnomalyKind::ReadOutOfBounds) {
+        e.0 = rc.violations_total;
+    }
+}
+
+/// A read below its bounds after a create raced a mark_all_read of the same user: the
+/// zeroing race, seen while it lasted even if a later mark_all_read hid it from the
+/// final state. Once per user not already explained (`seen`: the drifted users).
+fn races_seen_by_reads(acc: &mut Acc, events: &[Event], rc: &ReadCheck, mut seen: BTreeSet<UserId>) {
+    let suspects: BTreeSet<UserId> =
+        rc.violations.iter().filter(|v| v.read.observed < v.lo).map(|v| v.read.user).collect();
+    let mut user_events: BTreeMap<UserId, Vec<&Event>> = BTreeMap::new();
+    for e in events.iter().filter(|e| suspects.contains(&e.user) && !seen.contains(&e.user)) {
+        user_events.entry(e.user).or_default().push(e);
+    }
+    for v in rc.violations.iter().filter(|v| v.read.observed < v.lo) {
+        let Some(evs) = user_events.get(&v.read.user) else { continue };
+        if seen.contains(&v.read.user) {
+            continue;
+        }
+        // One search per user: the earliest violation decides.
+        seen.insert(v.read.user);
+        if let Some((m, c)) = zeroing_race(evs, v.read.invoke_us) {
+            acc.add(
+                AnomalyKind::LostIncrement,
+                Witness {
+                    user: v.read.user,
+                    id: c.id,
+                    ops: vec![*c, *m, v.read],
+                    expected: v.lo,
+                    observed: v.read.observed,
+                    note: "a create raced mark_all_read; a later read saw the count without it".into(),
+                },
+            );
+        }
+    }
+}
+
+fn stale_after_settle(acc: &mut Acc, settled: &[SettledRead]) {
+    for s in settled.iter().filter(|s| s.shown != s.truth) {
+        acc.add(
+            AnomalyKind::StaleAfterSettle,
+            Witness {
+                user: s.user,
+                id: 0,
+                ops: Vec::new(),
+                expected: s.truth,
+                observed: s.shown,
+                note: "read_count after settle".into(),
+            },
+        );
+    }
+}

@@ -1,0 +1,164 @@
+//! Explaining one drifted user: the causes a final counter can differ from the truth
+//! for, tried most specific first, each a function that finds its evidence or declines.
+
+use std::collections::BTreeMap;
+
+use super::Event;
+use super::classify::{Acc, Context, Witness};
+use super::evidence::{deletes_of_read_rows, overlap, overlapping_writes, racing_creates, transitions, zeroing_race};
+use crate::anomaly::AnomalyKind;
+use crate::check::CheckInput;
+use crate::model::{NotificationId, OpKind, Outcome, UserId};
+
+/// The cause named for one drifted user: the anomaly, its ops and notification, and why.
+struct Cause {
+    kind: AnomalyKind,
+    ops: Vec<Event>,
+    id: NotificationId,
+    note: String,
+}
+
+impl Cause {
+    fn new(kind: AnomalyKind, ops: Vec<Event>, id: NotificationId, note: impl Into<String>) -> Cause {
+        Cause { kind, ops, id, note: note.into() }
+    }
+}
+
+/// One witness per user whose final counter differs from the truth (`mismatched`).
+/// The flusher's own counts of lost and doubled claims are a budget shared by the users,
+/// spent in user order.
+pub(super) fn explain_mismatches(
+    acc: &mut Acc,
+    events: &[Event],
+    mismatched: &BTreeMap<UserId, &CheckInput>,
+    cx: Context,
+) {
+    let mut by_user: BTreeMap<UserId, Vec<&Event>> = BTreeMap::new();
+    for e in events.iter().filter(|e| mismatched.contains_key(&e.user)) {
+        by_user.entry(e.user).or_default().push(e);
+    }
+    let mut flush_budget = (cx.lost_flushes, cx.double_flushes);
+    for (user, row) in mismatched {
+        let evs = by_user.remove(user).unwrap_or_default();
+        let observed = row.counter.unwrap_or(0);
+        let c = explain(&evs, observed - row.truth, cx, &mut flush_budget);
+        let w = Witness { user: *user, id: c.id, ops: c.ops, expected: row.truth, observed, note: c.note };
+        acc.add(c.kind, w);
+    }
+}
+
+/// The first cause, in `classify`'s order, that `evs` (one user's calls) show for a
+/// counter `drift` away from the truth (positive: too high).
+fn explain(evs: &[&Event], drift: i64, cx: Context, flush_budget: &mut (u64, u64)) -> Cause {
+    double_claim(evs, drift)
+        .or_else(|| retried_apply(evs))
+        .or_else(|| flush_claim(flush_budget))
+        .or_else(|| create_racing_mark_all_read(evs, drift))
+        .or_else(|| half_applied(evs, drift))
+        .or_else(|| delete_of_read_row(evs, drift, cx.seed_layout))
+        .or_else(|| overlapping_pair(evs))
+        .unwrap_or_else(|| unexplained(cx.reconciler))
+}
+
+/// Two overlapping-or-not ok calls that each claimed the same row's transition: the
+/// counter went down twice for one row.
+fn double_claim(evs: &[&Event], drift: i64) -> Option<Cause> {
+    if drift >= 0 {
+        return None;
+    }
+    let mut claims: BTreeMap<NotificationId, Vec<&Event>> = BTreeMap::new();
+    for e in evs.iter().filter(|e| transitions(e)) {
+        claims.entry(e.id).or_default().push(e);
+    }
+    // A delete overlapping a mark_read of the same row is preferred as the witness:
+    // it names the rarer race; two mark_reads otherwise.
+    let delete_race = claims.iter().find_map(|(id, cs)| {
+        let del = cs.iter().find(|e| e.op == OpKind::Delete)?;
+        let m = cs.iter().find(|m| m.op != OpKind::Delete && overlap(m, del))?;
+        Some((*id, vec![**m, **del]))
+    });
+    let (id, ops) = delete_race.or_else(|| {
+        claims.iter().find_map(|(id, cs)| {
+            let marks: Vec<&&Event> = cs.iter().filter(|e| e.op != OpKind::Delete).collect();
+            (marks.len() >= 2).then(|| (*id, vec![**marks[0], **marks[1]]))
+        })
+    })?;
+    Some(Cause::new(AnomalyKind::DoubleDecrement, ops, id, "two calls each claimed this notification's transition"))
+}
+
+/// An op that changed something after being run again on an unknown outcome.
+fn retried_apply(evs: &[&Event]) -> Option<Cause> {
+    let e = evs
+        .iter()
+        .find(|e| e.unknown_attempts > 0 && e.outcome == Outcome::Ok && e.op != OpKind::ReadCount && e.observed > 0)?;
+    let note = format!("retried after {} unknown attempt(s)", e.unknown_attempts);
+    Some(Cause::new(AnomalyKind::DoubleApplyAfterRetry, vec![**e], e.id, note))
+}
+
+/// A buffered delta of either sign: lost, or applied twice. Each drifted user is charged
+/// to the flusher's own count of such claims, lost ones first.
+fn flush_claim(flush_budget: &mut (u64, u64)) -> Option<Cause> {
+    if flush_budget.0 + flush_budget.1 == 0 {
+        return None;
+    }
+    Some(if flush_budget.0 == 0 {
+        flush_budget.1 -= 1;
+        Cause::new(AnomalyKind::DoubleFlush, Vec::new(), 0, "the flusher applied a claimed delta twice")
+    } else {
+        flush_budget.0 -= 1;
+        Cause::new(AnomalyKind::LostFlush, Vec::new(), 0, "the flusher lost a claimed delta")
+    })
+}
+
+/// A create overlapping a mark_all_read that zeroed the counter without it.
+fn create_racing_mark_all_read(evs: &[&Event], drift: i64) -> Option<Cause> {
+    if drift >= 0 {
+        return None;
+    }
+    let (m, c) = zeroing_race(evs, u64::MAX)?;
+    // Each racing create loses at most one increment: more drift than racing creates is
+    // something else (a stale count subtracted, say).
+    (-drift <= racing_creates(evs) as i64)
+        .then(|| Cause::new(AnomalyKind::LostIncrement, vec![*c, *m], c.id, "a create raced mark_all_read"))
+}
+
+/// An op with an unknown outcome that applied only in part.
+fn half_applied(evs: &[&Event], drift: i64) -> Option<Cause> {
+    let e = evs.iter().find(|e| e.outcome == Outcome::Unknown && e.op != OpKind::ReadCount)?;
+    let kind = if drift > 0 { AnomalyKind::LostDecrement } else { AnomalyKind::LostIncrement };
+    Some(Cause::new(kind, vec![**e], e.id, "an op with an unknown outcome half applied"))
+}
+
+/// Deletes of rows already read that lowered the counter anyway.
+fn delete_of_read_row(evs: &[&Event], drift: i64, seed_layout: (u64, u64)) -> Option<Cause> {
+    if drift >= 0 {
+        return None;
+    }
+    let (d, n) = deletes_of_read_rows(evs, seed_layout);
+    let d = d?;
+    // Each such delete lowers the counter by one at most: it must be able to account
+    // for the drift.
+    let note = "a delete of a notification already read; the counter went down anyway";
+    (n >= drift.unsigned_abs()).then(|| Cause::new(AnomalyKind::WrongDeleteAdjustment, vec![*d], d.id, note))
+}
+
+/// Two overlapping calls that both moved the counter: a read-modify-write lost.
+fn overlapping_pair(evs: &[&Event]) -> Option<Cause> {
+    let (a, b) = overlapping_writes(evs)?;
+    Some(if [a, b].iter().any(|e| e.op == OpKind::MarkAllRead) {
+        let note = "a mark_all_read overlapped another call that moved the counter";
+        Cause::new(AnomalyKind::StaleMarkAllRead, vec![*a, *b], 0, note)
+    } else {
+        let note = "two overlapping writes to this user's counter: one overwrote the other";
+        Cause::new(AnomalyKind::LostUpdate, vec![*a, *b], 0, note)
+    })
+}
+
+/// Nothing in the history explains the drift; with a reconciler, it also never healed.
+fn unexplained(reconciler: bool) -> Cause {
+    if reconciler {
+        Cause::new(AnomalyKind::UnhealedDrift, Vec::new(), 0, "the reconciler never repaired it")
+    } else {
+        Cause::new(AnomalyKind::UnexplainedDrift, Vec::new(), 0, "no op in the history explains it")
+    }
+}

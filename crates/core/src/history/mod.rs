@@ -1,0 +1,174 @@
+//! The recorded history of a run (one event per call) and the checks that read it:
+//! every `read_count` judged against bounds the history allows, and the named anomalies
+//! (with witnesses) that explain a counter the final check found wrong.
+
+mod classify;
+mod drift;
+mod evidence;
+
+use std::collections::BTreeMap;
+
+pub use classify::{Anomaly, Context, MAX_WITNESSES, SettledRead, Witness, classify};
+
+use crate::model::{NotificationId, OpKind, Outcome, UserId};
+
+/// One call as the driver saw it. Times are microseconds from the start of the load.
+/// `observed` is what the call replied: mark_read / mark_read_dup / delete 1 when it
+/// changed something (0 not), mark_all_read how many it changed, read_count the value
+/// shown, create 1. `unknown_attempts` counts earlier attempts of this op whose outcome
+/// was unknown and that a retry-on-unknown policy ran again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub worker: u32,
+    pub op: OpKind,
+    pub user: UserId,
+    /// The notification acted on (created, marked, deleted); 0 when none.
+    pub id: NotificationId,
+    pub invoke_us: u64,
+    pub complete_us: u64,
+    pub outcome: Outcome,
+    pub observed: i64,
+    pub attempts: u32,
+    pub unknown_attempts: u32,
+}
+
+/// Read violations kept for explaining (the rest are only counted).
+pub const MAX_KEPT_VIOLATIONS: usize = 10_000;
+
+/// The effect an op may have had on its user's true unread count: `[lo, hi]`.
+/// `UNBOUNDED` stands for "down to whatever there was" (an unknown mark_all_read).
+const UNBOUNDED: i64 = i64::MIN / 4;
+
+fn effect_range(e: &Event) -> (i64, i64) {
+    let unknown = match e.op {
+        OpKind::Create => (0, 1),
+        OpKind::MarkRead | OpKind::MarkReadDup | OpKind::Delete => (-1, 0),
+        OpKind::MarkAllRead => (UNBOUNDED, 0),
+        OpKind::ReadCount => (0, 0),
+    };
+    let base = match (e.outcome, e.op) {
+        (_, OpKind::ReadCount) | (Outcome::Fail, _) => (0, 0),
+        (Outcome::Unknown, _) => unknown,
+        (Outcome::Ok, OpKind::Create) => (1, 1),
+        (Outcome::Ok, OpKind::MarkRead | OpKind::MarkReadDup) => (-e.observed.min(1), -e.observed.min(1)),
+        // A deleted row may have been read or unread.
+        (Outcome::Ok, OpKind::Delete) => (-e.observed.min(1), 0),
+        (Outcome::Ok, OpKind::MarkAllRead) => (-e.observed, -e.observed),
+    };
+    // Each attempt that was retried after an unknown outcome may have applied too.
+    let k = e.unknown_attempts as i64;
+    (base.0.saturating_add(unknown.0.saturating_mul(k)).max(UNBOUNDED), base.1 + unknown.1 * k)
+}
+
+/// A read the history cannot explain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadViolation {
+    pub read: Event,
+    /// The values the history allows for that read.
+    pub lo: i64,
+    pub hi: i64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadCheck {
+    pub reads_checked: u64,
+    pub violations_total: u64,
+    /// The first `MAX_KEPT_VIOLATIONS` violations by read completion time.
+    pub violations: Vec<ReadViolation>,
+}
+
+/// Prefix sums of effect bounds over ops sorted by a time key.
+struct Prefix {
+    keys: Vec<u64>,
+    lo: Vec<i64>,
+    hi: Vec<i64>,
+    lo_opt: Vec<i64>,
+    hi_opt: Vec<i64>,
+}
+
+impl Prefix {
+    fn new(mut items: Vec<(u64, (i64, i64))>) -> Prefix {
+        items.sort_by_key(|x| x.0);
+        let n = items.len();
+        let mut p = Prefix {
+            keys: Vec::with_capacity(n),
+            lo: vec![0; n + 1],
+            hi: vec![0; n + 1],
+            lo_opt: vec![0; n + 1],
+            hi_opt: vec![0; n + 1],
+        };
+        for (i, (k, (lo, hi))) in items.into_iter().enumerate() {
+            p.keys.push(k);
+            p.lo[i + 1] = p.lo[i].saturating_add(lo);
+            p.hi[i + 1] = p.hi[i] + hi;
+            p.lo_opt[i + 1] = p.lo_opt[i].saturating_add(lo.min(0));
+            p.hi_opt[i + 1] = p.hi_opt[i] + hi.max(0);
+        }
+        p
+    }
+
+    /// Items with key strictly below `t`.
+    fn below(&self, t: u64) -> usize {
+        self.keys.partition_point(|k| *k < t)
+    }
+
+    /// Items with key at or below `t`.
+    fn upto(&self, t: u64) -> usize {
+        self.keys.partition_point(|k| *k <= t)
+    }
+}
+
+/// Judges every successful `read_count` against the history: ops that completed (ok or
+/// fail) before the read was invoked count for sure (a tie in microseconds does not); ops overlapping it may or may not
+/// be seen; an op with an unknown outcome may apply at any time after its invocation,
+/// so it widens every later read's bounds. Counters move both ways, so the bounds are
+/// signed sums, clamped below at 0 (the truth is never negative).
+/// `initial(user)` is the user's unread count when the load began. O(n log n).
+pub fn check_reads(events: &[Event], initial: &dyn Fn(UserId) -> i64) -> ReadCheck {
+    let mut by_user: BTreeMap<UserId, Vec<&Event>> = BTreeMap::new();
+    for e in events {
+        by_user.entry(e.user).or_default().push(e);
+    }
+    let mut out = ReadCheck::default();
+    let mut all: Vec<ReadViolation> = Vec::new();
+    for (user, evs) in by_user {
+        let reads: Vec<&Event> =
+            evs.iter().copied().filter(|e| e.op == OpKind::ReadCount && e.outcome == Outcome::Ok).collect();
+        if reads.is_empty() {
+            continue;
+        }
+        let writes = evs.iter().filter(|e| e.op != OpKind::ReadCount);
+        let (known, unknown): (Vec<&&Event>, Vec<&&Event>) = writes.partition(|e| e.outcome != Outcome::Unknown);
+        let by_complete = Prefix::new(known.iter().map(|e| (e.complete_us, effect_range(e))).collect());
+        let by_invoke = Prefix::new(known.iter().map(|e| (e.invoke_us, effect_range(e))).collect());
+        let unk = Prefix::new(unknown.iter().map(|e| (e.invoke_us, effect_range(e))).collect());
+        let init = initial(user);
+        for r in reads {
+            out.reads_checked += 1;
+            // Known ops completed strictly before the read began: certain. Known ops
+            // invoked up to the read's end, minus the certain ones: overlapping. Ties
+            // (whole microseconds) fall on the uncertain side, and every certain op is
+            // also among the overlapping candidates, so the difference is never negative.
+            let d = by_complete.below(r.invoke_us);
+            let v = by_invoke.upto(r.complete_us);
+            let u = unk.upto(r.complete_us);
+            let lo = init
+                .saturating_add(by_complete.lo[d])
+                .saturating_add(by_invoke.lo_opt[v] - by_complete.lo_opt[d])
+                .saturating_add(unk.lo_opt[u]);
+            let hi = init + by_complete.hi[d] + (by_invoke.hi_opt[v] - by_complete.hi_opt[d]) + unk.hi_opt[u];
+            let lo = lo.max(0);
+            if r.observed < lo || r.observed > hi {
+                out.violations_total += 1;
+                all.push(ReadViolation { read: *r, lo, hi });
+            }
+        }
+    }
+    all.sort_by_key(|v| (v.read.complete_us, v.read.user));
+    all.truncate(MAX_KEPT_VIOLATIONS);
+    out.violations = all;
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,275 @@
+//! The history's tests: read checks of hand-made and generated linearizable histories,
+//! and the anomalies `classify` names for planted faults.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::check::CheckInput;
+use crate::model::Guarantee;
+
+fn ev(op: OpKind, user: UserId, id: i64, t: (u64, u64), outcome: Outcome, observed: i64) -> Event {
+    Event {
+        worker: 0,
+        op,
+        user,
+        id,
+        invoke_us: t.0,
+        complete_us: t.1,
+        outcome,
+        observed,
+        attempts: 1,
+        unknown_attempts: 0,
+    }
+}
+use OpKind::*;
+use Outcome::{Fail, Ok as Okay, Unknown};
+
+#[test]
+fn a_valid_history_has_no_read_violations() {
+    let h = [
+        ev(Create, 1, 10, (0, 10), Okay, 1),
+        ev(ReadCount, 1, 0, (11, 12), Okay, 4),
+        ev(MarkRead, 1, 10, (13, 20), Okay, 1),
+        // Overlapping the mark_read: either value.
+        ev(ReadCount, 1, 0, (14, 15), Okay, 4),
+        ev(ReadCount, 1, 0, (16, 25), Okay, 3),
+        ev(MarkAllRead, 1, 0, (30, 40), Okay, 3),
+        ev(ReadCount, 1, 0, (41, 42), Okay, 0),
+    ];
+    let r = check_reads(&h, &|_| 3);
+    assert_eq!((r.reads_checked, r.violations_total), (4, 0), "{r:?}");
+}
+
+#[test]
+fn a_planted_read_violation_is_found_with_its_bounds() {
+    let h = [
+        ev(Create, 1, 10, (0, 10), Okay, 1),
+        ev(MarkRead, 1, 10, (13, 20), Okay, 1),
+        // After both completed, the count must be 3 again: 2 is a lost increment seen.
+        ev(ReadCount, 1, 0, (21, 22), Okay, 2),
+    ];
+    let r = check_reads(&h, &|_| 3);
+    assert_eq!(r.violations_total, 1);
+    assert_eq!((r.violations[0].lo, r.violations[0].hi), (3, 3));
+}
+
+#[test]
+fn over_claimed_transitions_leave_no_value_and_the_witness_says_so() {
+    // One unread row, two mark_reads that each claimed it (a double decrement): the
+    // replies say -1, the truth is 0, and no read can fit.
+    let h = [
+        ev(MarkRead, 1, 10, (0, 10), Okay, 1),
+        ev(MarkRead, 1, 10, (1, 11), Okay, 1),
+        ev(ReadCount, 1, 0, (20, 21), Okay, 0),
+    ];
+    let r = check_reads(&h, &|_| 1);
+    assert_eq!((r.violations_total, r.violations[0].lo, r.violations[0].hi), (1, 0, -1));
+    let a = classify(&h, &[], Some(&r), &[], cx());
+    let w = &a.iter().find(|a| a.name == "read_out_of_bounds").expect("named").witnesses[0];
+    assert!(w.note.contains("fell to -1: no value fits"), "{}", w.note);
+}
+
+#[test]
+fn unknown_ops_widen_every_later_read_and_fails_do_not() {
+    let h = [
+        ev(Create, 1, 0, (0, 10), Unknown, 0),
+        ev(Delete, 1, 5, (0, 10), Fail, 0),
+        ev(ReadCount, 1, 0, (100, 101), Okay, 1),
+        ev(ReadCount, 1, 0, (100, 101), Okay, 0),
+    ];
+    let r = check_reads(&h, &|_| 0);
+    assert_eq!(r.violations_total, 0);
+    let h = [ev(Delete, 1, 5, (0, 10), Fail, 0), ev(ReadCount, 1, 0, (100, 101), Okay, 1)];
+    assert_eq!(check_reads(&h, &|_| 2).violations_total, 1);
+    // A mark_all_read with an unknown outcome may have cleared everything.
+    let h = [ev(MarkAllRead, 1, 0, (0, 10), Unknown, 0), ev(ReadCount, 1, 0, (100, 101), Okay, 0)];
+    assert_eq!(check_reads(&h, &|_| 9).violations_total, 0);
+}
+
+#[test]
+fn ties_in_microseconds_count_as_overlapping() {
+    // A create and a read within the same microsecond: either value is allowed.
+    for seen in [3, 4] {
+        let h = [ev(Create, 1, 9, (5, 5), Okay, 1), ev(ReadCount, 1, 0, (5, 5), Okay, seen)];
+        assert_eq!(check_reads(&h, &|_| 3).violations_total, 0, "{seen}");
+    }
+}
+
+#[test]
+fn the_zeroing_race_is_found_among_many_creates_and_a_delete_race_is_preferred() {
+    let h = [
+        ev(Create, 1, 8, (0, 1), Okay, 1),
+        ev(MarkAllRead, 1, 0, (5, 10), Okay, 2),
+        ev(Create, 1, 9, (2, 20), Okay, 1),
+        ev(Create, 1, 10, (30, 40), Okay, 1),
+    ];
+    let a = classify(&h, &[row(1, 1, 2)], None, &[], cx());
+    assert_eq!(a[0].name, "lost_increment");
+    assert_eq!(a[0].witnesses[0].id, 9);
+    let h = [
+        ev(MarkRead, 1, 7, (0, 10), Okay, 1),
+        ev(MarkRead, 1, 7, (20, 30), Okay, 1),
+        ev(MarkRead, 1, 8, (0, 10), Okay, 1),
+        ev(Delete, 1, 8, (5, 12), Okay, 1),
+    ];
+    let a = classify(&h, &[row(1, 0, 2)], None, &[], cx());
+    assert_eq!(a[0].name, "double_decrement");
+    let ops: Vec<OpKind> = a[0].witnesses[0].ops.iter().map(|e| e.op).collect();
+    assert_eq!((a[0].witnesses[0].id, ops), (8, vec![MarkRead, Delete]));
+}
+
+fn row(user: UserId, counter: i64, truth: i64) -> CheckInput {
+    CheckInput { user, counter: Some(counter), truth }
+}
+
+fn cx() -> Context {
+    Context { guarantee: Guarantee::Exact, lost_flushes: 0, double_flushes: 0, reconciler: false, seed_layout: (4, 1) }
+}
+
+#[test]
+fn two_transition_claims_on_one_row_are_a_double_decrement() {
+    let h = [
+        ev(MarkReadDup, 1, 7, (0, 10), Okay, 1),
+        ev(MarkReadDup, 1, 7, (1, 9), Okay, 1),
+        ev(Create, 2, 70, (0, 1), Okay, 1),
+    ];
+    let a = classify(&h, &[row(1, 2, 3), row(2, 1, 1)], None, &[], cx());
+    assert_eq!(a.len(), 1);
+    assert_eq!((a[0].name, a[0].count, a[0].witnesses[0].id), ("double_decrement", 1, 7));
+    assert_eq!(a[0].witnesses[0].ops.len(), 2);
+    // Calls completed by the time the second claim completed: 2 (at 1 and 9) + it.
+    assert_eq!(a[0].ops_to_detect, 3);
+    // The same history with the counters right: nothing.
+    assert!(classify(&h, &[row(1, 3, 3), row(2, 1, 1)], None, &[], cx()).is_empty());
+}
+
+#[test]
+fn a_create_racing_mark_all_read_is_a_lost_increment_and_retries_are_named() {
+    let h = [ev(MarkAllRead, 1, 0, (0, 10), Okay, 3), ev(Create, 1, 9, (2, 5), Okay, 1)];
+    let a = classify(&h, &[row(1, 0, 1)], None, &[], cx());
+    assert_eq!(a[0].name, "lost_increment");
+    // The same race seen only by a later read, the final state healed by another
+    // mark_all_read: still named, from the read that fell below its bounds.
+    let h = [
+        ev(MarkAllRead, 1, 0, (0, 10), Okay, 3),
+        ev(Create, 1, 9, (2, 5), Okay, 1),
+        ev(ReadCount, 1, 0, (20, 21), Okay, 0),
+        ev(MarkAllRead, 1, 0, (30, 40), Okay, 1),
+    ];
+    let reads = check_reads(&h, &|_| 3);
+    assert_eq!(reads.violations_total, 1);
+    let a = classify(&h, &[row(1, 0, 0)], Some(&reads), &[], cx());
+    let names: Vec<&str> = a.iter().map(|a| a.name).collect();
+    assert_eq!(names, ["lost_increment", "read_out_of_bounds"]);
+    assert_eq!(a[0].witnesses[0].ops.len(), 3);
+    let mut retried = ev(Create, 1, 9, (2, 5), Okay, 1);
+    retried.unknown_attempts = 1;
+    let a = classify(&[retried], &[row(1, 2, 1)], None, &[], cx());
+    assert_eq!(a[0].name, "double_apply_after_retry");
+    let half = ev(MarkRead, 1, 9, (2, 5), Unknown, 0);
+    let a = classify(&[half], &[row(1, 2, 1)], None, &[], cx());
+    assert_eq!(a[0].name, "lost_decrement");
+    // A flusher's own count of doubled claims names drift of either sign.
+    let flushed = Context { guarantee: Guarantee::Eventual, double_flushes: 2, ..cx() };
+    let a = classify(&[], &[row(1, 0, 1), row(2, 3, 2)], None, &[], flushed);
+    assert_eq!((a[0].name, a[0].count), ("double_flush", 2));
+    let lost = Context { lost_flushes: 1, ..flushed };
+    let a = classify(&[], &[row(1, 0, 1), row(2, 3, 2)], None, &[], lost);
+    let names: Vec<(&str, u64)> = a.iter().map(|a| (a.name, a.count)).collect();
+    assert_eq!(names, [("lost_flush", 1), ("double_flush", 1)]);
+    // Two overlapping mark_reads of different rows, each claiming a transition, and a
+    // counter one too high: one read-modify-write overwrote the other.
+    let h = [ev(MarkRead, 1, 3, (2, 6), Okay, 1), ev(MarkRead, 1, 4, (4, 9), Okay, 1)];
+    let a = classify(&h, &[row(1, 3, 2)], None, &[], cx());
+    assert_eq!((a[0].name, a[0].witnesses[0].ops.len()), ("lost_update", 2));
+    // User 2's seeded ids are 5..=8, id 5 read: deleting it must not lower the counter.
+    let a = classify(&[ev(Delete, 2, 5, (2, 3), Okay, 1)], &[row(2, 2, 3)], None, &[], cx());
+    assert_eq!(a[0].name, "wrong_delete_adjustment");
+    // Id 6 was unread until a mark_read completed before the delete began.
+    let h = [ev(MarkRead, 2, 6, (1, 2), Okay, 1), ev(Delete, 2, 6, (3, 4), Okay, 1)];
+    assert_eq!(classify(&h, &[row(2, 1, 2)], None, &[], cx())[0].name, "wrong_delete_adjustment");
+    // Overlapping, the row may have been unread when deleted: not this anomaly.
+    let h = [ev(MarkRead, 2, 6, (1, 4), Okay, 1), ev(Delete, 2, 6, (3, 5), Okay, 1)];
+    assert_ne!(classify(&h, &[row(2, 1, 2)], None, &[], cx())[0].name, "wrong_delete_adjustment");
+    // A create overlapping a mark_all_read that subtracted an earlier count: too high.
+    let h = [ev(MarkAllRead, 1, 0, (2, 8), Okay, 3), ev(Create, 1, 30, (3, 5), Okay, 1)];
+    assert_eq!(classify(&h, &[row(1, 1, 0)], None, &[], cx())[0].name, "stale_mark_all_read");
+    // The same calls one after the other explain nothing.
+    let h = [ev(MarkRead, 1, 3, (2, 3), Okay, 1), ev(MarkRead, 1, 4, (4, 9), Okay, 1)];
+    assert_eq!(classify(&h, &[row(1, 3, 2)], None, &[], cx())[0].name, "unexplained_drift");
+}
+
+#[test]
+fn settle_reads_and_negative_counters_are_named() {
+    let s = [SettledRead { user: 1, shown: 4, truth: 3 }];
+    let a = classify(&[], &[row(1, -1, 0)], None, &s, cx());
+    let names: Vec<&str> = a.iter().map(|a| a.name).collect();
+    assert_eq!(names, ["negative_counter", "stale_after_settle", "unexplained_drift"]);
+    // A racy strategy's stale reads are not judged.
+    let none = Context { guarantee: Guarantee::None, ..cx() };
+    assert!(classify(&[], &[], None, &s, none).is_empty());
+}
+
+/// A linearizable single-user counter: ops applied at a random point inside their
+/// interval; reads return the value at their point. No read may be flagged.
+fn linear_history() -> impl proptest::strategy::Strategy<Value = (i64, Vec<Event>)> {
+    (0i64..5, prop::collection::vec((0u8..5, 0u64..1000, 1u64..200, 0u64..1000, 0u8..10), 1..40)).prop_map(
+        |(init, raw)| {
+            // (kind, start, len, point fraction in permille, outcome selector)
+            let mut ops: Vec<(u64, u8, u64, u64, u8)> =
+                raw.into_iter().map(|(k, s, l, f, o)| (s + l * f / 1000, k, s, s + l, o)).collect();
+            ops.sort();
+            let mut value = init;
+            let mut out = Vec::new();
+            for (_, k, s, c, o) in ops {
+                let unknown = o < 2;
+                let applies = o != 1;
+                let (op, obs) = match k {
+                    0 => {
+                        if applies {
+                            value += 1
+                        }
+                        (Create, 1)
+                    }
+                    1 | 2 => {
+                        let t = (value > 0 && applies) as i64;
+                        value -= t;
+                        (if k == 1 { MarkRead } else { Delete }, t)
+                    }
+                    3 => {
+                        let n = if applies { value } else { 0 };
+                        value -= n;
+                        (MarkAllRead, n)
+                    }
+                    _ => (ReadCount, value),
+                };
+                let outcome = if unknown && op != ReadCount { Unknown } else { Okay };
+                out.push(ev(op, 1, 1, (s, c), outcome, obs));
+            }
+            (init, out)
+        },
+    )
+}
+
+proptest! {
+    #[test]
+    fn linearizable_histories_pass_the_read_check((init, h) in linear_history()) {
+        let r = check_reads(&h, &|_| init);
+        prop_assert_eq!(r.violations_total, 0, "{:?}", r.violations);
+    }
+
+    #[test]
+    fn a_read_below_what_the_history_allows_is_caught((init, mut h) in linear_history()) {
+        // Only the ok writes, then a read after all of them: the count is at least
+        // their summed certain effect, so one less is a violation and it is not.
+        h.retain(|e| e.outcome == Okay && e.op != ReadCount);
+        let least = h.iter().fold(init, |v, e| v + effect_range(e).0);
+        prop_assume!(least >= 1);
+        let mut wrong = ev(ReadCount, 1, 0, (5000, 5001), Okay, least - 1);
+        let r = check_reads(&[h.clone(), vec![wrong]].concat(), &|_| init);
+        prop_assert_eq!(r.violations_total, 1);
+        wrong.observed = least;
+        let r = check_reads(&[h, vec![wrong]].concat(), &|_| init);
+        prop_assert_eq!(r.violations_total, 0);
+    }
+}

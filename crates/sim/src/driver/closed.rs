@@ -1,0 +1,55 @@
+//! The closed loop: N workers, each issuing its next op as soon as the previous one
+//! completes, until the stage's op budget or duration runs out.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::{Ctx, Stop, Worker, join_workers, worker_stream};
+use crate::workload::{OpGen, UserPicker};
+
+/// Runs closed-loop stage `idx` with `workers` workers from `start`. Returns the workers
+/// and how many ops they issued.
+pub(super) async fn run(
+    ctx: &Arc<Ctx>,
+    idx: usize,
+    stop: Stop,
+    workers: u32,
+    start: Instant,
+    users: &Arc<UserPicker>,
+) -> (Vec<Worker>, u64) {
+    let cfg = &ctx.cfg;
+    let n = workers as u64;
+    let deadline = match stop {
+        Stop::Duration(d) => Some(start + d),
+        Stop::Ops(_) => None,
+    };
+    let handles: Vec<_> = (0..n)
+        .map(|i| {
+            let budget = match stop {
+                Stop::Ops(total) => Some(total / n + u64::from(i < total % n)),
+                Stop::Duration(_) => None,
+            };
+            let ops = OpGen::new(cfg.seed, worker_stream(idx, i), cfg.mix, users.clone());
+            tokio::spawn(worker(ctx.clone(), i as u32, ops, budget, deadline))
+        })
+        .collect();
+    let ws = join_workers(handles).await;
+    let issued = ws.iter().map(|w| w.issued_or_skipped).sum();
+    (ws, issued)
+}
+
+async fn worker(ctx: Arc<Ctx>, id: u32, mut ops: OpGen, budget: Option<u64>, deadline: Option<Instant>) -> Worker {
+    let mut w = Worker::new(ctx.max_us, id);
+    loop {
+        if budget.is_some_and(|b| w.issued_or_skipped >= b)
+            || deadline.is_some_and(|d| Instant::now() >= d)
+            || ctx.cfg.cancel.load(Ordering::Relaxed)
+        {
+            break;
+        }
+        let op = ops.next_op();
+        ctx.run_op(&mut w, op, Instant::now()).await;
+    }
+    w
+}
