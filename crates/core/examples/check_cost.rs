@@ -34,7 +34,7 @@ fn main() {
         lost_flushes: 0,
         double_flushes: 0,
         reconciler: false,
-        seed_layout: (0, 0),
+        seed: counterlab_core::SeedSpec { n_users: 0, notifications_per_user: 0, initial_read_per_user: 0 },
     };
     let t = Instant::now();
     let anomalies = classify(&events, &rows, Some(&reads), &[], cx);

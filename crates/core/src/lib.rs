@@ -7,6 +7,7 @@ mod check;
 mod history;
 mod model;
 mod names;
+mod seed;
 mod strategy;
 mod verdict;
 
@@ -17,5 +18,6 @@ pub use history::{
 };
 pub use model::{ErrorClass, Guarantee, NotificationId, OpError, OpKind, Outcome, UserId};
 pub use names::Named;
+pub use seed::SeedSpec;
 pub use strategy::{CrashPoints, Fault, Strategy, StrategyInfo};
 pub use verdict::{ErrorFigures, Findings, Judgement, VerdictRules, judge};

@@ -722,7 +722,7 @@ async fn run_one(
             lost_flushes: figure("lost_flush_claims").unwrap_or(0),
             double_flushes: figure("double_flush_claims").unwrap_or(0),
             reconciler: figure("reconcile_passes").is_some(),
-            seed_layout: (seed_spec.notifications_per_user, seed_spec.initial_read_per_user),
+            seed: seed_spec,
         };
         let anomalies = classify(&load.history, &rows, reads.as_ref().filter(|_| judge_reads), &settled, cx);
         for a in &anomalies {

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use counterlab_core::{NotificationId, UserId};
+use counterlab_core::{NotificationId, SeedSpec, UserId};
 
 /// A set with O(1) insert, remove and uniform choice.
 #[derive(Default, Debug)]
@@ -55,12 +55,12 @@ impl IdPool {
     /// `(u-1)*per_user + 1 ..= u*per_user`, the first `read_per_user` of them read.
     pub fn seeded(n_users: u64, per_user: u64, read_per_user: u64) -> IdPool {
         assert!(read_per_user <= per_user);
-        let users = (0..n_users)
+        let spec = SeedSpec { n_users, notifications_per_user: per_user, initial_read_per_user: read_per_user };
+        let users = (1..=n_users as i64)
             .map(|u| {
                 let mut ids = UserIds::default();
-                for j in 0..per_user {
-                    let id = (u * per_user + j + 1) as i64;
-                    if j < read_per_user { ids.read.insert(id) } else { ids.unread.insert(id) }
+                for (id, read) in spec.rows_of(u) {
+                    if read { ids.read.insert(id) } else { ids.unread.insert(id) }
                 }
                 Mutex::new(ids)
             })

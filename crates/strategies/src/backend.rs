@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use counterlab_core::{CheckInput, ErrorClass, OpError, Outcome};
+use counterlab_core::{CheckInput, ErrorClass, OpError, Outcome, SeedSpec};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -22,16 +22,6 @@ use crate::sqlfile::{after_seed, common, schema, statement};
 pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 /// The local MariaDB/MySQL used when nothing else is configured.
 pub const DEFAULT_MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
-
-/// The data every namespace is seeded with. User `u` (1-based) owns ids
-/// `(u-1)*notifications_per_user + 1 ..= u*notifications_per_user`, the first
-/// `initial_read_per_user` of them read; counters start equal to the truth.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SeedSpec {
-    pub n_users: u64,
-    pub notifications_per_user: u64,
-    pub initial_read_per_user: u64,
-}
 
 enum Conn {
     Pg { options: PgConnectOptions, admin: PgPool },
@@ -489,10 +479,8 @@ impl Namespace {
     pub async fn seed(&self, spec: SeedSpec) -> Result<(), BackendError> {
         assert!(spec.initial_read_per_user <= spec.notifications_per_user);
         let unread = spec.notifications_per_user - spec.initial_read_per_user;
-        let rows = (1..=spec.n_users).flat_map(move |u| {
-            (0..spec.notifications_per_user)
-                .map(move |j| ((u - 1) * spec.notifications_per_user + j + 1, u, j < spec.initial_read_per_user))
-        });
+        let rows =
+            (1..=spec.n_users).flat_map(move |u| spec.rows_of(u as i64).map(move |(id, read)| (id as u64, u, read)));
         match self.db() {
             Db::Pg(p) => self.copy_pg(p, spec, rows, unread).await?,
             Db::My(p) => {

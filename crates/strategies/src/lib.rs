@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 use counterlab_core::{Guarantee, Strategy, StrategyInfo};
 
-pub use backend::{DEFAULT_MYSQL_URL, DEFAULT_POSTGRES_URL, Namespace, PoolSpec, SeedSpec, Server};
+pub use backend::{DEFAULT_MYSQL_URL, DEFAULT_POSTGRES_URL, Namespace, PoolSpec, Server};
+pub use counterlab_core::SeedSpec;
 pub use custom::{Action, CUSTOM_OPS, CountersSpec, CustomSpec, CustomStrategy, MAX_EACH, PerDialect, StepSpec};
 pub use db::{Begin, Db, Dialect, Isolation, classify};
 pub use error::{BackendError, redact_url};

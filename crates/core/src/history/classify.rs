@@ -9,6 +9,7 @@ use super::{Event, ReadCheck};
 use crate::anomaly::AnomalyKind;
 use crate::check::CheckInput;
 use crate::model::{Guarantee, NotificationId, UserId};
+use crate::seed::SeedSpec;
 
 /// Witnesses kept per anomaly.
 pub const MAX_WITNESSES: usize = 8;
@@ -54,9 +55,8 @@ pub struct Context {
     pub double_flushes: u64,
     /// A reconciler ran: drift left after settle is drift it never healed.
     pub reconciler: bool,
-    /// The seed's layout, `(notifications_per_user, initial_read_per_user)`: user `u`'s
-    /// ids are `(u-1)*per_user+1 ..`, the first `read` of them read (zeros: unknown).
-    pub seed_layout: (u64, u64),
+    /// The seed's layout (which ids each user started with, and which of them read).
+    pub seed: SeedSpec,
 }
 
 /// The post-settle read of one user: what `read_count` showed and the truth.

@@ -9,6 +9,7 @@ use super::evidence::{deletes_of_read_rows, overlap, overlapping_writes, racing_
 use crate::anomaly::AnomalyKind;
 use crate::check::CheckInput;
 use crate::model::{NotificationId, OpKind, Outcome, UserId};
+use crate::seed::SeedSpec;
 
 /// The cause named for one drifted user: the anomaly, its ops and notification, and why.
 struct Cause {
@@ -55,7 +56,7 @@ fn explain(evs: &[&Event], drift: i64, cx: Context, flush_budget: &mut (u64, u64
         .or_else(|| flush_claim(flush_budget))
         .or_else(|| create_racing_mark_all_read(evs, drift))
         .or_else(|| half_applied(evs, drift))
-        .or_else(|| delete_of_read_row(evs, drift, cx.seed_layout))
+        .or_else(|| delete_of_read_row(evs, drift, cx.seed))
         .or_else(|| overlapping_pair(evs))
         .unwrap_or_else(|| unexplained(cx.reconciler))
 }
@@ -130,11 +131,11 @@ fn half_applied(evs: &[&Event], drift: i64) -> Option<Cause> {
 }
 
 /// Deletes of rows already read that lowered the counter anyway.
-fn delete_of_read_row(evs: &[&Event], drift: i64, seed_layout: (u64, u64)) -> Option<Cause> {
+fn delete_of_read_row(evs: &[&Event], drift: i64, seed: SeedSpec) -> Option<Cause> {
     if drift >= 0 {
         return None;
     }
-    let (d, n) = deletes_of_read_rows(evs, seed_layout);
+    let (d, n) = deletes_of_read_rows(evs, seed);
     let d = d?;
     // Each such delete lowers the counter by one at most: it must be able to account
     // for the drift.

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use super::Event;
 use crate::model::{NotificationId, OpKind, Outcome};
+use crate::seed::SeedSpec;
 
 /// A create overlapping a mark_all_read (both ok, both completed by `until`), found by a
 /// sweep: creates sorted by invocation with a running maximum of their completion.
@@ -35,13 +36,10 @@ pub(super) fn zeroing_race<'a>(evs: &[&'a Event], until: u64) -> Option<(&'a Eve
 /// began: seeded read, or marked read (mark_read, mark_all_read) by a call that completed
 /// before the delete was invoked. A correct delete leaves the counter alone for them.
 /// Returns the first and how many. O(n log n).
-pub(super) fn deletes_of_read_rows<'a>(evs: &[&'a Event], (per_user, read): (u64, u64)) -> (Option<&'a Event>, u64) {
+pub(super) fn deletes_of_read_rows<'a>(evs: &[&'a Event], seed: SeedSpec) -> (Option<&'a Event>, u64) {
     let ok: Vec<&'a Event> = evs.iter().filter(|e| e.outcome == Outcome::Ok).copied().collect();
-    let seeded_read = |e: &Event| {
-        let first = (e.user as u64).saturating_sub(1) * per_user + 1;
-        (e.id as u64) >= first && (e.id as u64) < first + read
-    };
-    let seeded = |e: &Event| per_user > 0 && (e.id as u64) <= (e.user as u64) * per_user;
+    let seeded_read = |e: &Event| seed.seeded_state(e.user, e.id) == Some(true);
+    let seeded = |e: &Event| seed.seeded_state(e.user, e.id).is_some();
     let mut created: HashMap<NotificationId, u64> = HashMap::new();
     let mut marked: HashMap<NotificationId, u64> = HashMap::new();
     for e in &ok {

@@ -6,6 +6,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::check::CheckInput;
 use crate::model::Guarantee;
+use crate::seed::SeedSpec;
 
 fn ev(op: OpKind, user: UserId, id: i64, t: (u64, u64), outcome: Outcome, observed: i64) -> Event {
     Event {
@@ -123,7 +124,13 @@ fn row(user: UserId, counter: i64, truth: i64) -> CheckInput {
 }
 
 fn cx() -> Context {
-    Context { guarantee: Guarantee::Exact, lost_flushes: 0, double_flushes: 0, reconciler: false, seed_layout: (4, 1) }
+    Context {
+        guarantee: Guarantee::Exact,
+        lost_flushes: 0,
+        double_flushes: 0,
+        reconciler: false,
+        seed: SeedSpec { n_users: 0, notifications_per_user: 4, initial_read_per_user: 1 },
+    }
 }
 
 #[test]
