@@ -365,3 +365,124 @@ impl CustomSpec {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::custom::spec::PerDialect;
+    use crate::custom::spec::fixtures::{redis_step, spec, sql_step};
+
+    fn err(part: Part, msg: &str) -> CompileError {
+        CompileError::new(part, msg)
+    }
+
+    #[test]
+    fn errors_print_as_the_strings_did() {
+        assert_eq!(err(Part::When, "x").to_string(), "when: x");
+        assert_eq!(err(Part::Each, "x").to_string(), "each: x");
+        for part in [Part::Step, Part::Result, Part::Op, Part::Setup, Part::Counters] {
+            assert_eq!(err(part, "x").to_string(), "x", "{part:?}");
+        }
+    }
+
+    #[test]
+    fn guard_errors_are_when_errors() {
+        let mut guarded = redis_step("b", "GET", &["k"], &[]);
+        guarded.when = Some("nope.value == 1".into());
+        let s = spec(vec![redis_step("a", "GET", &["k"], &[]), guarded], "0");
+        let e = s.check_step(0, 1, Dialect::Sqlite).unwrap_err();
+        assert_eq!(e, err(Part::When, "`nope.value` refers to no step named `nope` in create"));
+        assert_eq!(e.to_string(), "when: `nope.value` refers to no step named `nope` in create");
+    }
+
+    #[test]
+    fn loops_run_over_an_earlier_redis_or_lua_step() {
+        let looping = |over: &str| StepSpec { each: Some(over.into()), ..redis_step("del", "DEL", &["k:{each}"], &[]) };
+        let sel = sql_step("sel", "select 1", &[]);
+        let list = redis_step("list", "SMEMBERS", &["s"], &[]);
+        let s = spec(vec![sel.clone(), list.clone(), looping("list")], "0");
+        s.check_step(0, 2, Dialect::Sqlite).unwrap();
+        let s = spec(vec![sel.clone(), list.clone(), looping("sel")], "0");
+        let e = s.check_step(0, 2, Dialect::Sqlite).unwrap_err();
+        assert_eq!(e, err(Part::Each, "`sel` is an SQL step; `each` loops over a Redis or Lua array reply"));
+        let s = spec(vec![looping("list"), list], "0");
+        let e = s.check_step(0, 0, Dialect::Sqlite).unwrap_err();
+        assert_eq!(e.to_string(), "each: no earlier step named `list`");
+        assert_eq!(e.part, Part::Each);
+    }
+
+    #[test]
+    fn statement_command_and_script_errors_are_step_errors() {
+        let flush = spec(vec![redis_step("f", "FLUSHALL", &["k"], &[])], "0");
+        let e = flush.check_step(0, 0, Dialect::Sqlite).unwrap_err();
+        assert_eq!(e.part, Part::Step);
+        assert!(e.msg.starts_with("Redis command `FLUSHALL` is not allowed"), "{e}");
+        let many = spec(vec![redis_step("d", "DEL", &[], &[])], "0");
+        assert_eq!(many.check_step(0, 0, Dialect::Sqlite), Err(err(Part::Step, "DEL needs 1..=16 keys")));
+        let mut pg_only = sql_step("u", "update t set n = 1", &[]);
+        pg_only.action =
+            Action::Sql(PerDialect { postgres: Some("update t set n = 1".into()), mysql: None, sqlite: None });
+        let pg_only = spec(vec![pg_only], "0");
+        assert_eq!(pg_only.check_step(0, 0, Dialect::Sqlite), Err(err(Part::Step, "no sqlite statement")));
+        pg_only.check_step(0, 0, Dialect::Postgres).unwrap();
+        let lua = StepSpec {
+            action: Action::Lua { origin: "inline".into(), script: String::new(), keys: Vec::new(), args: Vec::new() },
+            ..redis_step("l", "GET", &[], &[])
+        };
+        assert_eq!(
+            spec(vec![lua], "0").check_step(0, 0, Dialect::Sqlite),
+            Err(err(Part::Step, "Lua script (inline) the Lua script is empty"))
+        );
+        let mut seed = spec(Vec::new(), "0");
+        seed.redis_seed.push(sql_step("s", "select 1", &[]));
+        let e = seed.check_step(SEED, 0, Dialect::Sqlite).unwrap_err();
+        assert_eq!(e.part, Part::Step);
+        assert!(e.msg.starts_with("redis_seed steps are Redis commands or Lua scripts"), "{e}");
+    }
+
+    #[test]
+    fn result_errors_are_result_errors() {
+        let s = spec(Vec::new(), "sel.rows");
+        assert_eq!(s.check_result(0), Err(err(Part::Result, "`sel.rows` refers to no step named `sel` in create")));
+        s.check_result(1).unwrap();
+    }
+
+    #[test]
+    fn compile_names_the_op_and_step_of_a_step_error() {
+        let mut guarded = redis_step("b", "GET", &["k"], &[]);
+        guarded.when = Some("a.nope == 1".into());
+        let s = spec(vec![redis_step("a", "GET", &["k"], &[]), guarded], "0");
+        let e = s.compile(Dialect::Sqlite).unwrap_err();
+        assert_eq!(e, err(Part::Step, "create step 2: when: step `a` has no output `nope`; it has value"));
+    }
+
+    #[test]
+    fn last_id_on_postgres_needs_insert_returning() {
+        let insert = sql_step("ins", "insert into notifications (user_id) values (:user)", &[]);
+        let s = spec(vec![insert], "ins.last_id");
+        s.compile(Dialect::Sqlite).unwrap();
+        s.compile(Dialect::Mysql).unwrap();
+        assert_eq!(
+            s.compile(Dialect::Postgres).unwrap_err(),
+            err(Part::Op, "create: `last_id` on PostgreSQL needs the step to be an INSERT ... RETURNING id")
+        );
+        let returning = sql_step("ins", "insert into notifications (user_id) values (:user) returning id", &[]);
+        spec(vec![returning], "ins.last_id").compile(Dialect::Postgres).unwrap();
+    }
+
+    #[test]
+    fn setup_and_counters_errors_say_so() {
+        let mut s = spec(Vec::new(), "0");
+        s.setup.push(PerDialect { postgres: Some("create table x (a int)".into()), mysql: None, sqlite: None });
+        assert_eq!(s.compile(Dialect::Sqlite).unwrap_err(), err(Part::Setup, "no sqlite setup statement"));
+        s.setup = vec![PerDialect::all("drop table notifications")];
+        assert_eq!(s.compile(Dialect::Sqlite).unwrap_err().part, Part::Setup);
+        s.setup.clear();
+        s.counters = Some(CountersSpec::Redis { key: "c:{id}".into(), field: None });
+        assert_eq!(s.compile(Dialect::Sqlite).unwrap_err(), err(Part::Counters, "{id}: only {user}"));
+        s.counters = Some(CountersSpec::Sql(PerDialect { postgres: None, mysql: None, sqlite: None }));
+        assert_eq!(s.compile(Dialect::Sqlite).unwrap_err(), err(Part::Counters, "no sqlite counters query"));
+        s.counters = Some(CountersSpec::Redis { key: "c:{user}".into(), field: Some("f".into()) });
+        s.compile(Dialect::Sqlite).unwrap();
+    }
+}

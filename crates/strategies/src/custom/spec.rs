@@ -189,3 +189,51 @@ impl CustomSpec {
             .collect()
     }
 }
+
+/// Specs for the unit tests of the expression language and the compiler.
+#[cfg(test)]
+pub(super) mod fixtures {
+    use super::*;
+
+    /// An SQL step running `sql` on every dialect.
+    pub(in crate::custom) fn sql_step(name: &str, sql: &str, returns: &[&str]) -> StepSpec {
+        StepSpec {
+            name: name.into(),
+            action: Action::Sql(PerDialect::all(sql)),
+            returns: returns.iter().map(|r| r.to_string()).collect(),
+            when: None,
+            each: None,
+            commit: false,
+            at: String::new(),
+        }
+    }
+
+    /// A Redis step sending `command` with `keys`.
+    pub(in crate::custom) fn redis_step(name: &str, command: &str, keys: &[&str], returns: &[&str]) -> StepSpec {
+        StepSpec {
+            action: Action::Redis {
+                command: command.into(),
+                keys: keys.iter().map(|k| k.to_string()).collect(),
+                args: Vec::new(),
+            },
+            ..sql_step(name, "", returns)
+        }
+    }
+
+    /// A spec whose create op runs `create` and returns `result`; the other ops have no
+    /// steps and return 0.
+    pub(in crate::custom) fn spec(create: Vec<StepSpec>, result: &str) -> CustomSpec {
+        CustomSpec {
+            name: "t".into(),
+            guarantee: "exact".into(),
+            summary: String::new(),
+            transaction: true,
+            sqlite_begin_immediate: false,
+            setup: Vec::new(),
+            counters: None,
+            steps: vec![create, Vec::new(), Vec::new(), Vec::new(), Vec::new()],
+            redis_seed: Vec::new(),
+            results: [result, "0", "0", "0", "0"].map(String::from).to_vec(),
+        }
+    }
+}
