@@ -363,7 +363,7 @@ fn check_steps(spec: &CustomSpec, r: &RawStrategy, dialects: &[Dialect], src: &S
                 if let Err(e) = spec.check_step(op, i, *d) {
                     let step = if op < CUSTOM_OPS.len() { &spec.steps[op][i] } else { &spec.redis_seed[i] };
                     let on = if step_is_sql(step) { format!(" ({})", dialect_name(*d)) } else { String::new() };
-                    return Err(src.at(step_span(st, &e), format!("{op_name} step {}{on}: {e}", step.name)));
+                    return Err(src.at(step_span(st, &e.to_string()), format!("{op_name} step {}{on}: {e}", step.name)));
                 }
             }
         }

@@ -1,0 +1,488 @@
+//! The compiler of file-defined strategies: checks a `CustomSpec` for one dialect and
+//! turns it into `Compiled` steps (statements with bound parameters, allowed Redis
+//! commands, checked Lua scripts, parsed guards and results), or says what is wrong and
+//! where (`CompileError`).
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::expr::{Expr, Ref, Template, parse_expr, resolve};
+use super::redis_steps::{self, Piece};
+use super::spec::{Action, CUSTOM_OPS, CountersSpec, CustomSpec, SEED, StepSpec, leak, op_name};
+use super::sql::{bind_params, check_names, words};
+use crate::db::Dialect;
+
+/// Which part of a step (or of the spec) a compile error is about, so a caller can point
+/// at it (the guard's text, the loop's, or the step's statement).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// The step itself: its statement, command or script, its parameters. `compile` also
+    /// reports a step's error of any part as this, naming the op and step in `msg`.
+    Step,
+    /// The step's `when` guard.
+    When,
+    /// The step's `each` loop.
+    Each,
+    /// An op's result expression.
+    Result,
+    /// What spans an op's steps (`last_id` on PostgreSQL).
+    Op,
+    /// A setup statement.
+    Setup,
+    /// The counters query or key.
+    Counters,
+}
+
+/// A spec that does not compile: the part at fault and why. It prints as the errors
+/// did when they were strings: `when: ` or `each: ` before the message of a guard or a
+/// loop, the message alone otherwise.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompileError {
+    pub part: Part,
+    pub msg: String,
+}
+
+impl CompileError {
+    fn new(part: Part, msg: impl Into<String>) -> CompileError {
+        CompileError { part, msg: msg.into() }
+    }
+
+    /// A constructor for `map_err`: `.map_err(CompileError::at(Part::Setup))`.
+    fn at(part: Part) -> impl Fn(String) -> CompileError {
+        move |msg| CompileError { part, msg }
+    }
+}
+
+impl fmt::Display for CompileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.part {
+            Part::When => write!(f, "when: {}", self.msg),
+            Part::Each => write!(f, "each: {}", self.msg),
+            _ => f.write_str(&self.msg),
+        }
+    }
+}
+
+impl std::error::Error for CompileError {}
+
+/// How a compiled step runs.
+#[derive(Clone, Debug)]
+pub(super) enum Exec {
+    Sql {
+        sql: &'static str,
+        args: Vec<Ref>,
+        /// Number of returned columns (0: exec).
+        returns: usize,
+        /// PostgreSQL has no last-insert id: a step without `returns` whose statement
+        /// says INSERT ... RETURNING reads its first column as `last_id`.
+        returning_id: bool,
+        /// Not a plain SELECT: committing it changes the database.
+        writes: bool,
+    },
+    Redis {
+        command: &'static str,
+        keys: Vec<Template>,
+        args: Vec<Template>,
+        writes: bool,
+    },
+    Lua {
+        origin: String,
+        script: Arc<::redis::Script>,
+        keys: Vec<Template>,
+        args: Vec<Template>,
+    },
+}
+
+/// A compiled step.
+#[derive(Clone, Debug)]
+pub(super) struct Step {
+    pub(super) exec: Exec,
+    pub(super) when: Option<Expr>,
+    /// The earlier step whose array reply this one loops over.
+    pub(super) each: Option<usize>,
+    pub(super) commit: bool,
+    /// Number of outputs (`StepSpec::fields`).
+    pub(super) width: usize,
+    /// `step <name>`, for messages.
+    pub(super) name: String,
+}
+
+/// Where the check reads the counters, compiled.
+#[derive(Clone, Debug)]
+pub(super) enum Counters {
+    Sql(&'static str),
+    Redis { key: Template, field: Option<Template> },
+}
+
+/// A spec compiled for one dialect.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    /// Per op, then the seed steps last (index `SEED`).
+    pub(super) steps: Vec<Vec<Step>>,
+    pub(super) results: Vec<Expr>,
+    pub(super) setup: Vec<String>,
+    pub(super) counters: Option<Counters>,
+}
+
+/// The values a Redis counters key or field may read: `{user}` only.
+fn user_only(w: &str) -> Result<Ref, String> {
+    if w == "user" { Ok(Ref::User) } else { Err(format!("{{{w}}}: only {{user}}")) }
+}
+
+/// Every value a compiled step reads: its SQL parameters, or its keys' and arguments'
+/// placeholders, then its guard's.
+fn step_refs(st: &Step) -> Vec<Ref> {
+    let mut refs: Vec<Ref> = match &st.exec {
+        Exec::Sql { args, .. } => args.clone(),
+        Exec::Redis { keys, args, .. } | Exec::Lua { keys, args, .. } => keys
+            .iter()
+            .chain(args)
+            .flatten()
+            .filter_map(|p| match p {
+                Piece::Val(r) => Some(*r),
+                Piece::Lit(_) => None,
+            })
+            .collect(),
+    };
+    refs.extend(st.when.iter().flat_map(|w| w.refs()));
+    refs
+}
+
+/// A Redis or Lua step's key and argument templates, or why one is wrong.
+type TemplatesResult = Result<(Vec<Template>, Vec<Template>), String>;
+
+/// The step an `each` loops over: an earlier Redis or Lua step, by index.
+fn each_source(steps: &[StepSpec], idx: usize, src: &str) -> Result<usize, String> {
+    match steps[..idx].iter().position(|p| p.name == src) {
+        Some(i) if !steps[i].is_sql() => Ok(i),
+        Some(_) => Err(format!("`{src}` is an SQL step; `each` loops over a Redis or Lua array reply")),
+        None => Err(format!("no earlier step named `{src}`")),
+    }
+}
+
+impl CustomSpec {
+    /// Checks a single step (in op `op` at position `idx`; `op` 5 is `redis_seed`).
+    pub fn check_step(&self, op: usize, idx: usize, dialect: Dialect) -> Result<(), CompileError> {
+        self.compile_step(op, idx, dialect).map(|_| ())
+    }
+
+    fn template(&self, text: &str, key: bool, op: usize, idx: usize) -> Result<Template, String> {
+        let steps = self.op_steps(op);
+        redis_steps::template(text, key, |w| resolve(w, op, steps, idx))
+    }
+
+    /// A Redis or Lua step's keys and arguments as templates, keys first.
+    fn templates(&self, keys: &[String], args: &[String], op: usize, idx: usize) -> TemplatesResult {
+        let keys = keys.iter().map(|k| self.template(k, true, op, idx)).collect::<Result<_, _>>()?;
+        let args = args.iter().map(|a| self.template(a, false, op, idx)).collect::<Result<_, _>>()?;
+        Ok((keys, args))
+    }
+
+    fn compile_step(&self, op: usize, idx: usize, dialect: Dialect) -> Result<Step, CompileError> {
+        let steps = self.op_steps(op);
+        let s = &steps[idx];
+        if op == SEED && s.is_sql() {
+            return Err(CompileError::new(
+                Part::Step,
+                "redis_seed steps are Redis commands or Lua scripts (SQL data comes from the seed and setup)",
+            ));
+        }
+        let when = s
+            .when
+            .as_deref()
+            .map(|w| parse_expr(w, op, steps, idx))
+            .transpose()
+            .map_err(CompileError::at(Part::When))?;
+        let each = s
+            .each
+            .as_deref()
+            .map(|src| each_source(steps, idx, src))
+            .transpose()
+            .map_err(CompileError::at(Part::Each))?;
+        let exec = match &s.action {
+            Action::Sql(per) => self.compile_sql(per.get(dialect), op, idx, dialect),
+            Action::Redis { command, keys, args } => self.compile_redis(command, keys, args, op, idx),
+            Action::Lua { origin, script, keys, args } => self.compile_lua(origin, script, keys, args, op, idx),
+        }
+        .map_err(CompileError::at(Part::Step))?;
+        Ok(Step { exec, when, each, commit: s.commit, width: s.fields().len(), name: format!("step {}", s.name) })
+    }
+
+    /// An SQL step's statement for `dialect`: checked, its parameters bound.
+    fn compile_sql(&self, sql: Option<&str>, op: usize, idx: usize, dialect: Dialect) -> Result<Exec, String> {
+        let steps = self.op_steps(op);
+        let sql = sql.ok_or_else(|| format!("no {} statement", dialect.name()))?;
+        check_names(sql, false)?;
+        let (text, params) = bind_params(sql, dialect)?;
+        let args = params.iter().map(|p| resolve(p, op, steps, idx)).collect::<Result<Vec<_>, _>>()?;
+        if args.iter().any(|a| matches!(a, Ref::Const(_))) {
+            return Err("parameters name values (user, id, step.field); write constants into the SQL".into());
+        }
+        let w = words(sql);
+        let returning_id = dialect == Dialect::Postgres
+            && steps[idx].returns.is_empty()
+            && w.first().is_some_and(|f| f == "insert")
+            && w.iter().any(|x| x == "returning");
+        let writes = w.first().is_none_or(|f| f != "select");
+        Ok(Exec::Sql { sql: leak(text), args, returns: steps[idx].returns.len(), returning_id, writes })
+    }
+
+    /// A Redis step: an allowed command, its keys and arguments within bounds.
+    fn compile_redis(
+        &self,
+        command: &str,
+        keys: &[String],
+        args: &[String],
+        op: usize,
+        idx: usize,
+    ) -> Result<Exec, String> {
+        let c = redis_steps::command(command)?;
+        if keys.is_empty() || keys.len() > 16 {
+            return Err(format!("{} needs 1..=16 keys", c.name));
+        }
+        if c.many && !args.is_empty() {
+            return Err(format!("{} takes keys only, no args", c.name));
+        }
+        if args.len() > 64 {
+            return Err("at most 64 args".into());
+        }
+        let (keys, args) = self.templates(keys, args, op, idx)?;
+        Ok(Exec::Redis { command: c.name, keys, args, writes: c.writes })
+    }
+
+    /// A Lua step: a script that passes `check_lua`, its keys and arguments within bounds.
+    fn compile_lua(
+        &self,
+        origin: &str,
+        script: &str,
+        keys: &[String],
+        args: &[String],
+        op: usize,
+        idx: usize,
+    ) -> Result<Exec, String> {
+        if keys.len() > 16 || args.len() > 64 {
+            return Err("a Lua step takes at most 16 keys and 64 args".into());
+        }
+        redis_steps::check_lua(script, keys.len()).map_err(|e| format!("Lua script ({origin}) {e}"))?;
+        let (keys, args) = self.templates(keys, args, op, idx)?;
+        Ok(Exec::Lua { origin: origin.into(), script: Arc::new(::redis::Script::new(script)), keys, args })
+    }
+
+    /// An op's result expression, read after all its steps.
+    fn result(&self, op: usize) -> Result<Expr, CompileError> {
+        parse_expr(&self.results[op], op, &self.steps[op], self.steps[op].len()).map_err(CompileError::at(Part::Result))
+    }
+
+    /// Checks one op's result expression.
+    pub fn check_result(&self, op: usize) -> Result<(), CompileError> {
+        self.result(op).map(|_| ())
+    }
+
+    /// Checks a setup statement or the counters query for `dialect`.
+    pub fn check_aux(sql: &str, setup: bool) -> Result<(), String> {
+        check_names(sql, setup)?;
+        let what = if setup { "setup statements take" } else { "the counters query takes" };
+        match bind_params(sql, Dialect::Postgres)?.1.first() {
+            Some(p) => Err(format!("{what} no parameters, found :{p}")),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks a Redis counters key or field template (`{user}` only).
+    pub fn check_counter_template(text: &str, key: bool) -> Result<(), String> {
+        redis_steps::template(text, key, |w| {
+            if w == "user" { Ok(Ref::User) } else { Err(format!("the counters key takes only {{user}}, not {{{w}}}")) }
+        })
+        .map(|_| ())
+    }
+
+    /// Everything compiled for `dialect`; the first problem otherwise.
+    pub fn compile(&self, dialect: Dialect) -> Result<Compiled, CompileError> {
+        let mut steps = Vec::new();
+        for op in 0..=SEED {
+            let mut v = Vec::new();
+            for i in 0..self.op_steps(op).len() {
+                let step = self
+                    .compile_step(op, i, dialect)
+                    .map_err(|e| CompileError::new(Part::Step, format!("{} step {}: {e}", op_name(op), i + 1)))?;
+                v.push(step);
+            }
+            steps.push(v);
+        }
+        if dialect == Dialect::Postgres {
+            self.check_last_id(&steps)?;
+        }
+        let results = (0..CUSTOM_OPS.len()).map(|op| self.result(op)).collect::<Result<Vec<_>, _>>()?;
+        let mut setup = Vec::new();
+        for s in &self.setup {
+            let sql = s
+                .get(dialect)
+                .ok_or_else(|| CompileError::new(Part::Setup, format!("no {} setup statement", dialect.name())))?;
+            Self::check_aux(sql, true).map_err(CompileError::at(Part::Setup))?;
+            setup.push(sql.to_string());
+        }
+        let counters = self.compile_counters(dialect)?;
+        Ok(Compiled { steps, results, setup, counters })
+    }
+
+    /// PostgreSQL reports no last-insert id: `last_id` there needs INSERT ... RETURNING,
+    /// whether a later step, a guard or the result reads it.
+    fn check_last_id(&self, steps: &[Vec<Step>]) -> Result<(), CompileError> {
+        for (op, list) in steps.iter().enumerate().take(CUSTOM_OPS.len()) {
+            let used = |r: &Ref| {
+                matches!(r, Ref::Field { step, field: 1 }
+                    if matches!(list[*step].exec, Exec::Sql { returning_id: false, .. }))
+            };
+            let in_steps = list.iter().any(|st| step_refs(st).iter().any(used));
+            let result = self.result(op)?;
+            if in_steps || result.refs().any(|r| used(&r)) {
+                return Err(CompileError::new(
+                    Part::Op,
+                    format!(
+                        "{}: `last_id` on PostgreSQL needs the step to be an INSERT ... RETURNING id",
+                        CUSTOM_OPS[op]
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the check reads the counters, for `dialect`.
+    fn compile_counters(&self, dialect: Dialect) -> Result<Option<Counters>, CompileError> {
+        let at = CompileError::at(Part::Counters);
+        Ok(match &self.counters {
+            None => None,
+            Some(CountersSpec::Sql(c)) => {
+                let sql = c.get(dialect).ok_or_else(|| format!("no {} counters query", dialect.name())).map_err(&at)?;
+                Self::check_aux(sql, false).map_err(&at)?;
+                Some(Counters::Sql(leak(sql.to_string())))
+            }
+            Some(CountersSpec::Redis { key, field }) => Some(Counters::Redis {
+                key: redis_steps::template(key, true, user_only).map_err(&at)?,
+                field: field.as_deref().map(|f| redis_steps::template(f, false, user_only)).transpose().map_err(&at)?,
+            }),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::custom::spec::PerDialect;
+    use crate::custom::spec::fixtures::{redis_step, spec, sql_step};
+
+    fn err(part: Part, msg: &str) -> CompileError {
+        CompileError::new(part, msg)
+    }
+
+    #[test]
+    fn errors_print_as_the_strings_did() {
+        assert_eq!(err(Part::When, "x").to_string(), "when: x");
+        assert_eq!(err(Part::Each, "x").to_string(), "each: x");
+        for part in [Part::Step, Part::Result, Part::Op, Part::Setup, Part::Counters] {
+            assert_eq!(err(part, "x").to_string(), "x", "{part:?}");
+        }
+    }
+
+    #[test]
+    fn guard_errors_are_when_errors() {
+        let mut guarded = redis_step("b", "GET", &["k"], &[]);
+        guarded.when = Some("nope.value == 1".into());
+        let s = spec(vec![redis_step("a", "GET", &["k"], &[]), guarded], "0");
+        let e = s.check_step(0, 1, Dialect::Sqlite).unwrap_err();
+        assert_eq!(e, err(Part::When, "`nope.value` refers to no step named `nope` in create"));
+        assert_eq!(e.to_string(), "when: `nope.value` refers to no step named `nope` in create");
+    }
+
+    #[test]
+    fn loops_run_over_an_earlier_redis_or_lua_step() {
+        let looping = |over: &str| StepSpec { each: Some(over.into()), ..redis_step("del", "DEL", &["k:{each}"], &[]) };
+        let sel = sql_step("sel", "select 1", &[]);
+        let list = redis_step("list", "SMEMBERS", &["s"], &[]);
+        let s = spec(vec![sel.clone(), list.clone(), looping("list")], "0");
+        s.check_step(0, 2, Dialect::Sqlite).unwrap();
+        let s = spec(vec![sel.clone(), list.clone(), looping("sel")], "0");
+        let e = s.check_step(0, 2, Dialect::Sqlite).unwrap_err();
+        assert_eq!(e, err(Part::Each, "`sel` is an SQL step; `each` loops over a Redis or Lua array reply"));
+        let s = spec(vec![looping("list"), list], "0");
+        let e = s.check_step(0, 0, Dialect::Sqlite).unwrap_err();
+        assert_eq!(e.to_string(), "each: no earlier step named `list`");
+        assert_eq!(e.part, Part::Each);
+    }
+
+    #[test]
+    fn statement_command_and_script_errors_are_step_errors() {
+        let flush = spec(vec![redis_step("f", "FLUSHALL", &["k"], &[])], "0");
+        let e = flush.check_step(0, 0, Dialect::Sqlite).unwrap_err();
+        assert_eq!(e.part, Part::Step);
+        assert!(e.msg.starts_with("Redis command `FLUSHALL` is not allowed"), "{e}");
+        let many = spec(vec![redis_step("d", "DEL", &[], &[])], "0");
+        assert_eq!(many.check_step(0, 0, Dialect::Sqlite), Err(err(Part::Step, "DEL needs 1..=16 keys")));
+        let mut pg_only = sql_step("u", "update t set n = 1", &[]);
+        pg_only.action =
+            Action::Sql(PerDialect { postgres: Some("update t set n = 1".into()), mysql: None, sqlite: None });
+        let pg_only = spec(vec![pg_only], "0");
+        assert_eq!(pg_only.check_step(0, 0, Dialect::Sqlite), Err(err(Part::Step, "no sqlite statement")));
+        pg_only.check_step(0, 0, Dialect::Postgres).unwrap();
+        let lua = StepSpec {
+            action: Action::Lua { origin: "inline".into(), script: String::new(), keys: Vec::new(), args: Vec::new() },
+            ..redis_step("l", "GET", &[], &[])
+        };
+        assert_eq!(
+            spec(vec![lua], "0").check_step(0, 0, Dialect::Sqlite),
+            Err(err(Part::Step, "Lua script (inline) the Lua script is empty"))
+        );
+        let mut seed = spec(Vec::new(), "0");
+        seed.redis_seed.push(sql_step("s", "select 1", &[]));
+        let e = seed.check_step(SEED, 0, Dialect::Sqlite).unwrap_err();
+        assert_eq!(e.part, Part::Step);
+        assert!(e.msg.starts_with("redis_seed steps are Redis commands or Lua scripts"), "{e}");
+    }
+
+    #[test]
+    fn result_errors_are_result_errors() {
+        let s = spec(Vec::new(), "sel.rows");
+        assert_eq!(s.check_result(0), Err(err(Part::Result, "`sel.rows` refers to no step named `sel` in create")));
+        s.check_result(1).unwrap();
+    }
+
+    #[test]
+    fn compile_names_the_op_and_step_of_a_step_error() {
+        let mut guarded = redis_step("b", "GET", &["k"], &[]);
+        guarded.when = Some("a.nope == 1".into());
+        let s = spec(vec![redis_step("a", "GET", &["k"], &[]), guarded], "0");
+        let e = s.compile(Dialect::Sqlite).unwrap_err();
+        assert_eq!(e, err(Part::Step, "create step 2: when: step `a` has no output `nope`; it has value"));
+    }
+
+    #[test]
+    fn last_id_on_postgres_needs_insert_returning() {
+        let insert = sql_step("ins", "insert into notifications (user_id) values (:user)", &[]);
+        let s = spec(vec![insert], "ins.last_id");
+        s.compile(Dialect::Sqlite).unwrap();
+        s.compile(Dialect::Mysql).unwrap();
+        assert_eq!(
+            s.compile(Dialect::Postgres).unwrap_err(),
+            err(Part::Op, "create: `last_id` on PostgreSQL needs the step to be an INSERT ... RETURNING id")
+        );
+        let returning = sql_step("ins", "insert into notifications (user_id) values (:user) returning id", &[]);
+        spec(vec![returning], "ins.last_id").compile(Dialect::Postgres).unwrap();
+    }
+
+    #[test]
+    fn setup_and_counters_errors_say_so() {
+        let mut s = spec(Vec::new(), "0");
+        s.setup.push(PerDialect { postgres: Some("create table x (a int)".into()), mysql: None, sqlite: None });
+        assert_eq!(s.compile(Dialect::Sqlite).unwrap_err(), err(Part::Setup, "no sqlite setup statement"));
+        s.setup = vec![PerDialect::all("drop table notifications")];
+        assert_eq!(s.compile(Dialect::Sqlite).unwrap_err().part, Part::Setup);
+        s.setup.clear();
+        s.counters = Some(CountersSpec::Redis { key: "c:{id}".into(), field: None });
+        assert_eq!(s.compile(Dialect::Sqlite).unwrap_err(), err(Part::Counters, "{id}: only {user}"));
+        s.counters = Some(CountersSpec::Sql(PerDialect { postgres: None, mysql: None, sqlite: None }));
+        assert_eq!(s.compile(Dialect::Sqlite).unwrap_err(), err(Part::Counters, "no sqlite counters query"));
+        s.counters = Some(CountersSpec::Redis { key: "c:{user}".into(), field: Some("f".into()) });
+        s.compile(Dialect::Sqlite).unwrap();
+    }
+}

@@ -1,0 +1,254 @@
+//! Running a compiled file-defined strategy: an op's steps in order with their guards,
+//! `each` loops and transactions, the Redis seed, and the fault points (`redis_timeout`,
+//! `crash_after_commit`, `error_before_commit`) the ops pass through.
+
+use std::sync::atomic::Ordering;
+
+use counterlab_core::{ErrorClass, OpError, OpKind, Outcome};
+use futures_util::StreamExt;
+
+use super::compile::{Exec, Step};
+use super::expr::{Env, eval, eval_ref, expand};
+use super::spec::{MAX_EACH, SEED};
+use super::{CustomStrategy, other, redis_steps};
+use crate::db::Tx;
+use crate::redis::classify_redis;
+
+/// An error after an earlier step took effect (a committed write, a Redis write): the op
+/// is half applied, so its outcome is unknown and it is never retried as a whole.
+fn half_applied(e: OpError) -> OpError {
+    if e.outcome == Outcome::Fail {
+        OpError::new(e.class, Outcome::Unknown, format!("after an earlier step took effect: {}", e.message))
+    } else {
+        e
+    }
+}
+
+/// An op's progress through its steps.
+struct Run {
+    /// Each step's outputs so far (`Step::width` of them).
+    vals: Vec<Vec<i64>>,
+    /// Each Redis or Lua step's array reply, for the `each` loops after it.
+    lists: Vec<Option<Vec<i64>>>,
+    /// The open transaction, and whether it wrote.
+    open: Option<Tx>,
+    open_writes: bool,
+    /// Something this op did is already visible (committed SQL write, Redis write).
+    effects: bool,
+    /// The op being run (None: the Redis seed).
+    kind: Option<OpKind>,
+}
+
+impl CustomStrategy {
+    /// Runs the `redis_seed` steps for users 1..=n_users (16 users at a time).
+    pub async fn seed_redis(&self, n_users: u64, per_user: u64, read_per_user: u64) -> Result<(), OpError> {
+        if self.c.steps[SEED].is_empty() {
+            return Ok(());
+        }
+        let results: Vec<Result<i64, OpError>> = futures_util::stream::iter(1..=n_users as i64)
+            .map(|user| {
+                let env = Env {
+                    user,
+                    seed: [
+                        (per_user - read_per_user) as i64,
+                        per_user as i64,
+                        read_per_user as i64,
+                        (user - 1) * per_user as i64 + 1,
+                    ],
+                    ..Env::default()
+                };
+                async move { self.run_env(SEED, env).await }
+            })
+            .buffer_unordered(16)
+            .collect()
+            .await;
+        results.into_iter().find_map(|r| r.err()).map_or(Ok(()), Err)
+    }
+
+    async fn sql_step(
+        tx: &mut Tx,
+        sql: &'static str,
+        returns: usize,
+        returning_id: bool,
+        args: &[i64],
+    ) -> Result<Vec<i64>, OpError> {
+        if returning_id {
+            let row = tx.row_i64(sql, args, 1).await?;
+            Ok(vec![row.is_some() as i64, row.map_or(0, |r| r[0])])
+        } else if returns == 0 {
+            let (rows, last_id) = tx.exec_full(sql, args).await?;
+            Ok(vec![rows as i64, last_id])
+        } else {
+            let row = tx.row_i64(sql, args, returns).await?;
+            let mut v = vec![row.is_some() as i64, 0];
+            v.extend(row.unwrap_or_else(|| vec![0; returns]));
+            Ok(v)
+        }
+    }
+
+    /// One Redis or Lua call; returns the reply's value and elements.
+    async fn redis_call(
+        &self,
+        exec: &Exec,
+        env: &Env,
+        vals: &[Vec<i64>],
+    ) -> Result<(i64, Option<Vec<i64>>, bool), OpError> {
+        let space = self.redis.as_ref().expect("checked at build");
+        let prefix = space.prefix();
+        let mut conn = space.conn();
+        let (reply, writes): (::redis::Value, bool) = match exec {
+            Exec::Redis { command, keys, args, writes } => {
+                let mut cmd = ::redis::cmd(command);
+                for k in keys {
+                    cmd.arg(expand(k, prefix, env, vals));
+                }
+                for a in args {
+                    cmd.arg(expand(a, "", env, vals));
+                }
+                (cmd.query_async(&mut conn).await.map_err(classify_redis)?, *writes)
+            }
+            Exec::Lua { script, keys, args, .. } => {
+                let mut inv = script.prepare_invoke();
+                for k in keys {
+                    inv.key(expand(k, prefix, env, vals));
+                }
+                for a in args {
+                    inv.arg(expand(a, "", env, vals));
+                }
+                (inv.invoke_async(&mut conn).await.map_err(classify_redis)?, true)
+            }
+            Exec::Sql { .. } => unreachable!("not a Redis step"),
+        };
+        let (value, list) = redis_steps::decode(&reply)
+            .map_err(|e| OpError::new(ErrorClass::Other, if writes { Outcome::Unknown } else { Outcome::Fail }, e))?;
+        Ok((value, list, writes))
+    }
+
+    /// Runs op `op`'s steps and returns its result.
+    pub(super) async fn run(&self, op: usize, user: i64, id: i64) -> Result<i64, OpError> {
+        self.run_env(op, Env { user, id, ..Env::default() }).await
+    }
+
+    async fn run_env(&self, op: usize, env: Env) -> Result<i64, OpError> {
+        let steps = &self.c.steps[op];
+        let mut st = Run {
+            vals: steps.iter().map(|s| vec![0; s.width]).collect(),
+            lists: vec![None; steps.len()],
+            open: None,
+            open_writes: false,
+            effects: false,
+            kind: [OpKind::Create, OpKind::MarkRead, OpKind::Delete, OpKind::MarkAllRead, OpKind::ReadCount]
+                .get(op)
+                .copied(),
+        };
+        let r = self.steps(steps, env, &mut st).await;
+        match r {
+            Ok(()) => Ok(if op == SEED { 0 } else { eval(&self.c.results[op], &env, &st.vals) }),
+            Err(e) if st.effects => Err(half_applied(e)),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn steps(&self, steps: &[Step], env: Env, st: &mut Run) -> Result<(), OpError> {
+        for (i, s) in steps.iter().enumerate() {
+            if s.when.as_ref().is_some_and(|w| eval(w, &env, &st.vals) == 0) {
+                continue;
+            }
+            let elements: Vec<Option<i64>> = match s.each {
+                None => vec![None],
+                Some(src) => {
+                    let list = st.lists[src].clone().unwrap_or_default();
+                    if list.len() > MAX_EACH {
+                        return Err(other(format!("`each` over {} elements (at most {MAX_EACH})", list.len())));
+                    }
+                    list.into_iter().map(Some).collect()
+                }
+            };
+            let mut out = vec![0i64; s.width];
+            for e in elements {
+                let env = Env { each: e.unwrap_or(0), ..env };
+                match &s.exec {
+                    Exec::Sql { sql, args, returns, returning_id, writes } => {
+                        let args: Vec<i64> = args.iter().map(|a| eval_ref(*a, &env, &st.vals)).collect();
+                        let tx = match &mut st.open {
+                            Some(tx) => tx,
+                            None => st.open.insert(self.db.begin(self.begin).await?),
+                        };
+                        let v = Self::sql_step(tx, sql, *returns, *returning_id, &args).await?;
+                        st.open_writes |= *writes;
+                        if !self.transaction {
+                            // After the last step a crash would only lose the reply.
+                            self.commit_open(st, &s.name, i + 1 < steps.len()).await?;
+                        }
+                        out[0] = out[0].saturating_add(v[0]);
+                        out[1..].copy_from_slice(&v[1..]);
+                    }
+                    exec => {
+                        let (value, list, writes) = self.redis_call(exec, &env, &st.vals).await?;
+                        st.effects |= writes;
+                        if writes
+                            && self
+                                .replies_to_lose
+                                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                                .is_ok()
+                        {
+                            self.lost_replies.fetch_add(1, Ordering::Relaxed);
+                            return Err(OpError::new(
+                                ErrorClass::Timeout,
+                                Outcome::Unknown,
+                                "redis: reply lost after the command ran (injected)",
+                            ));
+                        }
+                        out[0] = out[0].saturating_add(value);
+                        for (slot, v) in out[1..].iter_mut().zip(list.iter().flatten().chain(std::iter::repeat(&0))) {
+                            *slot = *v;
+                        }
+                        st.lists[i] = list;
+                    }
+                }
+            }
+            st.vals[i] = out;
+            if s.commit {
+                self.commit_open(st, &s.name, true).await?;
+            }
+        }
+        self.commit_open(st, "the last step", true).await
+    }
+
+    /// Commits the op's open transaction, if any, through the two commit fault points.
+    async fn commit_open(&self, st: &mut Run, step: &str, may_crash: bool) -> Result<(), OpError> {
+        let Some(tx) = st.open.take() else { return Ok(()) };
+        if let Err(e) = self.committing(st) {
+            drop(tx); // rolled back
+            return Err(e);
+        }
+        tx.commit().await?;
+        self.committed(st, step, may_crash)
+    }
+
+    /// Before a commit of writes: an armed `error_before_commit` fails the op here (the
+    /// open transaction is dropped, so it rolls back).
+    fn committing(&self, st: &Run) -> Result<(), OpError> {
+        if st.open_writes && st.kind.is_some_and(|k| self.errors.fire(k)) {
+            return Err(other("error before the commit (injected)".into()));
+        }
+        Ok(())
+    }
+
+    /// After a commit: its writes are visible; an armed `crash_after_commit` stops the
+    /// op here when they were writes and `may_crash`.
+    fn committed(&self, st: &mut Run, step: &str, may_crash: bool) -> Result<(), OpError> {
+        if !std::mem::take(&mut st.open_writes) {
+            return Ok(());
+        }
+        st.effects = true;
+        if may_crash && st.kind.is_some_and(|k| self.crashes.fire(k)) {
+            return Err(OpError::new(
+                ErrorClass::Connection,
+                Outcome::Unknown,
+                format!("crashed after the commit of {step} (injected)"),
+            ));
+        }
+        Ok(())
+    }
+}

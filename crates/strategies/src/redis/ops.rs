@@ -1,0 +1,356 @@
+//! The Redis strategies' side of the `Strategy` trait: the five ops of each design, the
+//! background loops' start and settle, the counters the check reads, and fault injection.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use counterlab_core::{ErrorClass, Fault, NotificationId, OpError, Outcome, Strategy, StrategyInfo, UserId};
+use redis::AsyncCommands;
+
+use super::classify_redis;
+use super::designs::{RedisDesign, RedisStrategy, parse_delta};
+use crate::db::Begin;
+
+/// An error after a script already changed Redis: the op is half applied, so its
+/// outcome is unknown (never a retryable fail: a retry would see Redis already changed
+/// and report no transition, leaving the counter off for good).
+fn half_applied(e: OpError) -> OpError {
+    OpError::new(e.class, Outcome::Unknown, format!("after the script changed Redis: {}", e.message))
+}
+
+fn other(msg: String) -> OpError {
+    OpError::new(ErrorClass::Other, Outcome::Fail, msg)
+}
+
+#[async_trait]
+impl Strategy for RedisStrategy {
+    fn info(&self) -> StrategyInfo {
+        self.shared.info
+    }
+
+    async fn create(&self, user: UserId) -> Result<NotificationId, OpError> {
+        let sh = &self.shared;
+        let g = self.guarded();
+        sh.guard_begin(user, g).await?;
+        let id = sh
+            .sql_step(user, g, async {
+                let mut tx = sh.db.begin(Begin::Plain).await?;
+                let id = tx.insert_id(sh.sql.insert, &[user]).await?;
+                tx.commit().await?;
+                Ok(id)
+            })
+            .await?;
+        if sh.design == RedisDesign::LuaScript {
+            let flag = if g { "1" } else { "0" };
+            sh.user_script::<i64>(&sh.scripts.lua_create, user, &[id.to_string(), flag.into()]).await?;
+        } else {
+            sh.apply_delta(user, 1, g).await?;
+        }
+        Ok(id)
+    }
+
+    async fn mark_read(&self, user: UserId, id: NotificationId) -> Result<bool, OpError> {
+        let sh = &self.shared;
+        let g = self.guarded();
+        sh.guard_begin(user, g).await?;
+        if sh.design == RedisDesign::LuaScript {
+            // Redis decides; the SQL row follows; the guard ends only after the SQL write
+            // so the reconciler never reads a truth this op is about to change.
+            let r = async {
+                let changed: i64 =
+                    sh.user_script(&sh.scripts.lua_mark_read, user, &[id.to_string(), "0".into()]).await?;
+                if changed == 1 {
+                    let mut tx = sh.db.begin(Begin::Plain).await.map_err(half_applied)?;
+                    tx.exec(sh.sql.set_read, &[id, user]).await.map_err(half_applied)?;
+                    tx.commit().await.map_err(half_applied)?;
+                }
+                Ok(changed == 1)
+            }
+            .await;
+            sh.guard_end(user, g).await;
+            return r;
+        }
+        let changed = sh
+            .sql_step(user, g, async {
+                let mut tx = sh.db.begin(Begin::Plain).await?;
+                let n = tx.exec(sh.sql.set_read_if_unread, &[id, user]).await?;
+                tx.commit().await?;
+                Ok(n == 1)
+            })
+            .await?;
+        sh.apply_delta(user, if changed { -1 } else { 0 }, g).await?;
+        Ok(changed)
+    }
+
+    async fn delete(&self, user: UserId, id: NotificationId) -> Result<bool, OpError> {
+        let sh = &self.shared;
+        let g = self.guarded();
+        sh.guard_begin(user, g).await?;
+        if sh.design == RedisDesign::LuaScript {
+            let r = async {
+                let was: i64 = sh.user_script(&sh.scripts.lua_delete, user, &[id.to_string(), "0".into()]).await?;
+                if was >= 0 {
+                    let mut tx = sh.db.begin(Begin::Plain).await.map_err(half_applied)?;
+                    tx.exec(sh.sql.delete_any, &[id, user]).await.map_err(half_applied)?;
+                    tx.commit().await.map_err(half_applied)?;
+                }
+                Ok(was >= 0)
+            }
+            .await;
+            sh.guard_end(user, g).await;
+            return r;
+        }
+        let (deleted, was_unread) = sh
+            .sql_step(user, g, async {
+                let mut tx = sh.db.begin(Begin::Plain).await?;
+                let r = if tx.exec(sh.sql.delete_unread, &[id, user]).await? == 1 {
+                    (true, true)
+                } else {
+                    (tx.exec(sh.sql.delete_any, &[id, user]).await? == 1, false)
+                };
+                tx.commit().await?;
+                Ok(r)
+            })
+            .await?;
+        sh.apply_delta(user, if was_unread { -1 } else { 0 }, g).await?;
+        Ok(deleted)
+    }
+
+    async fn mark_all_read(&self, user: UserId) -> Result<u64, OpError> {
+        let sh = &self.shared;
+        let g = self.guarded();
+        sh.guard_begin(user, g).await?;
+        if sh.design == RedisDesign::LuaScript {
+            let r = async {
+                let ids: Vec<i64> = sh.user_script(&sh.scripts.lua_mark_all_read, user, &["0".into()]).await?;
+                if !ids.is_empty() {
+                    let mut tx = sh.db.begin(Begin::Plain).await.map_err(half_applied)?;
+                    for id in &ids {
+                        tx.exec(sh.sql.set_read, &[*id, user]).await.map_err(half_applied)?;
+                    }
+                    tx.commit().await.map_err(half_applied)?;
+                }
+                Ok(ids.len() as u64)
+            }
+            .await;
+            sh.guard_end(user, g).await;
+            return r;
+        }
+        let n = sh
+            .sql_step(user, g, async {
+                let mut tx = sh.db.begin(Begin::Plain).await?;
+                let n = tx.exec(sh.sql.mark_all_rows, &[user]).await?;
+                tx.commit().await?;
+                Ok(n)
+            })
+            .await?;
+        sh.apply_delta(user, -(n as i64), g).await?;
+        Ok(n)
+    }
+
+    async fn read_count(&self, user: UserId) -> Result<i64, OpError> {
+        let sh = &self.shared;
+        match sh.design {
+            RedisDesign::LuaScript | RedisDesign::RedisCounter => {
+                Ok(sh.get_i64(sh.k(user, "unread")).await?.unwrap_or(0))
+            }
+            RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable | RedisDesign::ZsetBufferReplay => {
+                let base = sh.db.opt_i64(sh.sql.counter_read, &[user]).await?.unwrap_or(0);
+                let mut c = sh.space.conn();
+                let pending: Option<f64> = c.zscore(sh.space.buf_key("pending"), user).await.map_err(classify_redis)?;
+                let claimed: Option<String> =
+                    c.hget(sh.space.buf_key("processing"), user).await.map_err(classify_redis)?;
+                let claimed = claimed.as_deref().and_then(|e| e.split_once(':')).map_or(0, |(_, d)| parse_delta(d));
+                Ok(base + pending.map_or(0, |p| p.round() as i64) + claimed)
+            }
+        }
+    }
+
+    async fn start(&self) {
+        let sh = self.shared.clone();
+        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        if sh.design.buffered() {
+            let s = sh.clone();
+            tasks.push(tokio::spawn(async move {
+                while !s.stop.load(Ordering::Relaxed) {
+                    tokio::select! {
+                        _ = tokio::time::sleep(s.cfg.flush_interval) => {}
+                        _ = s.stop_notify.notified() => break,
+                    }
+                    // An error ends this pass only; the next tick tries again.
+                    let _ = s.flush_pass(true).await;
+                }
+            }));
+        }
+        if let (Some(every), true) = (sh.cfg.reconcile_interval, self.guarded()) {
+            let s = sh.clone();
+            tasks.push(tokio::spawn(async move {
+                while !s.stop.load(Ordering::Relaxed) {
+                    tokio::select! {
+                        _ = tokio::time::sleep(every) => {}
+                        _ = s.stop_notify.notified() => break,
+                    }
+                    let _ = s.reconcile_pass(false).await;
+                }
+            }));
+        }
+    }
+
+    async fn settle(&self, bound: Duration) -> Result<(), OpError> {
+        let sh = &self.shared;
+        let deadline = Instant::now() + bound;
+        sh.stop.store(true, Ordering::Relaxed);
+        sh.stop_notify.notify_waiters();
+        let tasks: Vec<_> = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        for mut t in tasks {
+            // Each loop ends after its current pass; past the bound it is cut off.
+            if tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), &mut t).await.is_err() {
+                t.abort();
+                return Err(other(format!("background tasks still running after {} ms", bound.as_millis())));
+            }
+        }
+        if sh.design.buffered() {
+            loop {
+                sh.flush_pass(false).await?;
+                if sh.buffers_empty().await? {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    return Err(other(format!("buffers not drained within {} ms", bound.as_millis())));
+                }
+            }
+        }
+        if self.guarded() {
+            // Quiescent now: one pass repairs whatever stood down during the load (guards
+            // knocked off by a data loss included), a second confirms and times the heal.
+            sh.reconcile_pass(true).await?;
+            sh.reconcile_pass(true).await?;
+        }
+        Ok(())
+    }
+
+    async fn counters(&self, n_users: u64) -> Result<Option<Vec<Option<i64>>>, OpError> {
+        let sh = &self.shared;
+        match sh.design {
+            RedisDesign::LuaScript | RedisDesign::RedisCounter => {
+                let mut c = sh.space.conn();
+                let mut out = Vec::with_capacity(n_users as usize);
+                for chunk in (1..=n_users as i64).collect::<Vec<_>>().chunks(1000) {
+                    let mut pipe = redis::pipe();
+                    for u in chunk {
+                        pipe.get(sh.k(*u, "unread"));
+                    }
+                    let vals: Vec<Option<String>> = pipe.query_async(&mut c).await.map_err(classify_redis)?;
+                    out.extend(vals.into_iter().map(|v| v.map(|s| parse_delta(&s))));
+                }
+                Ok(Some(out))
+            }
+            RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable | RedisDesign::ZsetBufferReplay => {
+                // Conservation: SQL counter + pending + claimed-but-unapplied, per user.
+                let mut out: Vec<Option<i64>> = vec![None; n_users as usize];
+                for (u, v) in sh.db.rows::<(i64, i64)>(sh.sql.counters_all, &[]).await? {
+                    if u >= 1 && u as u64 <= n_users {
+                        out[(u - 1) as usize] = Some(v);
+                    }
+                }
+                let mut c = sh.space.conn();
+                let pending: Vec<(i64, f64)> =
+                    c.zrange_withscores(sh.space.buf_key("pending"), 0, -1).await.map_err(classify_redis)?;
+                let claimed: HashMap<i64, String> =
+                    c.hgetall(sh.space.buf_key("processing")).await.map_err(classify_redis)?;
+                let extra = pending.into_iter().map(|(u, d)| (u, d.round() as i64)).chain(
+                    claimed.into_iter().filter_map(|(u, e)| e.split_once(':').map(|(_, d)| (u, parse_delta(d)))),
+                );
+                for (u, d) in extra {
+                    if u >= 1 && u as u64 <= n_users {
+                        let slot = &mut out[(u - 1) as usize];
+                        *slot = Some(slot.unwrap_or(0) + d);
+                    }
+                }
+                Ok(Some(out))
+            }
+        }
+    }
+
+    async fn inject(&self, fault: Fault) -> Result<String, OpError> {
+        let sh = &self.shared;
+        match fault {
+            Fault::RedisDataLoss => {
+                let n = sh.space.delete_all().await?;
+                *sh.data_loss_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+                Ok(format!("deleted {n} keys under {}", sh.space.prefix()))
+            }
+            Fault::RedisDisconnect => {
+                let n = sh.space.kill_connections().await?;
+                Ok(format!("killed {n} of the run's Redis connections (CLIENT KILL ID); they reconnect"))
+            }
+            Fault::RedisTimeout if sh.design != RedisDesign::LuaScript => {
+                sh.replies_to_lose.fetch_add(1, Ordering::Relaxed);
+                Ok("the next Redis write runs but its reply is lost: outcome unknown".into())
+            }
+            Fault::FlusherCrash if sh.design.buffered() => {
+                sh.crashes_armed.fetch_add(1, Ordering::Relaxed);
+                Ok(if sh.design == RedisDesign::ZsetBufferReplay {
+                    "the flusher will die after its next SQL commit, before clearing the claim, and restart".into()
+                } else {
+                    "the flusher will die after its next claim, before the SQL commit, and restart".into()
+                })
+            }
+            _ => Err(other(format!("{} has no {} fault point", sh.info.name, fault.name()))),
+        }
+    }
+
+    /// Buffered designs: users with a pending delta plus claims not yet applied.
+    async fn pending(&self) -> Option<i64> {
+        let sh = &self.shared;
+        if !sh.design.buffered() {
+            return None;
+        }
+        let mut c = sh.space.conn();
+        let pending: u64 = c.zcard(sh.space.buf_key("pending")).await.ok()?;
+        let processing: u64 = c.hlen(sh.space.buf_key("processing")).await.ok()?;
+        Some((pending + processing) as i64)
+    }
+
+    fn figures(&self) -> Vec<(&'static str, f64)> {
+        let f = &self.shared.figures;
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
+        let mut v = Vec::new();
+        if self.shared.design.buffered() {
+            v.extend([
+                ("flushes", g(&f.flushes)),
+                ("deltas_flushed_abs", g(&f.deltas_flushed_abs)),
+                ("flusher_crashes", g(&f.flusher_crashes)),
+                ("lost_replies", g(&f.lost_replies)),
+                ("lost_flush_claims", g(&f.lost_claims)),
+                ("lost_flush_delta_abs", g(&f.lost_delta_abs)),
+                ("double_flush_claims", g(&f.double_claims)),
+                ("recovered_claims", g(&f.recovered_claims)),
+                ("replayed_claims_skipped", g(&f.replayed_claims_skipped)),
+            ]);
+        }
+        if self.shared.design == RedisDesign::RedisCounter {
+            v.push(("lost_replies", g(&f.lost_replies)));
+        }
+        if self.guarded() {
+            v.extend([
+                ("reconcile_passes", g(&f.reconcile_passes)),
+                ("repairs", g(&f.repairs)),
+                ("repair_standdowns", g(&f.repair_standdowns)),
+                ("heal_ms", f.heal_ms.load(Ordering::Relaxed) as f64),
+            ]);
+        }
+        v
+    }
+
+    async fn teardown(&self) -> Result<(), OpError> {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        for t in std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner())) {
+            t.abort();
+        }
+        self.shared.space.delete_all().await?;
+        self.shared.space.release().await
+    }
+}
