@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::Path;
 
-use counterlab_strategies::{Action, CUSTOM_OPS, CountersSpec, CustomSpec, Dialect, PerDialect, StepSpec};
+use counterlab_strategies::{
+    Action, CUSTOM_OPS, CompileError, CompilePart, CountersSpec, CustomSpec, Dialect, PerDialect, StepSpec,
+};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -147,7 +149,7 @@ fn raw_steps(op: &str, list: &Spanned<Vec<Spanned<RawStep>>>, src: &Src<'_>) -> 
             when: st.when.as_ref().map(|w| w.get_ref().clone()),
             each: st.each.as_ref().map(|w| w.get_ref().clone()),
             commit: st.commit.unwrap_or(false),
-            at: src.location(step_span(raw, "")),
+            at: src.location(step_span(raw, None)),
         });
     }
     Ok(v)
@@ -235,20 +237,19 @@ fn returns(st: &RawStep, src: &Src<'_>) -> Result<Vec<String>, ScenarioError> {
 }
 
 /// Where a step's compile error points: its guard, its loop, or the step itself.
-fn step_span(st: &Spanned<RawStep>, e: &str) -> std::ops::Range<usize> {
+fn step_span(st: &Spanned<RawStep>, e: Option<&CompileError>) -> Range<usize> {
     let r = st.get_ref();
-    match (e.starts_with("when: "), e.starts_with("each: ")) {
-        (true, _) if r.when.is_some() => r.when.as_ref().expect("checked").span(),
-        (_, true) if r.each.is_some() => r.each.as_ref().expect("checked").span(),
-        _ => r
-            .sql
-            .as_ref()
-            .map(|s| s.span())
-            .or_else(|| r.redis.as_ref().map(|s| s.span()))
-            .or_else(|| r.lua.as_ref().map(|s| s.span()))
-            .or_else(|| r.lua_file.as_ref().map(|s| s.span()))
-            .unwrap_or_else(|| st.span()),
-    }
+    let guard = match e.map(|e| e.part) {
+        Some(CompilePart::When) => r.when.as_ref().map(|w| w.span()),
+        Some(CompilePart::Each) => r.each.as_ref().map(|w| w.span()),
+        _ => None,
+    };
+    guard
+        .or_else(|| r.sql.as_ref().map(|s| s.span()))
+        .or_else(|| r.redis.as_ref().map(|s| s.span()))
+        .or_else(|| r.lua.as_ref().map(|s| s.span()))
+        .or_else(|| r.lua_file.as_ref().map(|s| s.span()))
+        .unwrap_or_else(|| st.span())
 }
 
 /// Checks one `[strategy.<name>]` table and returns its spec.
@@ -363,7 +364,7 @@ fn check_steps(spec: &CustomSpec, r: &RawStrategy, dialects: &[Dialect], src: &S
                 if let Err(e) = spec.check_step(op, i, *d) {
                     let step = if op < CUSTOM_OPS.len() { &spec.steps[op][i] } else { &spec.redis_seed[i] };
                     let on = if step_is_sql(step) { format!(" ({})", dialect_name(*d)) } else { String::new() };
-                    return Err(src.at(step_span(st, &e.to_string()), format!("{op_name} step {}{on}: {e}", step.name)));
+                    return Err(src.at(step_span(st, Some(&e)), format!("{op_name} step {}{on}: {e}", step.name)));
                 }
             }
         }

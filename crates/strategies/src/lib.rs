@@ -19,7 +19,10 @@ use counterlab_core::{Guarantee, Strategy, StrategyInfo};
 
 pub use backend::{DEFAULT_MYSQL_URL, DEFAULT_POSTGRES_URL, Namespace, PoolSpec, Server};
 pub use counterlab_core::SeedSpec;
-pub use custom::{Action, CUSTOM_OPS, CountersSpec, CustomSpec, CustomStrategy, MAX_EACH, PerDialect, StepSpec};
+pub use custom::{
+    Action, CUSTOM_OPS, CompileError, CountersSpec, CustomSpec, CustomStrategy, MAX_EACH, Part as CompilePart,
+    PerDialect, StepSpec,
+};
 pub use db::{Begin, Db, Dialect, Isolation, classify};
 pub use error::{BackendError, redact_url};
 pub use leftover::{Leftover, Marker, REDIS_MARKER_TTL_S};

@@ -34,9 +34,6 @@ use expr::{Env, expand};
 use spec::{SEED, leak, op_name};
 
 pub use compile::Compiled;
-// The crate root does not re-export these yet; until it does, nothing in the crate names
-// them and the compiler would call the re-export unused.
-#[allow(unused_imports)]
 pub use compile::{CompileError, Part};
 pub use spec::{Action, CUSTOM_OPS, CountersSpec, CustomSpec, MAX_EACH, PerDialect, StepSpec};
 
