@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use counterlab_sim::Rng;
-use counterlab_strategies::{Db, RedisConfig, RedisServer, build_redis};
+use counterlab_strategies::{Db, RedisConfig, RedisDesign, RedisServer, RedisStrategy, find};
 
 fn arg(i: usize, default: u64) -> u64 {
     std::env::args().filter(|a| !a.starts_with("--")).nth(i).and_then(|a| a.parse().ok()).unwrap_or(default)
@@ -41,7 +41,8 @@ fn main() {
             flush_batch: 1,
             reconcile_interval: None,
         };
-        let s = build_redis("zset-buffer", db, space.clone(), cfg).expect("zset-buffer");
+        let info = find("zset-buffer").expect("a built-in").info;
+        let s = Arc::new(RedisStrategy::new(info, RedisDesign::ZsetBuffer, db, space.clone(), cfg));
         let done = Arc::new(AtomicU64::new(0));
         let start = Instant::now();
         let deadline = start + Duration::from_secs(seconds);

@@ -14,11 +14,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use counterlab::clock;
 use counterlab::run::{RunOptions, run_plan};
 use counterlab::scenario::{self, Overrides};
-use counterlab::{CATALOG, clock};
 use counterlab_report::{render_html, render_json, render_markdown, render_terminal};
 use counterlab_strategies::BackendError;
+use counterlab_strategies::Registry;
 
 #[derive(Parser)]
 #[command(
@@ -158,6 +159,7 @@ impl ServerArgs {
             cancel: Arc::new(AtomicBool::new(false)),
             progress: None,
             trust_strategy_files: self.trust_strategy_files,
+            registry: Registry::builtin(),
         };
         (opts, sources.join("; "))
     }
@@ -169,7 +171,7 @@ async fn zoo_cmd(args: ZooArgs) -> ExitCode {
     let (opts, sources) = args.servers.options(false, None);
     eprintln!("{sources}");
     watch_ctrl_c(opts.cancel.clone(), "the zoo's namespaces");
-    let known: Vec<&str> = CATALOG.iter().map(|s| s.name).collect();
+    let known = opts.registry.names();
     let rows = match counterlab::zoo::run_zoo(&plan, &opts, &known, &mut |l| eprintln!("{l}")).await {
         Ok(rows) => rows,
         Err(e) => {
@@ -345,9 +347,9 @@ enum Failure {
 }
 
 fn list() {
-    for s in CATALOG {
-        let needs = if counterlab_strategies::needs_redis(s.name) { "SQL + Redis" } else { "SQL" };
-        println!("{:<29} guarantee: {:<8} needs: {:<11} {}", s.name, s.guarantee.name(), needs, s.summary);
+    for row in counterlab_strategies::BUILTINS {
+        let s = row.info;
+        println!("{:<29} guarantee: {:<8} needs: {:<11} {}", s.name, s.guarantee.name(), row.family(), s.summary);
     }
 }
 
@@ -362,22 +364,9 @@ enum Ending {
 
 async fn run(args: RunArgs) -> Result<Ending, Failure> {
     let strict = args.strict;
-    let overrides = Overrides {
-        strategies: args.strategies.clone(),
-        backends: args.backends.clone(),
-        isolation: args.isolation.clone(),
-        seed: args.seed,
-        workers: args.workers,
-        duration_s: args.duration_s,
-        ops: args.ops,
-        rate: args.rate,
-    };
-    let known: Vec<&str> = CATALOG.iter().map(|s| s.name).collect();
     let (now_s, nanos) = clock::now_unix();
-    let default_seed = now_s ^ (u64::from(nanos) << 20);
-    let plan =
-        scenario::load(&args.scenario, &overrides, &known, default_seed).map_err(|e| Failure::Input(e.into()))?;
-    let out = args.out.unwrap_or_else(|| {
+    let plan = load_plan(&args, now_s ^ (u64::from(nanos) << 20))?;
+    let out = args.out.clone().unwrap_or_else(|| {
         PathBuf::from("reports/runs").join(format!("{}-{}", clock::compact(now_s), dir_name(&plan.scenario)))
     });
     // The output folder is checked before any load: a report that cannot be written is
@@ -394,12 +383,11 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
             Some(dir)
         }
     };
-    let (opts, sources) = args.servers.options(args.keep, history_dir);
+    let (mut opts, sources) = args.servers.options(args.keep, history_dir);
     watch_ctrl_c(opts.cancel.clone(), "this run's namespaces (schemas cl_*)");
     let quiet = args.quiet;
     // A live line on a terminal only: CI logs and pipes get the plain log.
     let live = !quiet && std::io::stderr().is_terminal();
-    let mut opts = opts;
     if live {
         opts.progress = Some(Arc::new(|line: &str| {
             let mut err = std::io::stderr().lock();
@@ -418,35 +406,64 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         }
     };
     log(&sources);
-    let report = run_plan(&plan, &opts, &mut log).await.map_err(|e| match e {
-        BackendError::Connect { .. } => {
-            let hint = "start the servers with `docker compose up -d` from the repository, or point counterlab at yours with --postgres URL / COUNTERLAB_POSTGRES_URL, --mysql URL / COUNTERLAB_MYSQL_URL; `--backend sqlite` needs no server";
-            Failure::Input(anyhow::anyhow!("{e}\nhint: {hint}"))
-        }
-        other => Failure::Input(other.into()),
-    })?;
-    let written = (|| -> anyhow::Result<()> {
-        std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-        std::fs::write(out.join("report.json"), render_json(&report)).context("cannot write report.json")?;
-        std::fs::write(out.join("report.md"), render_markdown(&report)).context("cannot write report.md")?;
-        std::fs::write(out.join("report.html"), render_html(&report)).context("cannot write report.html")?;
-        for (name, log) in &report.side_files {
-            let path = out.join(name);
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-            }
-            std::fs::write(&path, log).with_context(|| format!("cannot write {}", path.display()))?;
-        }
-        Ok(())
-    })();
+    let report = run_plan(&plan, &opts, &mut log).await.map_err(backend_failure)?;
+    let written = write_report(&out, &report);
     print!("{}", render_terminal(&report));
     match written {
         Ok(()) => println!("\nreport: {}", out.join("report.json").display()),
         Err(e) => return Err(Failure::Input(e)),
     }
+    Ok(ending(&report, strict))
+}
+
+/// The scenario with the flags' overrides, resolved against the built-in strategies.
+fn load_plan(args: &RunArgs, default_seed: u64) -> Result<scenario::RunPlan, Failure> {
+    let overrides = Overrides {
+        strategies: args.strategies.clone(),
+        backends: args.backends.clone(),
+        isolation: args.isolation.clone(),
+        seed: args.seed,
+        workers: args.workers,
+        duration_s: args.duration_s,
+        ops: args.ops,
+        rate: args.rate,
+    };
+    let known = Registry::builtin().names();
+    scenario::load(&args.scenario, &overrides, &known, default_seed).map_err(|e| Failure::Input(e.into()))
+}
+
+fn backend_failure(e: BackendError) -> Failure {
+    match e {
+        BackendError::Connect { .. } => {
+            let hint = "start the servers with `docker compose up -d` from the repository, or point counterlab at yours with --postgres URL / COUNTERLAB_POSTGRES_URL, --mysql URL / COUNTERLAB_MYSQL_URL; `--backend sqlite` needs no server";
+            Failure::Input(anyhow::anyhow!("{e}\nhint: {hint}"))
+        }
+        other => Failure::Input(other.into()),
+    }
+}
+
+/// report.json, report.md, report.html and the side files (HDR logs) into `out`.
+fn write_report(out: &std::path::Path, report: &counterlab_report::Report) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    std::fs::write(out.join("report.json"), render_json(report)).context("cannot write report.json")?;
+    std::fs::write(out.join("report.md"), render_markdown(report)).context("cannot write report.md")?;
+    std::fs::write(out.join("report.html"), render_html(report)).context("cannot write report.html")?;
+    for (name, log) in &report.side_files {
+        let path = out.join(name);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        std::fs::write(&path, log).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// How the run ended, from the verdicts (the same ones every output shows), with the
+/// lines that explain a non-zero exit.
+fn ending(report: &counterlab_report::Report, strict: bool) -> Ending {
     if report.interrupted {
         println!("interrupted: the report covers the strategies that ran");
-        return Ok(Ending::Interrupted);
+        return Ending::Interrupted;
     }
     if report.thresholds_breached > 0 {
         println!("{} threshold(s) breached:", report.thresholds_breached);
@@ -470,11 +487,11 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         println!("{incomplete} strategy run(s) INCOMPLETE: their check could not complete (exit 3 unless one FAILed)");
     }
     let held = report.all_guarantees_held && report.thresholds_breached == 0 && !(strict && no_evidence > 0);
-    Ok(match (held, failed || report.thresholds_breached > 0, incomplete > 0) {
+    match (held, failed || report.thresholds_breached > 0, incomplete > 0) {
         (true, _, _) => Ending::Held,
         (false, false, true) => Ending::Incomplete,
         _ => Ending::Broken,
-    })
+    }
 }
 
 /// The signal that interrupted the run (2 SIGINT, 15 SIGTERM, 1 SIGHUP); 0: none.

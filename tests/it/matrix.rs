@@ -67,7 +67,7 @@ async fn auto_falls_back_to_sqlite_when_no_postgres_answers() {
     assert_eq!(backends, vec!["sqlite", "redis"], "no PostgreSQL was used");
     assert!(lines.iter().any(|l| l.contains("running on embedded SQLite")), "{lines:?}");
     assert!(report.strategies.iter().all(|s| s.backend.starts_with("sqlite") && s.isolation == "serializable"));
-    assert_eq!(report.strategies.len(), counterlab::CATALOG.len(), "SQL and Redis strategies ran on SQLite");
+    assert_eq!(report.strategies.len(), counterlab::BUILTINS.len(), "SQL and Redis strategies ran on SQLite");
     assert!(report.all_guarantees_held);
     // The temporary directory it chose is gone after the run.
     assert!(!Path::new(&report.servers[0].url).exists());

@@ -95,7 +95,9 @@ async fn fixture(server: &Server, redis: Option<&RedisServer>, name: &str) -> Fi
                 reconcile_interval: None,
             };
             let s = build_redis(name, ns.db().clone(), space, cfg).unwrap();
-            s.seed(USERS, PER_USER, 0).await.unwrap();
+            s.seed(SeedSpec { n_users: USERS, notifications_per_user: PER_USER, initial_read_per_user: 0 })
+                .await
+                .unwrap();
             s
         }
     };
@@ -248,8 +250,9 @@ async fn the_sql_designs_hold_on_mariadb_too() {
 async fn every_strategy_with_a_guarantee_holds_under_generated_concurrent_cases() {
     let _heavy = util::heavy().await;
     let (pg, redis) = servers().await;
-    let names: Vec<&str> = counterlab::CATALOG
+    let names: Vec<&str> = counterlab::BUILTINS
         .iter()
+        .map(|r| r.info)
         .filter(|s| s.guarantee != Guarantee::None && !s.summary.starts_with("mutant"))
         .map(|s| s.name)
         .collect();

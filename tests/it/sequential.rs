@@ -68,8 +68,8 @@ async fn sequential_ops(backend: &str, name: &str) {
 }
 
 async fn every_strategy(backend: &str) {
-    for s in counterlab::CATALOG.iter().filter(|s| !counterlab_strategies::needs_redis(s.name)) {
-        sequential_ops(backend, s.name).await;
+    for s in counterlab::BUILTINS.iter().filter(|s| !s.needs_redis()) {
+        sequential_ops(backend, s.info.name).await;
     }
 }
 

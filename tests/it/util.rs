@@ -36,7 +36,7 @@ pub async fn mysql_admin() -> MySqlPool {
 }
 
 pub fn known() -> Vec<&'static str> {
-    counterlab::CATALOG.iter().map(|s| s.name).collect()
+    counterlab::Registry::builtin().names()
 }
 
 pub fn plan(toml: &str) -> RunPlan {
@@ -83,6 +83,7 @@ pub fn options(keep: bool, sqlite: Option<PathBuf>) -> RunOptions {
         cancel: Default::default(),
         progress: None,
         trust_strategy_files: false,
+        registry: counterlab::Registry::builtin(),
     }
 }
 

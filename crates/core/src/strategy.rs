@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use std::time::Duration;
 
 use crate::model::{ErrorClass, Guarantee, NotificationId, OpError, OpKind, Outcome, UserId};
+use crate::seed::SeedSpec;
 
 /// Faults a scenario can schedule. Each strategy says which it can suffer; all of them
 /// touch only the run's own keys and connections.
@@ -150,6 +151,13 @@ pub trait Strategy: Send + Sync {
 
     /// The number the application would show on the badge.
     async fn read_count(&self, user: UserId) -> Result<i64, OpError>;
+
+    /// Seeds what the strategy keeps beside the SQL rows (Redis counters, state), from
+    /// the same layout the namespace was seeded with; nothing by default.
+    async fn seed(&self, spec: SeedSpec) -> Result<(), OpError> {
+        let _ = spec;
+        Ok(())
+    }
 
     /// Starts the strategy's background tasks (flusher, reconciler) before the load.
     async fn start(&self) {}

@@ -65,6 +65,9 @@ impl Strategy for Pausable {
         self.gate().await;
         self.inner.read_count(user).await
     }
+    async fn seed(&self, spec: counterlab_core::SeedSpec) -> Result<(), OpError> {
+        self.inner.seed(spec).await
+    }
     async fn start(&self) {
         self.inner.start().await
     }

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use counterlab_core::{ErrorClass, OpError, OpKind, Outcome};
+use counterlab_core::{ErrorClass, OpError, OpKind, Outcome, SeedSpec};
 use futures_util::StreamExt;
 
 use super::compile::{Exec, Step};
@@ -41,19 +41,19 @@ struct Run {
 
 impl CustomStrategy {
     /// Runs the `redis_seed` steps for users 1..=n_users (16 users at a time).
-    pub async fn seed_redis(&self, n_users: u64, per_user: u64, read_per_user: u64) -> Result<(), OpError> {
+    pub(crate) async fn seed_redis(&self, spec: SeedSpec) -> Result<(), OpError> {
         if self.c.steps[SEED].is_empty() {
             return Ok(());
         }
-        let results: Vec<Result<i64, OpError>> = futures_util::stream::iter(1..=n_users as i64)
+        let results: Vec<Result<i64, OpError>> = futures_util::stream::iter(1..=spec.n_users as i64)
             .map(|user| {
                 let env = Env {
                     user,
                     seed: [
-                        (per_user - read_per_user) as i64,
-                        per_user as i64,
-                        read_per_user as i64,
-                        (user - 1) * per_user as i64 + 1,
+                        spec.unread_at_start() as i64,
+                        spec.notifications_per_user as i64,
+                        spec.initial_read_per_user as i64,
+                        spec.first_id(user),
                     ],
                     ..Env::default()
                 };

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use counterlab_core::{
-    CrashPoints, ErrorClass, Fault, NotificationId, OpError, OpKind, Outcome, Strategy, StrategyInfo, UserId,
+    CrashPoints, ErrorClass, Fault, NotificationId, OpError, OpKind, Outcome, SeedSpec, Strategy, StrategyInfo, UserId,
 };
 
 use crate::db::{Begin, Db};
@@ -126,6 +126,13 @@ impl CustomStrategy {
 impl Strategy for CustomStrategy {
     fn info(&self) -> StrategyInfo {
         self.info
+    }
+    /// Runs the `redis_seed` steps (none without Redis).
+    async fn seed(&self, spec: SeedSpec) -> Result<(), OpError> {
+        match self.redis {
+            Some(_) => self.seed_redis(spec).await,
+            None => Ok(()),
+        }
     }
     async fn create(&self, user: UserId) -> Result<NotificationId, OpError> {
         self.run(0, user, 0).await

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use counterlab_core::{ErrorClass, OpError, Outcome, StrategyInfo, UserId};
+use counterlab_core::{ErrorClass, OpError, Outcome, SeedSpec, StrategyInfo, UserId};
 use redis::{AsyncCommands, Script};
 
 use super::{RedisConfig, RedisSpace, classify_redis};
@@ -181,22 +181,20 @@ impl RedisStrategy {
 
     /// Loads the Redis side of the seeded data (see `SeedSpec`): counters, and for
     /// lua-script the per-user unread state. Buffered designs start with empty buffers.
-    pub async fn seed(&self, n_users: u64, per_user: u64, read_per_user: u64) -> Result<(), OpError> {
+    pub(crate) async fn seed_redis(&self, spec: SeedSpec) -> Result<(), OpError> {
         let sh = &self.shared;
         if sh.design.buffered() {
             return Ok(());
         }
         let mut conn = sh.space.conn();
-        let unread = (per_user - read_per_user) as i64;
+        let unread = spec.unread_at_start() as i64;
         let mut pipe = redis::pipe();
         let mut queued = 0;
-        for user in 1..=n_users as i64 {
+        for user in 1..=spec.n_users as i64 {
             pipe.set(sh.space.user_key(user, "unread"), unread).ignore();
-            if sh.design == RedisDesign::LuaScript && per_user > 0 {
-                let first = (user - 1) * per_user as i64 + 1;
-                let items: Vec<(i64, &str)> = (0..per_user as i64)
-                    .map(|j| (first + j, if (j as u64) < read_per_user { "1" } else { "0" }))
-                    .collect();
+            if sh.design == RedisDesign::LuaScript && spec.notifications_per_user > 0 {
+                let items: Vec<(i64, &str)> =
+                    spec.rows_of(user).map(|(id, read)| (id, if read { "1" } else { "0" })).collect();
                 pipe.hset_multiple(sh.space.user_key(user, "state"), &items).ignore();
             }
             queued += 1;

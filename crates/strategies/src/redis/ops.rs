@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use counterlab_core::{ErrorClass, Fault, NotificationId, OpError, Outcome, Strategy, StrategyInfo, UserId};
+use counterlab_core::{ErrorClass, Fault, NotificationId, OpError, Outcome, SeedSpec, Strategy, StrategyInfo, UserId};
 use redis::AsyncCommands;
 
 use super::classify_redis;
@@ -168,6 +168,9 @@ impl Strategy for RedisStrategy {
         }
     }
 
+    async fn seed(&self, spec: SeedSpec) -> Result<(), OpError> {
+        self.seed_redis(spec).await
+    }
     async fn start(&self) {
         let sh = self.shared.clone();
         let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());

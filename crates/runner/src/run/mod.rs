@@ -1,0 +1,230 @@
+//! Executes a resolved plan: resolve the backends, then for each backend x strategy x
+//! isolation level a fresh namespace, bulk seed, the load, the ground-truth check, and
+//! teardown (or `--keep`), assembled into one `Report`.
+
+mod config;
+mod names;
+mod one;
+mod post;
+mod replay;
+mod servers;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use counterlab_core::StrategyInfo;
+use counterlab_plan::RunPlan;
+use counterlab_report::{REPORT_SCHEMA_VERSION, Report, Skipped, StrategyReport};
+use counterlab_sim::DriverConfig;
+use counterlab_strategies::{BackendError, Dialect, Isolation, RedisServer, Registry, SeedSpec, Server};
+
+use crate::clock;
+pub use names::{namespace_name, new_run_id};
+pub use post::{POST_LOAD_ATTEMPTS, POST_LOAD_BACKOFF, SETTLED_READS};
+pub use replay::{replay_command, server_flags};
+use servers::{Servers, uses_redis};
+
+/// Where the backends are and how the run treats its namespaces.
+#[derive(Clone)]
+pub struct RunOptions {
+    /// A configured PostgreSQL URL (flag or environment); None means `postgres_default`,
+    /// which `auto` replaces with SQLite when it does not answer.
+    pub postgres_url: Option<String>,
+    /// Where a local PostgreSQL is looked for when none is configured.
+    pub postgres_default: String,
+    pub mysql_url: Option<String>,
+    /// A configured Redis URL; None: the local default, and Redis strategies are skipped
+    /// (with the reason) when it does not answer.
+    pub redis_url: Option<String>,
+    /// Directory for SQLite namespace files; None: a fresh temporary directory, removed
+    /// after the run unless `keep`.
+    pub sqlite_dir: Option<PathBuf>,
+    /// Leave each namespace in place after the run.
+    pub keep: bool,
+    /// Write each strategy run's history (JSON Lines) into this directory as soon as the
+    /// run is checked (`history/` beside the report).
+    pub history_dir: Option<PathBuf>,
+    pub connect_timeout: Duration,
+    /// Set by Ctrl-C: the load stops, the run in flight is still checked and torn down,
+    /// later runs do not start, and the report says `interrupted`.
+    pub cancel: Arc<AtomicBool>,
+    /// Receives a live status line about once a second while a strategy runs.
+    pub progress: Option<Progress>,
+    /// `--trust-strategy-files`: run file-defined strategies as the configured account
+    /// where a server cannot give their namespace an identity of its own.
+    pub trust_strategy_files: bool,
+    /// The built-in strategies a plan can name (tests may register more).
+    pub registry: Registry,
+}
+
+/// A sink for the live status line.
+pub type Progress = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Calls recorded per strategy run (about 64 bytes each); beyond it the read check is
+/// skipped and the report says how many calls were left out.
+pub const HISTORY_LIMIT: u64 = 4_000_000;
+
+pub const COMMIT: &str = env!("COUNTERLAB_GIT_COMMIT");
+
+/// One cell of the run: a strategy on a backend (and Redis) at an isolation level.
+struct Target<'a> {
+    server: &'a Server,
+    redis: Option<&'a RedisServer>,
+    run_id: &'a str,
+    name: &'a str,
+    info: StrategyInfo,
+    isolation: Isolation,
+    seed: SeedSpec,
+}
+
+/// What the cells produced so far: their rows, the cells skipped (and why), and the
+/// files beside the report (HDR logs).
+#[derive(Default)]
+struct Rows {
+    reports: Vec<StrategyReport>,
+    skipped: Vec<Skipped>,
+    side_files: Vec<(String, String)>,
+}
+
+/// Runs every backend x strategy x isolation level of the plan. Progress goes to `log`.
+pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&str)) -> Result<Report, BackendError> {
+    let run_id = new_run_id();
+    let started = clock::iso8601(clock::now_unix().0);
+    let servers = Servers::connect(plan, opts, &run_id, log).await?;
+    log(&format!("run {run_id}"));
+    let cfg = config::driver_config(plan, opts.cancel.clone());
+    let mut rows = Rows::default();
+    let result = run_cells(plan, opts, &cfg, &servers, &run_id, &mut rows, log).await;
+    if !opts.keep {
+        servers.remove_temp_dir();
+    }
+    result?;
+    Ok(assemble(plan, opts, run_id, started, &servers, rows))
+}
+
+async fn run_cells(
+    plan: &RunPlan,
+    opts: &RunOptions,
+    cfg: &DriverConfig,
+    servers: &Servers,
+    run_id: &str,
+    rows: &mut Rows,
+    log: &mut dyn FnMut(&str),
+) -> Result<(), BackendError> {
+    for server in &servers.sql {
+        for name in &plan.strategies {
+            let Some((info, redis, levels)) = cells_of(plan, opts, server, servers, name, &mut rows.skipped) else {
+                continue;
+            };
+            for isolation in levels {
+                if opts.cancel.load(Ordering::Relaxed) {
+                    let b = server.dialect().name();
+                    log(&format!("interrupted: {name} on {b} at {} not run", isolation.name()));
+                    continue;
+                }
+                let seed = plan.data.seed_spec();
+                let target = Target { server, redis, run_id, name, info, isolation, seed };
+                let (report, files) = one::run_one(plan, opts, cfg, target, log).await?;
+                rows.reports.push(report);
+                rows.side_files.extend(files);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The levels strategy `name` runs at on `server` (with its info and Redis), or None
+/// when it cannot run there; each cell left out is recorded in `skipped` with the reason.
+fn cells_of<'a>(
+    plan: &RunPlan,
+    opts: &RunOptions,
+    server: &Server,
+    servers: &'a Servers,
+    name: &str,
+    skipped: &mut Vec<Skipped>,
+) -> Option<(StrategyInfo, Option<&'a RedisServer>, Vec<Isolation>)> {
+    let levels: Vec<Isolation> = plan.isolation_for(name).to_vec();
+    let mut skip = |backend: String, levels: &[Isolation], reason: &str| {
+        skipped.extend(levels.iter().map(|l| Skipped {
+            strategy: name.to_string(),
+            backend: backend.clone(),
+            isolation: l.name().into(),
+            reason: reason.to_string(),
+        }))
+    };
+    let sql = server.dialect().name();
+    let custom = plan.custom.get(name);
+    let info = match custom {
+        Some(spec) => spec.info(),
+        None => match opts.registry.find(name) {
+            Some(row) => row.info,
+            None => {
+                skip(sql.into(), &levels, "not in this build's registry of strategies");
+                return None;
+            }
+        },
+    };
+    let redis = match (uses_redis(plan, opts, name), &servers.redis) {
+        (false, _) => None,
+        (true, Ok(r)) => Some(r),
+        (true, Err(why)) => {
+            skip(format!("{sql}+redis"), &levels, why);
+            return None;
+        }
+    };
+    if let Some(spec) = custom.filter(|c| !c.dialects().contains(&server.dialect())) {
+        skip(sql.into(), &levels, &format!("{} has no {sql} statements", spec.name));
+        return None;
+    }
+    if server.dialect() != Dialect::Sqlite {
+        return Some((info, redis, levels));
+    }
+    let unsupported: Vec<Isolation> = levels.iter().copied().filter(|l| !server.supports(*l)).collect();
+    skip(
+        "sqlite".into(),
+        &unsupported,
+        "SQLite transactions are always serializable; run once at serializable instead",
+    );
+    Some((info, redis, vec![Isolation::Serializable]))
+}
+
+/// The report of the whole run.
+fn assemble(
+    plan: &RunPlan,
+    opts: &RunOptions,
+    run_id: String,
+    started: String,
+    servers: &Servers,
+    rows: Rows,
+) -> Report {
+    let all_held = rows.reports.iter().all(|r| r.check.matches_guarantee);
+    let breached = rows.reports.iter().flat_map(|r| &r.thresholds).filter(|t| !t.passed).count() as u64;
+    Report {
+        report_schema_version: REPORT_SCHEMA_VERSION,
+        counterlab_version: env!("CARGO_PKG_VERSION").to_string(),
+        git_commit: COMMIT.to_string(),
+        scenario: plan.scenario.clone(),
+        scenario_path: plan.scenario_path.clone(),
+        seed: plan.seed,
+        run_id,
+        started_at_utc: started,
+        plan: plan_json(plan),
+        servers: servers.infos(),
+        strategies: rows.reports,
+        skipped: rows.skipped,
+        all_guarantees_held: all_held,
+        thresholds_breached: breached,
+        interrupted: opts.cancel.load(Ordering::Relaxed),
+        replay_command: replay_command(plan) + &server_flags(opts),
+        trusted_strategy_files: opts.trust_strategy_files,
+        side_files: rows.side_files,
+    }
+}
+
+/// The plan as the report prints it (a plan holds only strings, numbers and names, so it
+/// always serialises; `Null` would only mean a bug in a Serialize impl).
+fn plan_json(plan: &RunPlan) -> serde_json::Value {
+    serde_json::to_value(plan).unwrap_or(serde_json::Value::Null)
+}

@@ -1,0 +1,447 @@
+//! One cell of a run: a fresh namespace, the strategy built (from the registry or a
+//! strategy file) and seeded, the load with its faults, the checks and the verdict, then
+//! teardown whatever happened.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use counterlab_core::{
+    CheckInput, CheckResult, Context, ErrorClass, Fault, Findings, Guarantee, Strategy, check_counters, check_reads,
+    classify, judge,
+};
+use counterlab_plan::RunPlan;
+use counterlab_report::{FaultEvent, HistoryReport, StrategyReport, StrategyRun, evaluate};
+use counterlab_sim::{DriverConfig, IdPool, LoadResult, Monitor, Sample, Sampler, SamplerConfig, Series, run_load};
+use counterlab_strategies::{
+    BackendError, Build, CustomStrategy, Dialect, Namespace, Pausable, PoolSpec, RedisConfig, RedisSpace,
+};
+
+use super::names::scoped_namespace;
+use super::post::{Incomplete, executed, incomplete_report, judged_errors, retry_lost, schedule_faults, settled_reads};
+use super::{RunOptions, Target};
+
+/// A cell's row and the files beside the report (its HDR interval log).
+type Row = (StrategyReport, Vec<(String, String)>);
+
+/// Names and labels of one cell.
+struct Cell<'a> {
+    plan: &'a RunPlan,
+    opts: &'a RunOptions,
+    t: Target<'a>,
+    /// `postgres`, or `postgres+redis` when the strategy also uses Redis.
+    backend: String,
+    ns_name: String,
+    /// The namespace without the run's prefix: the HDR log's and history's file name.
+    short: String,
+}
+
+impl Cell<'_> {
+    fn label(&self) -> String {
+        format!("{} on {} at {}", self.t.name, self.backend, self.t.isolation.name())
+    }
+
+    fn op_timeout(&self) -> Duration {
+        Duration::from_millis(self.plan.workload.op_timeout_ms)
+    }
+}
+
+/// What has to be undone after the cell, whatever happened.
+#[derive(Default)]
+struct Made {
+    strategy: Option<Arc<dyn Strategy>>,
+    space: Option<RedisSpace>,
+}
+
+pub(super) async fn run_one(
+    plan: &RunPlan,
+    opts: &RunOptions,
+    cfg: &DriverConfig,
+    t: Target<'_>,
+    log: &mut dyn FnMut(&str),
+) -> Result<Row, BackendError> {
+    let sql_backend = t.server.dialect().name();
+    let backend = if t.redis.is_some() { format!("{sql_backend}+redis") } else { sql_backend.to_string() };
+    let ns_name = scoped_namespace(t.run_id, t.server.dialect(), t.isolation, t.name);
+    let short = ns_name.strip_prefix(&format!("cl_{}_", t.run_id)).unwrap_or(&ns_name).to_string();
+    let cell = Cell { plan, opts, t, backend, ns_name, short };
+    let spec = PoolSpec {
+        max_connections: plan.workload.connections,
+        // Bounds the wait for a pooled connection (and SQLite's write lock).
+        acquire_timeout: cell.op_timeout(),
+        isolation: cell.t.isolation,
+    };
+    let ns = cell.t.server.create_namespace(&cell.ns_name, spec).await?;
+    if let Err(e) = refuse_unconfined(&cell, &ns) {
+        ns.drop_namespace().await.ok();
+        return Err(e);
+    }
+    let mut made = Made::default();
+    let result = measure(&cell, &ns, cfg, &mut made, log).await;
+    teardown(&cell, ns, made, result, log).await
+}
+
+/// The audit of the new role may find rights it has through PUBLIC grants: a file
+/// strategy then does not run unless trusted (built-ins run, and the report says so).
+fn refuse_unconfined(cell: &Cell<'_>, ns: &Namespace) -> Result<(), BackendError> {
+    let (name, opts) = (cell.t.name, cell.opts);
+    if !cell.plan.custom.contains_key(name) || ns.identity().isolated() || opts.trust_strategy_files {
+        return Ok(());
+    }
+    let why = ns.identity().describe();
+    Err(BackendError::Refused(format!(
+        "file-defined strategy {name} refused on {}: it would run as {why}; pass \
+         --trust-strategy-files to run it anyway",
+        cell.t.server.dialect().name()
+    )))
+}
+
+/// Seeds, builds, loads and checks the cell; `made` records what teardown must undo.
+async fn measure(
+    cell: &Cell<'_>,
+    ns: &Namespace,
+    cfg: &DriverConfig,
+    made: &mut Made,
+    log: &mut dyn FnMut(&str),
+) -> Result<Row, BackendError> {
+    let in_effect = ns.isolation_in_effect().await?;
+    let started = Instant::now();
+    ns.seed(cell.t.seed).await?;
+    let strategy = build(cell, ns, made).await?;
+    made.strategy = Some(strategy.clone());
+    strategy.seed(cell.t.seed).await.map_err(|e| BackendError::Step {
+        backend: "redis",
+        step: "seed",
+        namespace: cell.ns_name.clone(),
+        detail: e.to_string(),
+    })?;
+    let seed_s = started.elapsed().as_secs_f64();
+    let identity = match &made.space {
+        Some(space) => format!("{}; Redis: {}", ns.identity().describe(), space.identity().describe()),
+        None => ns.identity().describe(),
+    };
+    log(&format!("{} runs as {identity}", cell.label()));
+    log(&format!(
+        "{} (server says {in_effect}): seeded {} notifications in {seed_s:.2}s into {}",
+        cell.label(),
+        cell.t.seed.n_users * cell.t.seed.notifications_per_user,
+        cell.ns_name
+    ));
+    let loaded = drive(cell, strategy, cfg).await;
+    let found = match check(cell, ns, &loaded, log).await {
+        Ok(found) => found,
+        Err(why) => {
+            log(&format!("{}: INCOMPLETE: {why}", cell.label()));
+            let run = Incomplete {
+                info: cell.t.info,
+                backend: &cell.backend,
+                isolation: cell.t.isolation,
+                ns: &cell.ns_name,
+                load: &loaded.load,
+            };
+            return Ok((incomplete_report(run, cell.opts, &why, seed_s, loaded.faults), Vec::new()));
+        }
+    };
+    let history_file = write_history(cell, &loaded.load)?;
+    let context = RowContext { identity, in_effect, seed_s, history_file };
+    Ok(row(cell, loaded, found, context, log))
+}
+
+/// The strategy: a file-defined one compiled for this namespace, or the registry's row
+/// built over the namespace's pool (and its Redis key space).
+async fn build(cell: &Cell<'_>, ns: &Namespace, made: &mut Made) -> Result<Arc<dyn Strategy>, BackendError> {
+    let (plan, t) = (cell.plan, &cell.t);
+    let space = match t.redis {
+        Some(r) => Some(r.space(&cell.ns_name, cell.op_timeout(), plan.workload.n_workers).await?),
+        None => None,
+    };
+    made.space = space.clone();
+    if let Some(spec) = plan.custom.get(t.name) {
+        let built = CustomStrategy::build(spec, ns.db().clone(), space).await;
+        return built.map(|s| Arc::new(s) as Arc<dyn Strategy>).map_err(|e| BackendError::Step {
+            backend: t.server.dialect().name(),
+            step: "set up a file-defined strategy",
+            namespace: cell.ns_name.clone(),
+            detail: e.to_string(),
+        });
+    }
+    let missing = |what: &str| BackendError::Refused(format!("{}: {what}", t.name));
+    let row = cell.opts.registry.find(t.name).ok_or_else(|| missing("not in the registry"))?;
+    match (row.build, space) {
+        (Build::Sql(f), _) => Ok(f(row.info, ns.db().clone())),
+        (Build::Redis(f), Some(space)) => {
+            let rcfg = RedisConfig {
+                n_users: t.seed.n_users,
+                flush_interval: Duration::from_millis(plan.redis.flush_interval_ms),
+                flush_batch: plan.redis.flush_batch,
+                reconcile_interval: plan.redis.reconcile_interval_ms.map(Duration::from_millis),
+            };
+            Ok(f(row.info, ns.db().clone(), space, rcfg))
+        }
+        (Build::Redis(_), None) => Err(missing("needs Redis and has none")),
+    }
+}
+
+/// What the load phase leaves: its result, the faults it fired, settle and the series.
+struct Loaded {
+    strategy: Arc<dyn Strategy>,
+    load: LoadResult,
+    faults: Vec<FaultEvent>,
+    settle_s: f64,
+    settle_error: Option<String>,
+    series: Series,
+}
+
+/// Runs the load with the sampler and the scheduled faults, then settles.
+async fn drive(cell: &Cell<'_>, strategy: Arc<dyn Strategy>, cfg: &DriverConfig) -> Loaded {
+    let (plan, seed) = (cell.plan, cell.t.seed);
+    // A scheduled pause needs the wrapper that stalls every op.
+    let strategy: Arc<dyn Strategy> = match plan.faults_for(cell.t.name).any(|f| f.fault.takes_duration()) {
+        true => Arc::new(Pausable::new(strategy)),
+        false => strategy,
+    };
+    strategy.start().await;
+    let monitor = Monitor::new();
+    let sampler = Sampler::start(
+        monitor.clone(),
+        strategy.clone(),
+        SamplerConfig {
+            interval: Duration::from_millis(plan.workload.sample_interval_ms),
+            sample_drift: plan.workload.sample_drift,
+            label: format!("{}, seed {}, namespace {}", cell.label(), plan.seed, cell.ns_name),
+        },
+        progress_line(cell),
+    );
+    let pool = Arc::new(IdPool::seeded(seed.n_users, seed.notifications_per_user, seed.initial_read_per_user));
+    let scheduled = schedule_faults(plan, &strategy, Instant::now());
+    let load = run_load(strategy.clone(), pool, cfg, monitor.clone()).await;
+    let mut faults = Vec::new();
+    for (mut ev, h) in scheduled {
+        if h.is_finished() {
+            if let Ok((fired, outcome)) = h.await {
+                ev.fired_at_ms = fired;
+                ev.outcome = outcome;
+            }
+        } else {
+            h.abort();
+            ev.outcome = "the load ended first".into();
+        }
+        faults.push(ev);
+    }
+    let settle_start = Instant::now();
+    monitor.set_phase(counterlab_sim::SETTLE);
+    let bound = Duration::from_millis(plan.redis.settle_timeout_ms);
+    let settle_error = strategy.settle(bound).await.err().map(|e| e.to_string());
+    let settle_s = settle_start.elapsed().as_secs_f64();
+    let series = sampler.finish().await;
+    Loaded { strategy, load, faults, settle_s, settle_error, series }
+}
+
+/// The live status line, when the caller wants one.
+fn progress_line(cell: &Cell<'_>) -> Box<dyn FnMut(&Sample) + Send> {
+    let Some(progress) = cell.opts.progress.clone() else { return Box::new(|_: &Sample| {}) };
+    let label = cell.label();
+    Box::new(move |s: &Sample| {
+        progress(&format!(
+            "{label} | {} | {:.0} s | {:.0} ops/s | {} errors | {} dropped | p99 {} us",
+            s.phase,
+            s.t_s,
+            s.ops_per_s(),
+            s.errors,
+            s.dropped,
+            s.p99_us
+        ))
+    })
+}
+
+/// What the checks found.
+struct Found {
+    check: CheckResult,
+    anomalies: Vec<counterlab_core::Anomaly>,
+    judgement: counterlab_core::Judgement,
+    history: HistoryReport,
+}
+
+/// The truth and the counters (each retried while the connection is what failed; a
+/// check that still cannot complete makes this row INCOMPLETE, not the run), then the
+/// counters, the reads, the anomalies and the verdict.
+async fn check(cell: &Cell<'_>, ns: &Namespace, l: &Loaded, log: &mut dyn FnMut(&str)) -> Result<Found, String> {
+    let n_users = cell.t.seed.n_users;
+    let mut rows = retry_lost("read the truth", log, || ns.check_rows(n_users)).await?;
+    if let Some(counters) = retry_lost("read the counters", log, || l.strategy.counters(n_users)).await? {
+        rows = rows.iter().zip(counters).map(|(r, c)| CheckInput { counter: c, ..*r }).collect();
+    }
+    let (plan, name, info) = (cell.plan, cell.t.name, cell.t.info);
+    let guarantee = if plan.expect_drift.iter().any(|s| s == name) { Guarantee::None } else { info.guarantee };
+    let check = check_counters(&rows, guarantee);
+    // The history's verdicts: reads against their bounds, what read_count shows once
+    // settled, and the named anomalies that explain any mismatch.
+    let settled = settled_reads(l.strategy.as_ref(), &rows).await;
+    let unread_at_start = cell.t.seed.unread_at_start() as i64;
+    let reads = (l.load.history_dropped == 0).then(|| check_reads(&l.load.history, &|_| unread_at_start));
+    // Reads are judged unless the strategy is eventual as declared (stale reads are
+    // its design) or a scheduled data loss wiped what it reads from (it heals later;
+    // the final check and settled reads judge that).
+    let data_loss = plan.faults_for(name).any(|f| f.fault == Fault::RedisDataLoss);
+    let judge_reads = info.guarantee != Guarantee::Eventual && !data_loss;
+    let figures = l.strategy.figures();
+    let figure = |k: &str| figures.iter().find(|(n, _)| *n == k).map(|(_, v)| *v as u64);
+    let cx = Context {
+        guarantee,
+        lost_flushes: figure("lost_flush_claims").unwrap_or(0),
+        double_flushes: figure("double_flush_claims").unwrap_or(0),
+        reconciler: figure("reconcile_passes").is_some(),
+        seed: cell.t.seed,
+    };
+    let anomalies = classify(&l.load.history, &rows, reads.as_ref().filter(|_| judge_reads), &settled, cx);
+    for a in &anomalies {
+        log(&format!("{}: anomaly {} x{}", cell.label(), a.name, a.count));
+    }
+    let judgement = verdict(cell, &l.load, guarantee, &check, &anomalies);
+    let history = HistoryReport {
+        events: l.load.history.len() as u64,
+        dropped: l.load.history_dropped,
+        reads_checked: reads.as_ref().map_or(0, |r| r.reads_checked),
+        read_violations: reads.as_ref().map_or(0, |r| r.violations_total),
+        reads_judged: judge_reads,
+        settled_reads: settled.len() as u64,
+        file: None,
+    };
+    Ok(Found { check, anomalies, judgement, history })
+}
+
+fn verdict(
+    cell: &Cell<'_>,
+    load: &LoadResult,
+    guarantee: Guarantee,
+    check: &CheckResult,
+    anomalies: &[counterlab_core::Anomaly],
+) -> counterlab_core::Judgement {
+    let permission_denied = load.ops.iter().map(|o| o.errors_by_class[ErrorClass::Permission.index()]).sum();
+    let lone_writer = (cell.t.server.dialect() == Dialect::Sqlite && cell.t.redis.is_none())
+        .then_some("SQLite runs one writer at a time (every transaction is serializable), so its race cannot happen");
+    let findings = Findings {
+        strategy: cell.t.name,
+        guarantee,
+        check,
+        anomalies,
+        permission_denied,
+        errors: judged_errors(cell.plan, cell.t.name, load),
+        executed: executed(cell.plan, load),
+        serialises_writers: lone_writer,
+    };
+    judge(&findings, cell.plan.verdict.rules())
+}
+
+/// Writes the cell's history (JSON Lines) when asked; returns its path in the report.
+fn write_history(cell: &Cell<'_>, load: &LoadResult) -> Result<Option<String>, BackendError> {
+    let Some(dir) = &cell.opts.history_dir else { return Ok(None) };
+    let path = dir.join(format!("{}.jsonl", cell.short));
+    let written = std::fs::File::create(&path).and_then(|f| {
+        let mut w = std::io::BufWriter::new(f);
+        counterlab_report::write_history_to(&load.history, &mut w)?;
+        std::io::Write::flush(&mut w)
+    });
+    written.map_err(|e| BackendError::Step {
+        backend: "report",
+        step: "write the history",
+        namespace: cell.ns_name.clone(),
+        detail: format!("{}: {e}", path.display()),
+    })?;
+    Ok(Some(format!("history/{}.jsonl", cell.short)))
+}
+
+/// The rest of a row: who ran it, the level the server reports, seed time, history file.
+struct RowContext {
+    identity: String,
+    in_effect: String,
+    seed_s: f64,
+    history_file: Option<String>,
+}
+
+fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log: &mut dyn FnMut(&str)) -> Row {
+    log(&format!(
+        "{}: {} ops at {:.0} ops/s, {} of {} users mismatched: {}",
+        cell.label(),
+        l.load.total_ops(),
+        l.load.throughput_ops_per_s(),
+        f.check.users_mismatched,
+        f.check.users_checked,
+        f.judgement.label
+    ));
+    f.history.file = cx.history_file;
+    let hdr_name = format!("hdr/{}.hlog", cell.short);
+    let mut report = StrategyReport::new(StrategyRun {
+        info: cell.t.info,
+        backend: &cell.backend,
+        isolation: cell.t.isolation.name(),
+        isolation_in_effect: &cx.in_effect,
+        namespace: &cell.ns_name,
+        namespace_kept: cell.opts.keep,
+        identity: cx.identity,
+        judgement: f.judgement,
+        seed_s: cx.seed_s,
+        load: &l.load,
+        settle_s: l.settle_s,
+        settle_error: l.settle_error,
+        faults: l.faults,
+        figures: l.strategy.figures(),
+        check: &f.check,
+        series: &l.series.samples,
+        hdr_log: Some(hdr_name.clone()),
+        anomalies: &f.anomalies,
+        history: f.history,
+    });
+    report.thresholds = cell.plan.thresholds.iter().filter_map(|t| evaluate(t, &report)).collect();
+    for b in report.thresholds.iter().filter(|t| !t.passed) {
+        log(&format!("{}: threshold breached: {}", cell.label(), b.detail));
+    }
+    (report, vec![(hdr_name, l.series.hdr_log)])
+}
+
+/// Releases the Redis identity, then keeps (`--keep`) or removes the cell's data. A
+/// cleanup that failed is said, in the log and on the row; the results stand, and the
+/// namespace's marker lets `counterlab clean` remove what is left.
+async fn teardown(
+    cell: &Cell<'_>,
+    ns: Namespace,
+    made: Made,
+    result: Result<Row, BackendError>,
+    log: &mut dyn FnMut(&str),
+) -> Result<Row, BackendError> {
+    let mut failed = Vec::new();
+    if let Some(space) = &made.space
+        && let Err(e) = retry_lost("drop the ACL user", log, || space.release()).await
+    {
+        failed.push(e);
+    }
+    if cell.opts.keep {
+        failed.extend(ns.keep().await.err().map(|e| e.to_string()));
+        if let Some(space) = &made.space {
+            failed.extend(space.mark_kept().await.err().map(|e| e.to_string()));
+        }
+    } else {
+        failed.extend(delete_redis_keys(&made, log).await);
+        failed.extend(ns.drop_namespace().await.err().map(|e| e.to_string()));
+    }
+    if failed.is_empty() {
+        return result;
+    }
+    let e = format!("{} (`counterlab clean --yes` removes what is left)", failed.join("; "));
+    log(&format!("{}: cleanup failed: {e}", cell.t.name));
+    let mut result = result;
+    if let Ok((report, _)) = &mut result {
+        report.cleanup_error = Some(e);
+    }
+    result
+}
+
+/// The run's Redis keys: through the strategy, or (when it never got built) the space,
+/// which holds the marker key at least.
+async fn delete_redis_keys(made: &Made, log: &mut dyn FnMut(&str)) -> Option<String> {
+    let outcome: Result<(), String> = match (&made.strategy, &made.space) {
+        (Some(s), Some(_)) => retry_lost("delete the run's Redis keys", log, || s.teardown()).await,
+        (None, Some(space)) => retry_lost("delete the run's Redis keys", log, || space.delete_all()).await.map(|_| ()),
+        (_, None) => Ok(()),
+    };
+    outcome.err()
+}

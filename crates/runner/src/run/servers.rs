@@ -1,0 +1,199 @@
+//! Connecting what a plan needs: each SQL backend (`auto` falls back to embedded SQLite),
+//! Redis when a strategy uses it, and the sandbox preflight that refuses file-defined
+//! strategies a server cannot confine.
+
+use std::path::PathBuf;
+
+use counterlab_plan::{Backend, RunPlan};
+use counterlab_report::ServerInfo;
+use counterlab_strategies::{BackendError, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, RedisServer, Server};
+
+use super::RunOptions;
+
+/// Connects every backend the plan names. `auto` is PostgreSQL when a URL is configured
+/// (then it must answer) or the default answers; otherwise embedded SQLite.
+async fn resolve_backends(
+    plan: &RunPlan,
+    opts: &RunOptions,
+    run_id: &str,
+    log: &mut dyn FnMut(&str),
+) -> Result<(Vec<Server>, Option<PathBuf>), BackendError> {
+    let mut servers: Vec<Server> = Vec::new();
+    let mut temp_dir = None;
+    let sqlite_dir = |temp_dir: &mut Option<PathBuf>| match &opts.sqlite_dir {
+        Some(d) => d.clone(),
+        None => temp_dir.get_or_insert_with(|| std::env::temp_dir().join(format!("counterlab-{run_id}"))).clone(),
+    };
+    let resolved = async {
+        for name in &plan.backends {
+            let server = match name {
+                Backend::Postgres => {
+                    Server::connect_postgres(
+                        opts.postgres_url.as_deref().unwrap_or(&opts.postgres_default),
+                        opts.connect_timeout,
+                    )
+                    .await?
+                }
+                Backend::Mysql => {
+                    Server::connect_mysql(opts.mysql_url.as_deref().unwrap_or(DEFAULT_MYSQL_URL), opts.connect_timeout)
+                        .await?
+                }
+                Backend::Sqlite => Server::open_sqlite(&sqlite_dir(&mut temp_dir)).await?,
+                Backend::Auto => match &opts.postgres_url {
+                    Some(url) => Server::connect_postgres(url, opts.connect_timeout).await?,
+                    None => match Server::connect_postgres(&opts.postgres_default, opts.connect_timeout).await {
+                        Ok(s) => s,
+                        Err(e) => {
+                            let dir = sqlite_dir(&mut temp_dir);
+                            log(&format!(
+                                "no PostgreSQL configured and none answering ({e}); running on embedded SQLite in {}. \
+                                 For a server: --postgres URL or COUNTERLAB_POSTGRES_URL (docker compose up -d starts one)",
+                                dir.display()
+                            ));
+                            Server::open_sqlite(&dir).await?
+                        }
+                    },
+                },
+            };
+            if !servers.iter().any(|s| s.dialect() == server.dialect()) {
+                log(&format!("backend {}: {} at {}", server.dialect().name(), server.version(), server.location()));
+                servers.push(server);
+            }
+        }
+        Ok::<_, BackendError>(())
+    }
+    .await;
+    if let Err(e) = resolved {
+        // A temporary SQLite directory made before the failure is removed with it.
+        if let Some(dir) = &temp_dir {
+            std::fs::remove_dir_all(dir).ok();
+        }
+        return Err(e);
+    }
+    Ok((servers, temp_dir))
+}
+
+/// Whether the plan's strategy `name` (built-in or file-defined) needs Redis.
+pub(super) fn uses_redis(plan: &RunPlan, opts: &RunOptions, name: &str) -> bool {
+    match plan.custom.get(name) {
+        Some(spec) => spec.needs_redis(),
+        None => opts.registry.find(name).is_some_and(|b| b.needs_redis()),
+    }
+}
+
+/// Connects Redis when a strategy of the plan needs it. A configured URL must answer;
+/// the default may be absent, and then Redis strategies are skipped with the reason.
+async fn resolve_redis(
+    plan: &RunPlan,
+    opts: &RunOptions,
+    log: &mut dyn FnMut(&str),
+) -> Result<Result<RedisServer, String>, BackendError> {
+    if !plan.strategies.iter().any(|s| uses_redis(plan, opts, s)) {
+        return Ok(Err("not needed".into()));
+    }
+    match &opts.redis_url {
+        Some(url) => Ok(Ok(RedisServer::connect(url, opts.connect_timeout).await?)),
+        None => match RedisServer::connect(DEFAULT_REDIS_URL, opts.connect_timeout).await {
+            Ok(r) => {
+                log(&format!("redis {} at {}", r.version(), r.location()));
+                Ok(Ok(r))
+            }
+            Err(e) => {
+                let why =
+                    format!("no Redis configured and none answering ({e}); use --redis URL or COUNTERLAB_REDIS_URL");
+                log(&why);
+                Ok(Err(why))
+            }
+        },
+    }
+}
+
+/// File-defined strategies run only where the server gives their namespace its own
+/// least-privilege identity, unless the user trusts them explicitly: checked before any
+/// load starts, so a refused run leaves nothing half done.
+fn sandbox_preflight(
+    plan: &RunPlan,
+    opts: &RunOptions,
+    servers: &[Server],
+    redis: &Result<RedisServer, String>,
+) -> Result<(), BackendError> {
+    let Some(file) = plan.strategies.iter().find(|s| plan.custom.contains_key(*s)) else { return Ok(()) };
+    if opts.trust_strategy_files {
+        return Ok(());
+    }
+    let refuse = |backend: &str, why: &str| {
+        Err(BackendError::Refused(format!(
+            "file-defined strategy {file} refused on {backend}: {why}; grant that right, or pass \
+             --trust-strategy-files to run it with the configured account's rights"
+        )))
+    };
+    for server in servers {
+        if let Err(why) = server.sandbox() {
+            return refuse(server.dialect().name(), why);
+        }
+    }
+    let file_uses_redis = plan.strategies.iter().any(|s| plan.custom.get(s).is_some_and(|c| c.needs_redis()));
+    if let (true, Ok(r)) = (file_uses_redis, redis)
+        && let Err(why) = r.sandbox()
+    {
+        return refuse("redis", why);
+    }
+    Ok(())
+}
+
+/// The servers a run uses, and the temporary SQLite folder it made (if any).
+pub(super) struct Servers {
+    pub sql: Vec<Server>,
+    /// Redis, or why there is none (then Redis strategies are skipped).
+    pub redis: Result<RedisServer, String>,
+    pub temp_dir: Option<PathBuf>,
+}
+
+impl Servers {
+    /// Connects everything the plan needs and runs the sandbox preflight; on an error,
+    /// nothing is left behind (a temporary folder made so far is removed).
+    pub async fn connect(
+        plan: &RunPlan,
+        opts: &RunOptions,
+        run_id: &str,
+        log: &mut dyn FnMut(&str),
+    ) -> Result<Servers, BackendError> {
+        let (sql, temp_dir) = resolve_backends(plan, opts, run_id, log).await?;
+        let mut servers = Servers { sql, redis: Err(String::new()), temp_dir };
+        let checked = match resolve_redis(plan, opts, log).await {
+            Ok(redis) => {
+                servers.redis = redis;
+                sandbox_preflight(plan, opts, &servers.sql, &servers.redis)
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = checked {
+            servers.remove_temp_dir();
+            return Err(e);
+        }
+        Ok(servers)
+    }
+
+    pub fn remove_temp_dir(&self) {
+        if let Some(dir) = &self.temp_dir {
+            std::fs::remove_dir_all(dir).ok();
+        }
+    }
+
+    /// What the report says about each server.
+    pub fn infos(&self) -> Vec<ServerInfo> {
+        let mut out: Vec<ServerInfo> = self
+            .sql
+            .iter()
+            .map(|s| ServerInfo {
+                backend: s.dialect().name().into(),
+                url: s.location().into(),
+                version: s.version().into(),
+            })
+            .collect();
+        if let Ok(r) = &self.redis {
+            out.push(ServerInfo { backend: "redis".into(), url: r.location().into(), version: r.version().into() });
+        }
+        out
+    }
+}

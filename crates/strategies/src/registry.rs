@@ -1,0 +1,140 @@
+//! The built-in strategies, one row each: what it is (name, guarantee, summary) and how
+//! it is built (which tells whether it needs Redis beside the SQL namespace). Adding a
+//! strategy is its implementation plus one row here; `counterlab list`, scenarios, the
+//! runner and the tests all read this table.
+
+use std::sync::Arc;
+
+use counterlab_core::{Guarantee, Strategy, StrategyInfo};
+
+use crate::db::Db;
+use crate::redis::{RedisConfig, RedisDesign, RedisSpace, RedisStrategy};
+use crate::strategies::{Design, SqlStrategy};
+
+/// How a built-in strategy is made, and so what it runs on.
+#[derive(Clone, Copy)]
+pub enum Build {
+    /// The SQL namespace alone.
+    Sql(fn(StrategyInfo, Db) -> Arc<dyn Strategy>),
+    /// The SQL namespace and a Redis key space of its own.
+    Redis(fn(StrategyInfo, Db, RedisSpace, RedisConfig) -> Arc<dyn Strategy>),
+}
+
+/// One row of the registry.
+#[derive(Clone, Copy)]
+pub struct Builtin {
+    pub info: StrategyInfo,
+    pub build: Build,
+}
+
+impl Builtin {
+    pub fn needs_redis(&self) -> bool {
+        matches!(self.build, Build::Redis(_))
+    }
+
+    /// `SQL` or `SQL + Redis`, for listings.
+    pub fn family(&self) -> &'static str {
+        if self.needs_redis() { "SQL + Redis" } else { "SQL" }
+    }
+}
+
+const fn row(name: &'static str, guarantee: Guarantee, summary: &'static str, build: Build) -> Builtin {
+    Builtin { info: StrategyInfo { name, guarantee, summary }, build }
+}
+
+fn sql(design: Design) -> impl Fn(StrategyInfo, Db) -> Arc<dyn Strategy> {
+    move |info, db| Arc::new(SqlStrategy::new(info, design, db))
+}
+
+fn redis(design: RedisDesign) -> impl Fn(StrategyInfo, Db, RedisSpace, RedisConfig) -> Arc<dyn Strategy> {
+    move |info, db, space, cfg| Arc::new(RedisStrategy::new(info, design, db, space, cfg))
+}
+
+/// Every strategy counterlab ships, in the order `counterlab list` shows them.
+pub const BUILTINS: &[Builtin] = &[
+    row(
+        "direct-update",
+        Guarantee::None,
+        "reads is_read, decides in the app, writes, unread = unread - 1; no lock: concurrent mark_reads double-decrement unless the isolation level turns the race into an error",
+        Build::Sql(|i, db| sql(Design::DirectUpdate)(i, db)),
+    ),
+    row(
+        "select-for-update",
+        Guarantee::Exact,
+        "locks the notification row(s) with SELECT ... FOR UPDATE before deciding, same transaction (SQLite: BEGIN IMMEDIATE, the database write lock, since it has no row locks)",
+        Build::Sql(|i, db| sql(Design::SelectForUpdate)(i, db)),
+    ),
+    row(
+        "conditional-update",
+        Guarantee::Exact,
+        "UPDATE ... WHERE id = ? AND NOT is_read; the counter moves by the rows really changed, same transaction",
+        Build::Sql(|i, db| sql(Design::ConditionalUpdate)(i, db)),
+    ),
+    row(
+        "conditional-update-unguarded",
+        Guarantee::None,
+        "mutant: UPDATE ... WHERE id = ? without AND NOT is_read, trusting rows_affected, which counts an already-read row (MySQL reports matched rows): double decrements",
+        Build::Sql(|i, db| sql(Design::ConditionalUpdateUnguarded)(i, db)),
+    ),
+    row(
+        "zset-buffer",
+        Guarantee::Eventual,
+        "SQL conditional UPDATE, counter delta ZINCRBY'd into a Redis sorted set; a flusher takes it (ZSCORE + ZREM) then adds it to the SQL counter: a crash in between loses it",
+        Build::Redis(|i, db, s, c| redis(RedisDesign::ZsetBuffer)(i, db, s, c)),
+    ),
+    row(
+        "zset-buffer-durable",
+        Guarantee::Eventual,
+        "the same buffer; the claim moves the delta to a processing hash under a claim id recorded in the SQL transaction: a flusher crash loses nothing, a replay applies nothing twice",
+        Build::Redis(|i, db, s, c| redis(RedisDesign::ZsetBufferDurable)(i, db, s, c)),
+    ),
+    row(
+        "zset-buffer-replay",
+        Guarantee::Eventual,
+        "mutant: the durable buffer's claim without the claim id in SQL; a flusher crash after the add commits and before the claim is cleared makes the replay add the delta twice",
+        Build::Redis(|i, db, s, c| redis(RedisDesign::ZsetBufferReplay)(i, db, s, c)),
+    ),
+    row(
+        "lua-script",
+        Guarantee::Exact,
+        "unread state and counter in Redis, every check-and-change one Lua script, SQL rows written after; exact while Redis keeps its data",
+        Build::Redis(|i, db, s, c| redis(RedisDesign::LuaScript)(i, db, s, c)),
+    ),
+    row(
+        "redis-counter",
+        Guarantee::Exact,
+        "SQL conditional UPDATE decides, INCRBY/DECRBY on the user's Redis key follows; exact while Redis keeps its data and every reply arrives",
+        Build::Redis(|i, db, s, c| redis(RedisDesign::RedisCounter)(i, db, s, c)),
+    ),
+];
+
+/// The strategies a run can build: the built-ins, plus any a test registers.
+#[derive(Clone)]
+pub struct Registry {
+    rows: Vec<Builtin>,
+}
+
+impl Registry {
+    pub fn builtin() -> Registry {
+        Registry { rows: BUILTINS.to_vec() }
+    }
+
+    /// This registry and one more row (a name already present is replaced).
+    pub fn with(mut self, row: Builtin) -> Registry {
+        self.rows.retain(|r| r.info.name != row.info.name);
+        self.rows.push(row);
+        self
+    }
+
+    pub fn find(&self, name: &str) -> Option<&Builtin> {
+        self.rows.iter().find(|r| r.info.name == name)
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.rows.iter().map(|r| r.info.name).collect()
+    }
+
+    pub fn rows(&self) -> &[Builtin] {
+        &self.rows
+    }
+}
