@@ -481,8 +481,8 @@ fn ending(report: &counterlab_report::Report, strict: bool) -> Ending {
         let then = if strict { "--strict: exit 1" } else { "pass --strict to fail on it" };
         println!("{no_evidence} strategy run(s) had too few operations to judge (NO EVIDENCE; {then})");
     }
-    let failed = report.strategies.iter().any(|s| s.check.verdict.starts_with("FAIL"));
-    let incomplete = report.strategies.iter().filter(|s| s.check.verdict.starts_with("INCOMPLETE")).count();
+    let failed = report.strategies.iter().any(|s| s.check.verdict_kind().is_fail());
+    let incomplete = report.strategies.iter().filter(|s| s.check.verdict_kind().is_incomplete()).count();
     if incomplete > 0 {
         println!("{incomplete} strategy run(s) INCOMPLETE: their check could not complete (exit 3 unless one FAILed)");
     }

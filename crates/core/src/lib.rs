@@ -20,4 +20,4 @@ pub use model::{ErrorClass, Guarantee, NotificationId, OpError, OpKind, Outcome,
 pub use names::Named;
 pub use seed::SeedSpec;
 pub use strategy::{CrashPoints, Fault, Strategy, StrategyInfo};
-pub use verdict::{ErrorFigures, Findings, Judgement, VerdictRules, judge};
+pub use verdict::{ErrorFigures, FailPart, Findings, Judgement, Verdict as VerdictLabel, VerdictRules, judge};

@@ -44,6 +44,12 @@ macro_rules! named_enum {
             }
         }
 
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
         impl $crate::Named for $name {
             const ALL: &'static [$name] = &$name::ALL;
             fn name(self) -> &'static str {

@@ -49,62 +49,88 @@ pub struct Findings<'a> {
     pub serialises_writers: Option<&'a str>,
 }
 
-/// The verdict: its label, whether the guarantee held, whether there was evidence, and
-/// one sentence in words.
+crate::named_enum! {
+    /// Why a verdict failed, in the order the label lists them.
+    pub enum FailPart {
+        Denied = "denied",
+        Counters = "counters",
+        Reads = "reads",
+        Errors = "errors",
+    }
+}
+
+/// The verdict of one strategy run. Its text (`label()`) is what every output prints;
+/// `parse` reads it back from a report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Pass,
+    DriftExpected,
+    NoDriftObserved,
+    NoEvidence,
+    Fail(Vec<FailPart>),
+    /// The check could not complete (the first words of why).
+    Incomplete(String),
+}
+
+impl Verdict {
+    pub fn label(&self) -> String {
+        match self {
+            Verdict::Pass => "pass".into(),
+            Verdict::DriftExpected => "drift-expected".into(),
+            Verdict::NoDriftObserved => "no-drift-observed".into(),
+            Verdict::NoEvidence => "NO EVIDENCE".into(),
+            Verdict::Fail(parts) => {
+                format!("FAIL: {}", parts.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "))
+            }
+            Verdict::Incomplete(why) => format!("INCOMPLETE: {why}"),
+        }
+    }
+
+    /// A label as `label()` writes it; None for text no verdict prints.
+    pub fn parse(label: &str) -> Option<Verdict> {
+        if let Some(parts) = label.strip_prefix("FAIL: ") {
+            let parts: Option<Vec<FailPart>> = parts.split(", ").map(FailPart::from_name).collect();
+            return parts.map(Verdict::Fail);
+        }
+        if let Some(why) = label.strip_prefix("INCOMPLETE: ") {
+            return Some(Verdict::Incomplete(why.to_string()));
+        }
+        [Verdict::Pass, Verdict::DriftExpected, Verdict::NoDriftObserved, Verdict::NoEvidence]
+            .into_iter()
+            .find(|v| v.label() == label)
+    }
+
+    pub fn is_fail(&self) -> bool {
+        matches!(self, Verdict::Fail(_))
+    }
+
+    pub fn is_incomplete(&self) -> bool {
+        matches!(self, Verdict::Incomplete(_))
+    }
+}
+
+/// The verdict, whether the guarantee held, whether there was evidence, and one
+/// sentence in words.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Judgement {
-    /// `pass`, `drift-expected`, `no-drift-observed`, `NO EVIDENCE`, or `FAIL: <parts>`
-    /// with parts among `denied`, `counters`, `reads`, `errors`.
+    pub verdict: Verdict,
+    /// `verdict.label()`, as every output prints it.
     pub label: String,
     pub held: bool,
     pub evidence: bool,
     pub sentence: String,
 }
 
-/// Judges one strategy run.
+impl Judgement {
+    pub fn new(verdict: Verdict, held: bool, evidence: bool, sentence: String) -> Judgement {
+        Judgement { label: verdict.label(), verdict, held, evidence, sentence }
+    }
+}
+
+/// Judges one strategy run: first what failed (each part with its reason), then whether
+/// there was evidence, then how the counters came out.
 pub fn judge(f: &Findings<'_>, rules: VerdictRules) -> Judgement {
-    let c = f.check;
-    let wrong = format!("{}/{} counters wrong", c.users_mismatched, c.users_checked);
-    let promises = f.guarantee != Guarantee::None;
-    let mut failed: Vec<(&str, String)> = Vec::new();
-    if f.permission_denied > 0 {
-        failed.push(("denied", format!("{} operations refused for lack of a privilege", f.permission_denied)));
-    }
-    let named = |reads: bool| {
-        let names: Vec<String> = f
-            .anomalies
-            .iter()
-            .filter(|a| a.kind.from_reads() == reads)
-            .map(|a| format!("{} x{}", a.name, a.count))
-            .collect();
-        if names.is_empty() { String::new() } else { format!(" ({})", names.join(", ")) }
-    };
-    if c.verdict == CounterVerdict::Fail {
-        failed.push(("counters", format!("{wrong}, but it promises {} counters{}", f.guarantee.name(), named(false))));
-    }
-    // With the counters right, any anomaly was seen by reading (e.g. a lost increment a
-    // later mark_all_read hid from the final state).
-    let counters_right = c.users_mismatched == 0;
-    let reads_broken =
-        promises && (f.anomalies.iter().any(|a| a.kind.from_reads()) || (!f.anomalies.is_empty() && counters_right));
-    if reads_broken {
-        let names: Vec<String> = f
-            .anomalies
-            .iter()
-            .filter(|a| counters_right || a.kind.from_reads())
-            .map(|a| format!("{} x{}", a.name, a.count))
-            .collect();
-        failed.push(("reads", format!("reads outside what the history allows ({})", names.join(", "))));
-    }
-    if let Some(e) = &f.errors
-        && e.ops > 0
-        && e.failed as f64 > rules.max_error_rate * e.ops as f64
-    {
-        let rate = 100.0 * e.failed as f64 / e.ops as f64;
-        let top = e.top.as_deref().map(|t| format!("; top: {t}")).unwrap_or_default();
-        let max = 100.0 * rules.max_error_rate;
-        failed.push(("errors", format!("{rate:.2}% of operations failed (max {max}%){top}")));
-    }
+    let failed = failures(f, rules);
     let missing: Vec<String> = f
         .executed
         .iter()
@@ -113,14 +139,9 @@ pub fn judge(f: &Findings<'_>, rules: VerdictRules) -> Judgement {
         .collect();
     let evidence = missing.is_empty();
     if !failed.is_empty() {
-        let parts: Vec<&str> = failed.iter().map(|(p, _)| *p).collect();
+        let parts: Vec<FailPart> = failed.iter().map(|(p, _)| *p).collect();
         let why: Vec<String> = failed.into_iter().map(|(_, w)| w).collect();
-        return Judgement {
-            label: format!("FAIL: {}", parts.join(", ")),
-            held: false,
-            evidence,
-            sentence: format!("{}: {}", f.strategy, why.join("; ")),
-        };
+        return Judgement::new(Verdict::Fail(parts), false, evidence, format!("{}: {}", f.strategy, why.join("; ")));
     }
     if !evidence {
         let sentence = format!(
@@ -129,20 +150,58 @@ pub fn judge(f: &Findings<'_>, rules: VerdictRules) -> Judgement {
             missing.join(", "),
             rules.min_ops_per_kind
         );
-        return Judgement { label: "NO EVIDENCE".into(), held: true, evidence, sentence };
+        return Judgement::new(Verdict::NoEvidence, true, evidence, sentence);
     }
-    let (label, sentence) = match c.verdict {
-        CounterVerdict::DriftExpected => ("drift-expected", format!("{wrong} — expected, it makes no guarantee")),
+    let c = f.check;
+    let wrong = format!("{}/{} counters wrong", c.users_mismatched, c.users_checked);
+    let (verdict, sentence) = match c.verdict {
+        CounterVerdict::DriftExpected => (Verdict::DriftExpected, format!("{wrong} — expected, it makes no guarantee")),
         CounterVerdict::NoDriftObserved => match f.serialises_writers {
-            Some(why) => ("no-drift-observed", format!("no counter drifted, and none can here: {why}")),
+            Some(why) => (Verdict::NoDriftObserved, format!("no counter drifted, and none can here: {why}")),
             None => (
-                "no-drift-observed",
+                Verdict::NoDriftObserved,
                 "no counter drifted, but it makes no guarantee: this run did not hit its race".to_string(),
             ),
         },
-        _ => ("pass", format!("all {} counters {} and every read within its bounds", c.users_checked, exact(f))),
+        _ => (Verdict::Pass, format!("all {} counters {} and every read within its bounds", c.users_checked, exact(f))),
     };
-    Judgement { label: label.into(), held: true, evidence, sentence: format!("{}: {sentence}", f.strategy) }
+    Judgement::new(verdict, true, evidence, format!("{}: {sentence}", f.strategy))
+}
+
+/// Each failed part with its reason, in label order.
+fn failures(f: &Findings<'_>, rules: VerdictRules) -> Vec<(FailPart, String)> {
+    let c = f.check;
+    let mut failed = Vec::new();
+    if f.permission_denied > 0 {
+        failed.push((FailPart::Denied, format!("{} operations refused for lack of a privilege", f.permission_denied)));
+    }
+    let named = |keep: &dyn Fn(&Anomaly) -> bool| -> Vec<String> {
+        f.anomalies.iter().filter(|a| keep(a)).map(|a| format!("{} x{}", a.name, a.count)).collect()
+    };
+    if c.verdict == CounterVerdict::Fail {
+        let names = named(&|a| !a.kind.from_reads());
+        let names = if names.is_empty() { String::new() } else { format!(" ({})", names.join(", ")) };
+        let wrong = format!("{}/{} counters wrong", c.users_mismatched, c.users_checked);
+        failed.push((FailPart::Counters, format!("{wrong}, but it promises {} counters{names}", f.guarantee.name())));
+    }
+    // With the counters right, any anomaly was seen by reading (e.g. a lost increment a
+    // later mark_all_read hid from the final state).
+    let counters_right = c.users_mismatched == 0;
+    let promises = f.guarantee != Guarantee::None;
+    if promises && (f.anomalies.iter().any(|a| a.kind.from_reads()) || (!f.anomalies.is_empty() && counters_right)) {
+        let names = named(&|a| counters_right || a.kind.from_reads());
+        failed.push((FailPart::Reads, format!("reads outside what the history allows ({})", names.join(", "))));
+    }
+    if let Some(e) = &f.errors
+        && e.ops > 0
+        && e.failed as f64 > rules.max_error_rate * e.ops as f64
+    {
+        let rate = 100.0 * e.failed as f64 / e.ops as f64;
+        let top = e.top.as_deref().map(|t| format!("; top: {t}")).unwrap_or_default();
+        let max = 100.0 * rules.max_error_rate;
+        failed.push((FailPart::Errors, format!("{rate:.2}% of operations failed (max {max}%){top}")));
+    }
+    failed
 }
 
 fn exact(f: &Findings<'_>) -> &'static str {
@@ -206,6 +265,13 @@ mod tests {
         let none_bad = check_counters(&rows(true), Guarantee::None);
         let d = judge(&findings(Guarantee::None, &none_bad, &[anomaly("double_decrement")]), VerdictRules::default());
         assert!(d.label == "drift-expected" && d.held && d.sentence.contains("1/1 counters wrong"), "{d:?}");
+        let bad = check_counters(&rows(true), Guarantee::Exact);
+        let failed = judge(&findings(Guarantee::Exact, &bad, &[]), VerdictRules::default());
+        for v in [failed, n, d] {
+            assert_eq!(Verdict::parse(&v.label), Some(v.verdict.clone()), "labels read back");
+        }
+        assert_eq!(Verdict::parse("INCOMPLETE: read the truth").map(|v| v.is_incomplete()), Some(true));
+        assert_eq!(Verdict::parse("FAIL: nonsense"), None);
         let none_ok = check_counters(&rows(false), Guarantee::None);
         let mut f = findings(Guarantee::None, &none_ok, &[]);
         f.serialises_writers = Some("SQLite runs one writer at a time");

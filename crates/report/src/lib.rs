@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 pub use compare::{Comparison, MIN_OPS_FOR_P99, compare, render_comparison};
 pub use html::render_html;
 pub use render::{render_markdown, render_terminal};
-pub use thresholds::{METRICS, Threshold, ThresholdResult, evaluate};
+pub use thresholds::{Metric, Threshold, ThresholdResult, evaluate};
 
 /// Version of the report.json layout; bumped on any incompatible change.
 pub const REPORT_SCHEMA_VERSION: u32 = 2;
@@ -454,6 +454,14 @@ pub struct CheckReport {
     pub evidence: bool,
     /// The verdict in words, one sentence.
     pub summary: String,
+}
+
+impl CheckReport {
+    /// The verdict read back from its label; a label no verdict prints (a hand-edited
+    /// report) reads as a failure, so it can never pass unnoticed.
+    pub fn verdict_kind(&self) -> counterlab_core::VerdictLabel {
+        counterlab_core::VerdictLabel::parse(&self.verdict).unwrap_or(counterlab_core::VerdictLabel::Fail(Vec::new()))
+    }
 }
 
 /// Fields missing from older reports (schema 1) read as their defaults.

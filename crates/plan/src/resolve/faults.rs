@@ -2,6 +2,7 @@
 //! op kind of a commit fault, the length of a pause), each threshold a known metric.
 
 use counterlab_core::{Fault, OpKind};
+use counterlab_report::Metric;
 use toml::Spanned;
 
 use super::{Strategies, named};
@@ -72,14 +73,10 @@ pub(crate) fn thresholds(
 }
 
 fn threshold(src: &Src<'_>, t: &RawThreshold, s: &Strategies) -> Result<counterlab_report::Threshold, ScenarioError> {
-    let metric = t.metric.get_ref();
-    let names: Vec<&str> = counterlab_report::METRICS.iter().map(|(m, _)| *m).collect();
-    if !names.contains(&metric.as_str()) {
-        return Err(src.at(t.metric.span(), format!("unknown metric {metric:?}; valid: {}", names.join(", "))));
-    }
+    let metric: Metric = named(src, "metric", &t.metric)?;
     if let Some(op) = &t.op {
-        if !metric.starts_with('p') {
-            return Err(src.at(op.span(), format!("`op` applies to latency metrics only, not {metric}")));
+        if !metric.is_latency() {
+            return Err(src.at(op.span(), format!("`op` applies to latency metrics only, not {}", metric.name())));
         }
         named::<OpKind>(src, "op", op)?;
     }
@@ -88,7 +85,7 @@ fn threshold(src: &Src<'_>, t: &RawThreshold, s: &Strategies) -> Result<counterl
         return Err(src.at(t.limit.span(), format!("limit must be a finite number >= 0, got {limit}")));
     }
     Ok(counterlab_report::Threshold {
-        metric: metric.clone(),
+        metric,
         op: t.op.as_ref().map(|o| o.get_ref().clone()),
         strategies: s.pick(src, t.strategies.as_deref())?,
         limit,

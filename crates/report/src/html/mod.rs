@@ -35,11 +35,11 @@ fn p99_all(s: &StrategyReport) -> u64 {
 }
 
 fn verdict_class(v: &str) -> &'static str {
-    match v {
-        "pass" => "v-pass",
-        v if v.starts_with("FAIL") || v.starts_with("INCOMPLETE") => "v-fail",
-        "NO EVIDENCE" => "v-fail",
-        _ => "v-other",
+    use counterlab_core::VerdictLabel as V;
+    match V::parse(v) {
+        Some(V::Pass) => "v-pass",
+        Some(V::Fail(_) | V::Incomplete(_) | V::NoEvidence) | None => "v-fail",
+        Some(V::DriftExpected | V::NoDriftObserved) => "v-other",
     }
 }
 

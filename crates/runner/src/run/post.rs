@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use counterlab_core::{
     CheckInput, ErrorClass, ErrorFigures, Judgement, OpError, OpKind, SettledRead, Strategy, StrategyInfo,
-    check_counters,
+    VerdictLabel, check_counters,
 };
 use counterlab_plan::RunPlan;
 use counterlab_report::{FaultEvent, HistoryReport, StrategyReport, StrategyRun};
@@ -127,12 +127,12 @@ pub(super) fn incomplete_report(
     faults: Vec<FaultEvent>,
 ) -> StrategyReport {
     let check = check_counters(&[], r.info.guarantee);
-    let judgement = Judgement {
-        label: format!("INCOMPLETE: {}", why.split(':').next().unwrap_or(why)),
-        held: false,
-        evidence: false,
-        sentence: format!("{}: the check could not complete: {why}", r.info.name),
-    };
+    let judgement = Judgement::new(
+        VerdictLabel::Incomplete(why.split(':').next().unwrap_or(why).to_string()),
+        false,
+        false,
+        format!("{}: the check could not complete: {why}", r.info.name),
+    );
     StrategyReport::new(StrategyRun {
         info: r.info,
         backend: r.backend,
