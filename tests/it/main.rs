@@ -34,7 +34,7 @@ mod openloop;
 /// File-defined strategies: twins, a caught racy file, the slotted counter, validation.
 mod custom;
 
-/// Repository hygiene: doc lines on every file.
+/// Repository hygiene: doc lines, function length, import cycles, descriptions.
 mod tidy;
 
 /// Generated concurrent cases against the real servers, shrunk and replayed.
@@ -50,3 +50,6 @@ mod sandbox;
 /// One verdict in every output and the exit code: wrong reads, failing operations, no
 /// evidence.
 mod verdicts;
+
+/// The registry: a test-only strategy added with one row runs like a built-in.
+mod registry;

@@ -6,6 +6,7 @@ mod bounds;
 mod custom;
 mod error;
 mod named;
+mod overrides;
 mod parse;
 mod raw;
 mod resolve;
@@ -13,5 +14,6 @@ mod types;
 
 pub use custom::{MAX_NAME, MAX_STEPS};
 pub use error::ScenarioError;
-pub use parse::{Overrides, load, parse};
+pub use overrides::Overrides;
+pub use parse::{load, parse};
 pub use types::*;

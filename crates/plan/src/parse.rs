@@ -4,22 +4,10 @@
 use std::path::Path;
 
 use crate::error::{ScenarioError, Src};
+use crate::overrides::Overrides;
 use crate::raw::RawScenario;
 use crate::resolve::{self, Strategies};
 use crate::types::{DataPlan, RunPlan};
-
-/// Command-line values that replace the file's.
-#[derive(Clone, Debug, Default)]
-pub struct Overrides {
-    pub strategies: Vec<String>,
-    pub backends: Vec<String>,
-    pub isolation: Vec<String>,
-    pub seed: Option<u64>,
-    pub workers: Option<u32>,
-    pub duration_s: Option<f64>,
-    pub ops: Option<u64>,
-    pub rate: Option<f64>,
-}
 
 /// Reads and validates a scenario file, applying command-line overrides.
 /// `known` lists the valid built-in strategy names; `default_seed` is used when neither

@@ -6,7 +6,7 @@ use toml::Spanned;
 
 use crate::bounds::{positive, positive_at, within_at};
 use crate::error::{ScenarioError, Src};
-use crate::parse::Overrides;
+use crate::overrides::Overrides;
 use crate::raw::{RawStage, RawWorkload};
 use crate::types::limits::*;
 use crate::types::{StageEnd, StageLoad, StagePlan};

@@ -9,7 +9,7 @@ use toml::Spanned;
 use super::named_list;
 use crate::custom::{self, RawStrategy};
 use crate::error::{ScenarioError, Src};
-use crate::parse::Overrides;
+use crate::overrides::Overrides;
 use crate::raw::RawScenario;
 use crate::types::{Backend, DEFAULT_ISOLATION};
 

@@ -7,7 +7,7 @@ use toml::Spanned;
 use super::stages;
 use crate::bounds::{positive_at, within, within_at};
 use crate::error::{ScenarioError, Src};
-use crate::parse::Overrides;
+use crate::overrides::Overrides;
 use crate::raw::{RawFault, RawWorkload};
 use crate::types::limits::*;
 use crate::types::{

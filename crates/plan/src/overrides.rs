@@ -1,0 +1,15 @@
+//! Command-line values that replace a scenario's own (`--strategy`, `--seed`,
+//! `--workers`, ...), as given: the resolvers check them like the file's values.
+
+/// Command-line values that replace the file's.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub strategies: Vec<String>,
+    pub backends: Vec<String>,
+    pub isolation: Vec<String>,
+    pub seed: Option<u64>,
+    pub workers: Option<u32>,
+    pub duration_s: Option<f64>,
+    pub ops: Option<u64>,
+    pub rate: Option<f64>,
+}
