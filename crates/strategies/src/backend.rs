@@ -51,7 +51,11 @@ pub struct PoolSpec {
 impl Server {
     pub async fn connect_postgres(url: &str, timeout: Duration) -> Result<Server, BackendError> {
         let location = redact_url(url);
-        let err = |detail: String| BackendError::Connect { backend: "postgres", url: location.clone(), detail };
+        let err = |detail: String| BackendError::Connect {
+            backend: "postgres",
+            url: location.clone(),
+            source: detail.into(),
+        };
         check_url(url, &["postgres", "postgresql"], "postgres://user[:password]@host[:port]/database").map_err(err)?;
         let options: PgConnectOptions = url.parse().map_err(|e: sqlx::Error| err(format!("invalid URL: {e}")))?;
         let options = options.application_name("counterlab");
@@ -74,7 +78,8 @@ impl Server {
 
     pub async fn connect_mysql(url: &str, timeout: Duration) -> Result<Server, BackendError> {
         let location = redact_url(url);
-        let err = |detail: String| BackendError::Connect { backend: "mysql", url: location.clone(), detail };
+        let err =
+            |detail: String| BackendError::Connect { backend: "mysql", url: location.clone(), source: detail.into() };
         check_url(url, &["mysql", "mariadb"], "mysql://user[:password]@host[:port]/database").map_err(err)?;
         let options: MySqlConnectOptions = url.parse().map_err(|e: sqlx::Error| err(format!("invalid URL: {e}")))?;
         let admin = MySqlPoolOptions::new()
@@ -102,7 +107,8 @@ impl Server {
     /// SQLite needs no server: namespaces are files in `dir` (created if missing).
     pub async fn open_sqlite(dir: &Path) -> Result<Server, BackendError> {
         let location = dir.display().to_string();
-        let err = |detail: String| BackendError::Connect { backend: "sqlite", url: location.clone(), detail };
+        let err =
+            |detail: String| BackendError::Connect { backend: "sqlite", url: location.clone(), source: detail.into() };
         std::fs::create_dir_all(dir).map_err(|e| err(format!("cannot create directory: {e}")))?;
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
@@ -135,7 +141,7 @@ impl Server {
             backend: self.dialect().name(),
             step: "list leftovers",
             namespace: "cl_*".into(),
-            detail: e.to_string(),
+            source: e.into(),
         };
         let mut out = Vec::new();
         match &self.conn {
@@ -195,7 +201,7 @@ impl Server {
             backend: self.dialect().name(),
             step: "remove a leftover",
             namespace: l.namespace.clone(),
-            detail: e.to_string(),
+            source: e.into(),
         };
         let ns = &l.namespace;
         match &self.conn {
@@ -259,7 +265,12 @@ impl Server {
             && path.exists()
         {
             let detail = format!("{} exists", path.display());
-            return Err(BackendError::Step { backend: "sqlite", step: "create file", namespace: name.into(), detail });
+            return Err(BackendError::Step {
+                backend: "sqlite",
+                step: "create file",
+                namespace: name.into(),
+                source: detail.into(),
+            });
         }
         let mut ns =
             Namespace { name: name.into(), home, db: None, identity, made_storage: false, made_identity: false };
@@ -429,8 +440,8 @@ impl Namespace {
         }
     }
 
-    fn step_err(&self, step: &'static str, e: impl std::fmt::Display) -> BackendError {
-        BackendError::Step { backend: self.dialect().name(), step, namespace: self.name.clone(), detail: e.to_string() }
+    fn step_err(&self, step: &'static str, e: impl Into<crate::Cause>) -> BackendError {
+        BackendError::Step { backend: self.dialect().name(), step, namespace: self.name.clone(), source: e.into() }
     }
 
     async fn admin_exec(&self, step: &'static str, sql: String) -> Result<(), BackendError> {

@@ -25,7 +25,7 @@ pub use custom::{
     PerDialect, StepSpec,
 };
 pub use db::{Begin, Db, Dialect, Isolation, classify};
-pub use error::{BackendError, redact_url};
+pub use error::{BackendError, Cause, redact_url};
 pub use leftover::{Leftover, Marker, REDIS_MARKER_TTL_S};
 pub use pause::Pausable;
 pub use redis::{

@@ -92,13 +92,13 @@ struct Rows {
 pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&str)) -> Result<Report, BackendError> {
     let run_id = new_run_id();
     let started = clock::iso8601(clock::now_unix().0);
-    let servers = Servers::connect(plan, opts, &run_id, log).await?;
+    let mut servers = Servers::connect(plan, opts, &run_id, log).await?;
     log(&format!("run {run_id}"));
     let cfg = config::driver_config(plan, opts.cancel.clone());
     let mut rows = Rows::default();
     let result = run_cells(plan, opts, &cfg, &servers, &run_id, &mut rows, log).await;
-    if !opts.keep {
-        servers.remove_temp_dir();
+    if opts.keep {
+        servers.keep_temp_dir();
     }
     result?;
     Ok(assemble(plan, opts, run_id, started, &servers, rows))

@@ -112,7 +112,7 @@ async fn measure(
         backend: "redis",
         step: "seed",
         namespace: cell.ns_name.clone(),
-        detail: e.to_string(),
+        source: e.into(),
     })?;
     let seed_s = started.elapsed().as_secs_f64();
     let identity = match &made.space {
@@ -161,7 +161,7 @@ async fn build(cell: &Cell<'_>, ns: &Namespace, made: &mut Made) -> Result<Arc<d
             backend: t.server.dialect().name(),
             step: "set up a file-defined strategy",
             namespace: cell.ns_name.clone(),
-            detail: e.to_string(),
+            source: e.into(),
         });
     }
     let missing = |what: &str| BackendError::Refused(format!("{}: {what}", t.name));
@@ -345,7 +345,7 @@ fn write_history(cell: &Cell<'_>, load: &LoadResult) -> Result<Option<String>, B
         backend: "report",
         step: "write the history",
         namespace: cell.ns_name.clone(),
-        detail: format!("{}: {e}", path.display()),
+        source: format!("{}: {e}", path.display()).into(),
     })?;
     Ok(Some(format!("history/{}.jsonl", cell.short)))
 }

@@ -4,73 +4,90 @@
 
 use std::path::PathBuf;
 
+use tempfile::TempDir;
+
 use counterlab_plan::{Backend, RunPlan};
 use counterlab_report::ServerInfo;
 use counterlab_strategies::{BackendError, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, RedisServer, Server};
 
 use super::RunOptions;
 
-/// Connects every backend the plan names. `auto` is PostgreSQL when a URL is configured
-/// (then it must answer) or the default answers; otherwise embedded SQLite.
+/// Where SQLite namespaces go: the configured folder, else a temporary one made on first
+/// use (a guard: removed when dropped, unless the run keeps it).
+struct SqliteHome<'a> {
+    configured: Option<&'a PathBuf>,
+    temp: Option<TempDir>,
+    run_id: &'a str,
+}
+
+impl SqliteHome<'_> {
+    fn dir(&mut self) -> Result<PathBuf, BackendError> {
+        if let Some(d) = self.configured {
+            return Ok(d.clone());
+        }
+        if self.temp.is_none() {
+            let made = tempfile::Builder::new().prefix(&format!("counterlab-{}-", self.run_id)).tempdir();
+            self.temp = Some(made.map_err(|e| BackendError::Connect {
+                backend: "sqlite",
+                url: std::env::temp_dir().display().to_string(),
+                source: e.into(),
+            })?);
+        }
+        Ok(self.temp.as_ref().map(|t| t.path().to_path_buf()).unwrap_or_default())
+    }
+}
+
+/// Connects every backend the plan names (each dialect once). A temporary SQLite folder
+/// made before a failure is removed with its guard.
 async fn resolve_backends(
     plan: &RunPlan,
     opts: &RunOptions,
     run_id: &str,
     log: &mut dyn FnMut(&str),
-) -> Result<(Vec<Server>, Option<PathBuf>), BackendError> {
+) -> Result<(Vec<Server>, Option<TempDir>), BackendError> {
     let mut servers: Vec<Server> = Vec::new();
-    let mut temp_dir = None;
-    let sqlite_dir = |temp_dir: &mut Option<PathBuf>| match &opts.sqlite_dir {
-        Some(d) => d.clone(),
-        None => temp_dir.get_or_insert_with(|| std::env::temp_dir().join(format!("counterlab-{run_id}"))).clone(),
-    };
-    let resolved = async {
-        for name in &plan.backends {
-            let server = match name {
-                Backend::Postgres => {
-                    Server::connect_postgres(
-                        opts.postgres_url.as_deref().unwrap_or(&opts.postgres_default),
-                        opts.connect_timeout,
-                    )
-                    .await?
-                }
-                Backend::Mysql => {
-                    Server::connect_mysql(opts.mysql_url.as_deref().unwrap_or(DEFAULT_MYSQL_URL), opts.connect_timeout)
-                        .await?
-                }
-                Backend::Sqlite => Server::open_sqlite(&sqlite_dir(&mut temp_dir)).await?,
-                Backend::Auto => match &opts.postgres_url {
-                    Some(url) => Server::connect_postgres(url, opts.connect_timeout).await?,
-                    None => match Server::connect_postgres(&opts.postgres_default, opts.connect_timeout).await {
-                        Ok(s) => s,
-                        Err(e) => {
-                            let dir = sqlite_dir(&mut temp_dir);
-                            log(&format!(
-                                "no PostgreSQL configured and none answering ({e}); running on embedded SQLite in {}. \
-                                 For a server: --postgres URL or COUNTERLAB_POSTGRES_URL (docker compose up -d starts one)",
-                                dir.display()
-                            ));
-                            Server::open_sqlite(&dir).await?
-                        }
-                    },
-                },
-            };
-            if !servers.iter().any(|s| s.dialect() == server.dialect()) {
-                log(&format!("backend {}: {} at {}", server.dialect().name(), server.version(), server.location()));
-                servers.push(server);
-            }
+    let mut home = SqliteHome { configured: opts.sqlite_dir.as_ref(), temp: None, run_id };
+    for backend in &plan.backends {
+        let server = connect(*backend, opts, &mut home, log).await?;
+        if !servers.iter().any(|s| s.dialect() == server.dialect()) {
+            log(&format!("backend {}: {} at {}", server.dialect().name(), server.version(), server.location()));
+            servers.push(server);
         }
-        Ok::<_, BackendError>(())
     }
-    .await;
-    if let Err(e) = resolved {
-        // A temporary SQLite directory made before the failure is removed with it.
-        if let Some(dir) = &temp_dir {
-            std::fs::remove_dir_all(dir).ok();
+    Ok((servers, home.temp))
+}
+
+/// One backend. `auto` is PostgreSQL when a URL is configured (then it must answer) or
+/// the default answers; otherwise embedded SQLite.
+async fn connect(
+    backend: Backend,
+    opts: &RunOptions,
+    home: &mut SqliteHome<'_>,
+    log: &mut dyn FnMut(&str),
+) -> Result<Server, BackendError> {
+    let timeout = opts.connect_timeout;
+    match backend {
+        Backend::Postgres => {
+            Server::connect_postgres(opts.postgres_url.as_deref().unwrap_or(&opts.postgres_default), timeout).await
         }
-        return Err(e);
+        Backend::Mysql => Server::connect_mysql(opts.mysql_url.as_deref().unwrap_or(DEFAULT_MYSQL_URL), timeout).await,
+        Backend::Sqlite => Server::open_sqlite(&home.dir()?).await,
+        Backend::Auto => match &opts.postgres_url {
+            Some(url) => Server::connect_postgres(url, timeout).await,
+            None => match Server::connect_postgres(&opts.postgres_default, timeout).await {
+                Ok(s) => Ok(s),
+                Err(e) => {
+                    let dir = home.dir()?;
+                    log(&format!(
+                        "no PostgreSQL configured and none answering ({e}); running on embedded SQLite in {}. \
+                         For a server: --postgres URL or COUNTERLAB_POSTGRES_URL (docker compose up -d starts one)",
+                        dir.display()
+                    ));
+                    Server::open_sqlite(&dir).await
+                }
+            },
+        },
     }
-    Ok((servers, temp_dir))
 }
 
 /// Whether the plan's strategy `name` (built-in or file-defined) needs Redis.
@@ -146,12 +163,13 @@ pub(super) struct Servers {
     pub sql: Vec<Server>,
     /// Redis, or why there is none (then Redis strategies are skipped).
     pub redis: Result<RedisServer, String>,
-    pub temp_dir: Option<PathBuf>,
+    /// The temporary SQLite folder, removed when this is dropped unless kept.
+    pub temp_dir: Option<TempDir>,
 }
 
 impl Servers {
     /// Connects everything the plan needs and runs the sandbox preflight; on an error,
-    /// nothing is left behind (a temporary folder made so far is removed).
+    /// nothing is left behind (a temporary folder made so far goes with its guard).
     pub async fn connect(
         plan: &RunPlan,
         opts: &RunOptions,
@@ -167,16 +185,13 @@ impl Servers {
             }
             Err(e) => Err(e),
         };
-        if let Err(e) = checked {
-            servers.remove_temp_dir();
-            return Err(e);
-        }
-        Ok(servers)
+        checked.map(|_| servers)
     }
 
-    pub fn remove_temp_dir(&self) {
-        if let Some(dir) = &self.temp_dir {
-            std::fs::remove_dir_all(dir).ok();
+    /// `--keep`: the temporary SQLite folder stays (with the kept namespaces in it).
+    pub fn keep_temp_dir(&mut self) {
+        if let Some(dir) = self.temp_dir.take() {
+            let _kept: PathBuf = dir.keep();
         }
     }
 

@@ -64,7 +64,8 @@ pub struct RedisServer {
 impl RedisServer {
     pub async fn connect(url: &str, timeout: Duration) -> Result<RedisServer, BackendError> {
         let location = redact_url(url);
-        let err = |detail: String| BackendError::Connect { backend: "redis", url: location.clone(), detail };
+        let err =
+            |detail: String| BackendError::Connect { backend: "redis", url: location.clone(), source: detail.into() };
         let schemes = ["redis", "rediss", "redis+unix", "unix"];
         check_url(url, &schemes, "redis://[user:password@]host[:port][/db]").map_err(err)?;
         let client = redis::Client::open(url).map_err(|e| err(format!("invalid URL: {e}")))?;
@@ -124,7 +125,7 @@ impl RedisServer {
         let err = |e: redis::RedisError| BackendError::Connect {
             backend: "redis",
             url: self.location.clone(),
-            detail: e.to_string(),
+            source: e.into(),
         };
         // The marker first (as the configured account): a run killed from here on is
         // found by `counterlab clean`, and the marker itself expires.
@@ -178,7 +179,7 @@ impl RedisServer {
             backend: "redis",
             step: "list leftovers",
             namespace: "cl:*".into(),
-            detail: e.to_string(),
+            source: e.into(),
         };
         let mut conn = self.client.get_multiplexed_async_connection().await.map_err(err)?;
         let mut keys: Vec<String> = Vec::new();
