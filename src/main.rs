@@ -473,6 +473,14 @@ fn ending(report: &counterlab_report::Report, strict: bool) -> Ending {
             }
         }
     }
+    if report.expectations_unmet > 0 {
+        println!("{} expectation(s) of the scenario not met:", report.expectations_unmet);
+        for s in &report.strategies {
+            for e in s.expectations.iter().filter(|e| !e.met) {
+                println!("  {} on {} at {}: {}", s.strategy, s.backend, s.isolation, e.detail);
+            }
+        }
+    }
     if !report.all_guarantees_held {
         println!("a strategy broke its declared guarantee; replay with: {}", report.replay_command);
     }
@@ -486,8 +494,9 @@ fn ending(report: &counterlab_report::Report, strict: bool) -> Ending {
     if incomplete > 0 {
         println!("{incomplete} strategy run(s) INCOMPLETE: their check could not complete (exit 3 unless one FAILed)");
     }
-    let held = report.all_guarantees_held && report.thresholds_breached == 0 && !(strict && no_evidence > 0);
-    match (held, failed || report.thresholds_breached > 0, incomplete > 0) {
+    let limits_broken = report.thresholds_breached > 0 || report.expectations_unmet > 0;
+    let held = report.all_guarantees_held && !limits_broken && !(strict && no_evidence > 0);
+    match (held, failed || limits_broken, incomplete > 0) {
         (true, _, _) => Ending::Held,
         (false, false, true) => Ending::Incomplete,
         _ => Ending::Broken,

@@ -156,6 +156,19 @@ fn malformed_input_is_located() {
         ),
         (&GOOD.replace("[workload]\n", "[workload\n"), "bad.toml:4:", ""),
         (&format!("{GOOD}[workload.extra]\n"), "bad.toml:", "unknown field"),
+        (
+            &format!("{GOOD}[[expect]]\nstrategy = \"direct-update\"\nverdict = \"fail\"\n"),
+            "bad.toml:11:11:",
+            "unknown expected verdict \"fail\"; valid: pass, drift-expected, no-drift-observed",
+        ),
+        (&format!("{GOOD}[[expect]]\nstrategy = \"direct-update\"\n"), "bad.toml:", "gives one of verdict and anomaly"),
+        (
+            &format!(
+                "{GOOD}[[expect]]\nstrategy = \"direct-update\"\nbackends = [\"auto\"]\nanomaly = \"lost_update\"\n"
+            ),
+            "bad.toml:11:13:",
+            "unknown backend \"auto\"; valid: postgres, mysql, sqlite",
+        ),
         (&GOOD.replace("ops = 10", "ops = 10\nskew = \"zipf\""), "bad.toml:7:8:", "needs zipf_exponent"),
         (
             &GOOD.replace("ops = 10", "ops = 10\nskew = \"zipf\"\nzipf_exponent = -1.0"),

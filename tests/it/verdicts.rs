@@ -89,3 +89,33 @@ fn a_delete_only_mix_on_an_empty_seed_is_no_evidence_and_fails_under_strict() {
     let r = run(scenario("empty-strict", data, "delete = 1", |b| b), &["--strict"]);
     assert_everywhere("NO EVIDENCE", &r, 1);
 }
+
+/// `[[expect]]` per backend: on SQLite direct-update cannot drift (one writer at a time),
+/// so an expectation that it drifts there is not met (exit 1, said in every output with
+/// the reason), while the expectation that it shows no drift there is met.
+#[test]
+fn per_backend_expectations_are_judged_in_every_output_and_the_exit_code() {
+    let dir = crate::cli::tempdir("expect");
+    let body = "strategies = [\"direct-update\"]\nbackends = [\"sqlite\"]\n\
+                [data]\nusers = 20\nnotifications_per_user = 5\n\
+                [workload]\nworkers = 4\nops = 400\n\
+                [workload.mix]\nmark_read = 2\nmark_read_dup = 2\ncreate = 1\nread_count = 1\n\
+                [[expect]]\nstrategy = \"direct-update\"\nbackends = [\"sqlite\"]\nverdict = \"no-drift-observed\"\n";
+    let unmet = format!("{body}[[expect]]\nstrategy = \"direct-update\"\nverdict = \"drift-expected\"\n");
+    std::fs::write(dir.join("s.toml"), format!("name = \"expect\"\nseed = 4\n{unmet}")).unwrap();
+    let (code, term, json, md, html) = run(dir, &[]);
+    assert_eq!(json["expectations_unmet"], 1, "{term}");
+    let results = json["strategies"][0]["expectations"].as_array().unwrap().clone();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!((results[0]["met"].as_bool(), results[1]["met"].as_bool()), (Some(true), Some(false)));
+    let detail = results[1]["detail"].as_str().unwrap();
+    assert!(detail.contains("expected verdict drift-expected on sqlite: verdict no-drift-observed"), "{detail}");
+    assert!(detail.contains("one writer at a time"), "the reason is given: {detail}");
+    assert_eq!(code, Some(1), "{term}");
+    assert!(
+        term.contains("expectations not met") && term.contains("1 expectation(s) of the scenario not met"),
+        "{term}"
+    );
+    assert!(md.contains("expected **NOT MET**") && md.contains("expected met"), "{md}");
+    assert!(html.contains("<h2>Expectations</h2>") && html.contains("NOT MET"), "html");
+}

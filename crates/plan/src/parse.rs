@@ -43,6 +43,7 @@ pub fn parse(
     let redis = resolve::redis(&src, raw.redis.as_ref())?;
     let faults = resolve::faults(&src, raw.faults.as_deref(), &s)?;
     let thresholds = resolve::thresholds(&src, raw.thresholds.as_deref(), &s)?;
+    let expect = resolve::expectations(&src, raw.expect.as_deref(), &s)?;
     let data: DataPlan = resolve::data(&src, &raw.data)?;
     let workload = resolve::workload(&src, &raw.workload, overrides, raw.faults.as_deref())?;
     Ok(RunPlan {
@@ -59,6 +60,7 @@ pub fn parse(
         faults,
         thresholds,
         verdict: resolve::verdict(&src, raw.verdict.as_ref())?,
+        expect,
         data,
         workload,
         strategies: s.run,

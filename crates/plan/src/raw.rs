@@ -22,6 +22,7 @@ pub(crate) struct RawScenario {
     pub(crate) faults: Option<Vec<Spanned<RawFault>>>,
     pub(crate) thresholds: Option<Vec<Spanned<RawThreshold>>>,
     pub(crate) verdict: Option<Spanned<RawVerdict>>,
+    pub(crate) expect: Option<Vec<Spanned<RawExpect>>>,
     pub(crate) data: RawData,
     pub(crate) workload: Spanned<RawWorkload>,
     pub(crate) strategy: Option<BTreeMap<String, Spanned<crate::custom::RawStrategy>>>,
@@ -122,4 +123,13 @@ pub(crate) struct RawMix {
     pub(crate) delete: Option<u32>,
     pub(crate) mark_all_read: Option<u32>,
     pub(crate) read_count: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawExpect {
+    pub(crate) strategy: Spanned<String>,
+    pub(crate) backends: Option<Vec<Spanned<String>>>,
+    pub(crate) verdict: Option<Spanned<String>>,
+    pub(crate) anomaly: Option<Spanned<String>>,
 }

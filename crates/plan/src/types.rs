@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use counterlab_core::{AnomalyKind, Fault, OpKind, named_enum};
-use counterlab_strategies::{CustomSpec, Isolation};
+use counterlab_strategies::{CustomSpec, Dialect, Isolation};
 use serde::{Serialize, Serializer};
 
 use crate::named;
@@ -98,6 +98,9 @@ pub struct RunPlan {
     pub thresholds: Vec<counterlab_report::Threshold>,
     /// What the verdict allows: errors, and the operations that must run (`[verdict]`).
     pub verdict: VerdictPlan,
+    /// `[[expect]]`: what the scenario says each strategy shows on which backends; an
+    /// expectation not met fails the run (exit 1), as a breached threshold does.
+    pub expect: Vec<ExpectPlan>,
     pub data: DataPlan,
     pub workload: WorkloadPlan,
     /// Strategies defined in the scenario (or its strategy files), by name.
@@ -135,6 +138,72 @@ impl Expectation {
 impl Serialize for Expectation {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.name())
+    }
+}
+
+named_enum! {
+    /// The verdicts an `[[expect]]` entry can ask for (a failure is never expected: a
+    /// strategy expected to break has no guarantee and drifts).
+    pub enum ExpectedVerdict {
+        Pass = "pass",
+        DriftExpected = "drift-expected",
+        NoDriftObserved = "no-drift-observed",
+    }
+}
+
+/// What a strategy is expected to show: a verdict, or a named anomaly among its findings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expected {
+    Verdict(ExpectedVerdict),
+    Anomaly(AnomalyKind),
+}
+
+/// One `[[expect]]` entry: on `backends` (empty: every backend), `strategy` shows
+/// `expected`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpectPlan {
+    pub strategy: String,
+    pub backends: Vec<Dialect>,
+    pub expected: Expected,
+}
+
+impl ExpectPlan {
+    pub fn applies_to(&self, strategy: &str, dialect: Dialect) -> bool {
+        self.strategy == strategy && (self.backends.is_empty() || self.backends.contains(&dialect))
+    }
+
+    /// `verdict drift-expected` or `anomaly double_decrement`, with the backends.
+    pub fn describe(&self) -> String {
+        let what = match self.expected {
+            Expected::Verdict(v) => format!("verdict {}", v.name()),
+            Expected::Anomaly(k) => format!("anomaly {}", k.name()),
+        };
+        match self.backends.is_empty() {
+            true => what,
+            false => format!("{what} on {}", self.backends.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")),
+        }
+    }
+}
+
+/// The report's shape of an expectation.
+#[derive(Serialize)]
+struct ExpectFields<'a> {
+    strategy: &'a str,
+    #[serde(serialize_with = "named::list")]
+    backends: &'a [Dialect],
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "named::opt")]
+    verdict: Option<ExpectedVerdict>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "named::opt")]
+    anomaly: Option<AnomalyKind>,
+}
+
+impl Serialize for ExpectPlan {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (verdict, anomaly) = match self.expected {
+            Expected::Verdict(v) => (Some(v), None),
+            Expected::Anomaly(k) => (None, Some(k)),
+        };
+        ExpectFields { strategy: &self.strategy, backends: &self.backends, verdict, anomaly }.serialize(s)
     }
 }
 

@@ -44,6 +44,9 @@ pub struct Report {
     /// Thresholds breached over all strategies (any makes the exit code 1).
     #[serde(default)]
     pub thresholds_breached: u64,
+    /// `[[expect]]` entries not met over all strategies (any makes the exit code 1).
+    #[serde(default)]
+    pub expectations_unmet: u64,
     /// Ctrl-C stopped the run early: the strategies listed were checked and torn down,
     /// later ones did not run.
     #[serde(default)]
@@ -122,6 +125,9 @@ pub struct StrategyReport {
     pub anomalies: Vec<Anomaly>,
     /// The scenario's thresholds that apply to this strategy, evaluated.
     pub thresholds: Vec<ThresholdResult>,
+    /// The scenario's `[[expect]]` entries for this strategy on this backend, judged.
+    #[serde(default)]
+    pub expectations: Vec<ExpectationResult>,
     pub check: CheckReport,
     /// The load model in words (`closed loop, 8 workers` / `open loop, 200 -> 2000 ops/s`).
     #[serde(default)]
@@ -464,6 +470,16 @@ impl CheckReport {
     }
 }
 
+/// One `[[expect]]` entry judged on one strategy row.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExpectationResult {
+    /// What was expected, e.g. `verdict drift-expected on postgres, mysql`.
+    pub expected: String,
+    pub met: bool,
+    /// What the row showed instead, or how it met it.
+    pub detail: String,
+}
+
 /// Fields missing from older reports (schema 1) read as their defaults.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -697,6 +713,7 @@ impl StrategyReport {
             anomalies: run.anomalies.iter().map(|a| anomaly_report(a, &figures, c)).collect(),
             history: run.history,
             thresholds: Vec::new(),
+            expectations: Vec::new(),
             figures,
             load_model: load_model(load),
             stages: load.stages.iter().map(stage_report).collect(),

@@ -171,6 +171,14 @@ fn terminal_problems(w: &mut String, r: &Report) {
     if !breaches.is_empty() {
         writeln!(w, "\nthresholds breached:\n  {}", breaches.join("\n  ")).unwrap();
     }
+    let unmet: Vec<String> = r
+        .strategies
+        .iter()
+        .flat_map(|s| s.expectations.iter().filter(|e| !e.met).map(move |e| format!("{}: {}", label(s), e.detail)))
+        .collect();
+    if !unmet.is_empty() {
+        writeln!(w, "\nexpectations not met:\n  {}", unmet.join("\n  ")).unwrap();
+    }
     for k in &r.skipped {
         writeln!(w, "\nskipped {} on {} at {}: {}", k.strategy, k.backend, k.isolation, k.reason).unwrap();
     }
@@ -346,6 +354,9 @@ fn markdown_strategy(w: &mut String, s: &StrategyReport) {
                 a.name, a.count, a.meaning, a.ops_to_detect, a.detail
             ),
         );
+    }
+    for e in &s.expectations {
+        line(w, format!("  - expected {}: {}", if e.met { "met" } else { "**NOT MET**" }, e.detail));
     }
     for t in &s.thresholds {
         line(w, format!("  - threshold {}: {}", if t.passed { "ok" } else { "**BREACHED**" }, t.detail));

@@ -1,5 +1,6 @@
-//! `[[faults]]` and `[[thresholds]]`: each fault a `Fault` placed by its own rule (the
-//! op kind of a commit fault, the length of a pause), each threshold a known metric.
+//! `[[faults]]`, `[[thresholds]]` and `[[expect]]`: each fault a `Fault` placed by its own
+//! rule (the op kind of a commit fault, the length of a pause), each threshold a known
+//! metric, each expectation a verdict or an anomaly of a known strategy on named backends.
 
 use counterlab_core::{Fault, OpKind};
 use counterlab_report::Metric;
@@ -8,9 +9,9 @@ use toml::Spanned;
 use super::{Strategies, named};
 use crate::bounds::{within, within_at};
 use crate::error::{ScenarioError, Src};
-use crate::raw::{RawFault, RawThreshold};
-use crate::types::FaultPlan;
+use crate::raw::{RawExpect, RawFault, RawThreshold};
 use crate::types::limits::*;
+use crate::types::{ExpectPlan, Expected, FaultPlan};
 
 pub(crate) fn faults(
     src: &Src<'_>,
@@ -90,4 +91,28 @@ fn threshold(src: &Src<'_>, t: &RawThreshold, s: &Strategies) -> Result<counterl
         strategies: s.pick(src, t.strategies.as_deref())?,
         limit,
     })
+}
+
+pub(crate) fn expectations(
+    src: &Src<'_>,
+    raw: Option<&[Spanned<RawExpect>]>,
+    s: &Strategies,
+) -> Result<Vec<ExpectPlan>, ScenarioError> {
+    let raw = raw.unwrap_or_default();
+    if raw.len() > MAX_FAULTS {
+        return Err(src.flag(format!("at most {MAX_FAULTS} [[expect]] entries")));
+    }
+    raw.iter().map(|e| expectation(src, e, s)).collect()
+}
+
+fn expectation(src: &Src<'_>, e: &Spanned<RawExpect>, s: &Strategies) -> Result<ExpectPlan, ScenarioError> {
+    let r = e.get_ref();
+    let strategy = s.pick(src, Some(std::slice::from_ref(&r.strategy)))?.remove(0);
+    let backends = super::named_list(src, "backend", &[], r.backends.as_deref(), &[])?;
+    let expected = match (&r.verdict, &r.anomaly) {
+        (Some(v), None) => Expected::Verdict(named(src, "expected verdict", v)?),
+        (None, Some(a)) => Expected::Anomaly(named(src, "anomaly", a)?),
+        _ => return Err(src.at(e.span(), "an [[expect]] entry gives one of verdict and anomaly")),
+    };
+    Ok(ExpectPlan { strategy, backends, expected })
 }

@@ -458,6 +458,22 @@ fn thresholds(w: &mut String, r: &Report) {
         })
         .collect();
     table(w, &["strategy", "metric", "op", "result", "detail"], &rows);
+    let expected: Vec<Vec<Cell>> = r
+        .strategies
+        .iter()
+        .flat_map(|s| s.expectations.iter().map(move |e| (s, e)))
+        .map(|(s, e)| {
+            vec![
+                cell(esc(&label(s))),
+                if e.met { classed("v-pass", "met") } else { classed("v-fail", "NOT MET") },
+                classed("wide", esc(&e.detail)),
+            ]
+        })
+        .collect();
+    if !expected.is_empty() {
+        writeln!(w, "<h2>Expectations</h2>").unwrap();
+        table(w, &["strategy", "result", "detail"], &expected);
+    }
 }
 
 fn anomalies_and_faults(w: &mut String, r: &Report) {
@@ -675,6 +691,7 @@ mod tests {
                 detail: "1 flush claim lost".into(),
                 ..Default::default()
             }],
+            expectations: Vec::new(),
             thresholds: vec![ThresholdResult {
                 metric: "p99_us".into(),
                 op: Some("mark_read".into()),
@@ -755,6 +772,7 @@ mod tests {
             }],
             all_guarantees_held: false,
             thresholds_breached: 1,
+            expectations_unmet: 0,
             interrupted: false,
             replay_command: "counterlab run scenarios/html-test.toml --seed 42".into(),
             trusted_strategy_files: false,

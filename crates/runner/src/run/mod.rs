@@ -201,6 +201,7 @@ fn assemble(
 ) -> Report {
     let all_held = rows.reports.iter().all(|r| r.check.matches_guarantee);
     let breached = rows.reports.iter().flat_map(|r| &r.thresholds).filter(|t| !t.passed).count() as u64;
+    let unmet = rows.reports.iter().flat_map(|r| &r.expectations).filter(|e| !e.met).count() as u64;
     Report {
         report_schema_version: REPORT_SCHEMA_VERSION,
         counterlab_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -216,6 +217,7 @@ fn assemble(
         skipped: rows.skipped,
         all_guarantees_held: all_held,
         thresholds_breached: breached,
+        expectations_unmet: unmet,
         interrupted: opts.cancel.load(Ordering::Relaxed),
         replay_command: replay_command(plan) + &server_flags(opts),
         trusted_strategy_files: opts.trust_strategy_files,

@@ -9,8 +9,8 @@ use counterlab_core::{
     CheckInput, CheckResult, Context, ErrorClass, Fault, Findings, Guarantee, Strategy, check_counters, check_reads,
     classify, judge,
 };
-use counterlab_plan::RunPlan;
-use counterlab_report::{FaultEvent, HistoryReport, StrategyReport, StrategyRun, evaluate};
+use counterlab_plan::{Expected, RunPlan};
+use counterlab_report::{ExpectationResult, FaultEvent, HistoryReport, StrategyReport, StrategyRun, evaluate};
 use counterlab_sim::{DriverConfig, IdPool, LoadResult, Monitor, Sample, Sampler, SamplerConfig, Series, run_load};
 use counterlab_strategies::{
     BackendError, Build, CustomStrategy, Dialect, Namespace, Pausable, PoolSpec, RedisConfig, RedisSpace,
@@ -392,10 +392,36 @@ fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log: &mut dyn F
         history: f.history,
     });
     report.thresholds = cell.plan.thresholds.iter().filter_map(|t| evaluate(t, &report)).collect();
+    report.expectations = expectations(cell, &report);
+    for e in report.expectations.iter().filter(|e| !e.met) {
+        log(&format!("{}: expectation not met: {}", cell.label(), e.detail));
+    }
     for b in report.thresholds.iter().filter(|t| !t.passed) {
         log(&format!("{}: threshold breached: {}", cell.label(), b.detail));
     }
     (report, vec![(hdr_name, l.series.hdr_log)])
+}
+
+/// The scenario's `[[expect]]` entries for this strategy on this backend, judged on its
+/// row: the verdict's label, or the anomaly among the row's findings.
+fn expectations(cell: &Cell<'_>, report: &StrategyReport) -> Vec<ExpectationResult> {
+    let dialect = cell.t.server.dialect();
+    let entries = cell.plan.expect.iter().filter(|e| e.applies_to(cell.t.name, dialect));
+    entries
+        .map(|e| {
+            let found: Vec<String> = report.anomalies.iter().map(|a| format!("{} x{}", a.name, a.count)).collect();
+            let found = if found.is_empty() { "none".to_string() } else { found.join(", ") };
+            let (met, showed) = match e.expected {
+                Expected::Verdict(v) => (report.check.verdict == v.name(), format!("verdict {}", report.check.verdict)),
+                Expected::Anomaly(k) => {
+                    (report.anomalies.iter().any(|a| a.name == k.name()), format!("anomalies: {found}"))
+                }
+            };
+            let why = if met { String::new() } else { format!(" ({})", report.check.summary) };
+            let detail = format!("expected {} on {}: {showed}{why}", e.describe(), dialect.name());
+            ExpectationResult { expected: e.describe(), met, detail }
+        })
+        .collect()
 }
 
 /// Releases the Redis identity, then keeps (`--keep`) or removes the cell's data. A
