@@ -160,6 +160,7 @@ impl ServerArgs {
             progress: None,
             trust_strategy_files: self.trust_strategy_files,
             registry: Registry::builtin(),
+            on_phase: None,
         };
         (opts, sources.join("; "))
     }

@@ -225,6 +225,11 @@ fn quickstart_runs_on_sqlite_without_any_server() {
     assert_eq!(json["servers"][0]["backend"], "sqlite");
     assert!(text(&o).contains("backend sqlite"), "{}", text(&o));
     assert_eq!(json["strategies"].as_array().unwrap().len(), 3);
+    // The quickstart's [[expect]]: on SQLite direct-update cannot drift, and says why.
+    assert_eq!(json["expectations_unmet"], 0, "{}", text(&o));
+    let direct = &json["strategies"][0];
+    assert_eq!(direct["expectations"][0]["met"], true, "{direct}");
+    assert!(direct["check"]["summary"].as_str().unwrap().contains("one writer at a time"), "{direct}");
 }
 
 #[test]

@@ -53,3 +53,7 @@ mod verdicts;
 
 /// The registry: a test-only strategy added with one row runs like a built-in.
 mod registry;
+
+/// SQL servers failing under a run: connections terminated during the load and the
+/// check, once and persistently.
+mod failures;

@@ -84,6 +84,7 @@ pub fn options(keep: bool, sqlite: Option<PathBuf>) -> RunOptions {
         progress: None,
         trust_strategy_files: false,
         registry: counterlab::Registry::builtin(),
+        on_phase: None,
     }
 }
 

@@ -119,6 +119,23 @@ impl Db {
         }
     }
 
+    /// Closes the pool's idle connections, so the next op opens fresh ones: after a lost
+    /// connection (a server restart, a terminated backend) every idle one is likely dead
+    /// too, and the pool does not test them on acquire. At most the pool's size.
+    pub async fn drop_idle(&self) {
+        async fn drain<D: Database>(p: &sqlx::Pool<D>) {
+            for _ in 0..p.options().get_max_connections() {
+                let Some(c) = p.try_acquire() else { return };
+                c.close().await.ok();
+            }
+        }
+        match self {
+            Db::Pg(p) => drain(p).await,
+            Db::My(p) => drain(p).await,
+            Db::Lite(p) => drain(p).await,
+        }
+    }
+
     pub async fn begin(&self, how: Begin) -> Result<Tx, OpError> {
         match self {
             Db::Pg(p) => p.begin().await.map(Tx::Pg).map_err(|e| classify(Dialect::Postgres, e)),
@@ -315,6 +332,9 @@ pub fn classify(dialect: Dialect, e: sqlx::Error) -> OpError {
                     "55P03" => (ErrorClass::LockTimeout, Outcome::Fail),
                     "57014" => (ErrorClass::Timeout, Outcome::Fail),
                     "42501" => (ErrorClass::Permission, Outcome::Fail),
+                    // No connection slot (for the server or the role): nothing ran, and
+                    // a slot may free up, so it is retried like a lost connection.
+                    "53300" => (ErrorClass::Connection, Outcome::Fail),
                     c if c.starts_with("08") || c.starts_with("57P") => (ErrorClass::Connection, Outcome::Unknown),
                     _ => (ErrorClass::Other, Outcome::Fail),
                 },
@@ -325,6 +345,8 @@ pub fn classify(dialect: Dialect, e: sqlx::Error) -> OpError {
                         Some(1205) => (ErrorClass::LockTimeout, Outcome::Fail),
                         Some(1020) => (ErrorClass::Serialization, Outcome::Fail),
                         Some(2006) | Some(2013) => (ErrorClass::Connection, Outcome::Unknown),
+                        // Too many connections (server, user): nothing ran.
+                        Some(1040 | 1203) => (ErrorClass::Connection, Outcome::Fail),
                         // Access denied: database, table, column, a global privilege, a routine.
                         Some(1044 | 1045 | 1142 | 1143 | 1227 | 1370) => (ErrorClass::Permission, Outcome::Fail),
                         _ => (ErrorClass::Other, Outcome::Fail),

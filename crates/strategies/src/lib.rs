@@ -31,7 +31,7 @@ pub use pause::Pausable;
 pub use redis::{
     DEFAULT_REDIS_URL, Lease, RedisConfig, RedisDesign, RedisServer, RedisSpace, RedisStrategy, classify_redis,
 };
-pub use sandbox::{Identity, stable_hash};
+pub use sandbox::{Identity, mysql_user, stable_hash};
 
 pub use registry::{BUILTINS, Build, Builtin, Registry};
 

@@ -57,7 +57,23 @@ pub struct RunOptions {
     pub trust_strategy_files: bool,
     /// The built-in strategies a plan can name (tests may register more).
     pub registry: Registry,
+    /// Called as each cell enters a phase, with the cell's namespace (tests use it to
+    /// break a server at a chosen moment; a caller could drive a progress display).
+    pub on_phase: Option<PhaseHook>,
 }
+
+counterlab_core::named_enum! {
+    /// The phases of one cell after its seed, in order.
+    pub enum Phase {
+        Load = "load",
+        Settle = "settle",
+        Check = "check",
+        Teardown = "teardown",
+    }
+}
+
+/// See `RunOptions::on_phase`.
+pub type PhaseHook = Arc<dyn Fn(Phase, &str) + Send + Sync>;
 
 /// A sink for the live status line.
 pub type Progress = Arc<dyn Fn(&str) + Send + Sync>;

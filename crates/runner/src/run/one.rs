@@ -18,7 +18,7 @@ use counterlab_strategies::{
 
 use super::names::scoped_namespace;
 use super::post::{Incomplete, executed, incomplete_report, judged_errors, retry_lost, schedule_faults, settled_reads};
-use super::{RunOptions, Target};
+use super::{Phase, RunOptions, Target};
 
 /// A cell's row and the files beside the report (its HDR interval log).
 type Row = (StrategyReport, Vec<(String, String)>);
@@ -36,6 +36,12 @@ struct Cell<'a> {
 }
 
 impl Cell<'_> {
+    fn enter(&self, phase: Phase) {
+        if let Some(hook) = &self.opts.on_phase {
+            hook(phase, &self.ns_name);
+        }
+    }
+
     fn label(&self) -> String {
         format!("{} on {} at {}", self.t.name, self.backend, self.t.isolation.name())
     }
@@ -127,6 +133,7 @@ async fn measure(
         cell.ns_name
     ));
     let loaded = drive(cell, strategy, cfg).await;
+    cell.enter(Phase::Check);
     let found = match check(cell, ns, &loaded, log).await {
         Ok(found) => found,
         Err(why) => {
@@ -212,6 +219,7 @@ async fn drive(cell: &Cell<'_>, strategy: Arc<dyn Strategy>, cfg: &DriverConfig)
         progress_line(cell),
     );
     let pool = Arc::new(IdPool::seeded(seed.n_users, seed.notifications_per_user, seed.initial_read_per_user));
+    cell.enter(Phase::Load);
     let scheduled = schedule_faults(plan, &strategy, Instant::now());
     let load = run_load(strategy.clone(), pool, cfg, monitor.clone()).await;
     let mut faults = Vec::new();
@@ -227,6 +235,7 @@ async fn drive(cell: &Cell<'_>, strategy: Arc<dyn Strategy>, cfg: &DriverConfig)
         }
         faults.push(ev);
     }
+    cell.enter(Phase::Settle);
     let settle_start = Instant::now();
     monitor.set_phase(counterlab_sim::SETTLE);
     let bound = Duration::from_millis(plan.redis.settle_timeout_ms);
@@ -266,8 +275,9 @@ struct Found {
 /// counters, the reads, the anomalies and the verdict.
 async fn check(cell: &Cell<'_>, ns: &Namespace, l: &Loaded, log: &mut dyn FnMut(&str)) -> Result<Found, String> {
     let n_users = cell.t.seed.n_users;
-    let mut rows = retry_lost("read the truth", log, || ns.check_rows(n_users)).await?;
-    if let Some(counters) = retry_lost("read the counters", log, || l.strategy.counters(n_users)).await? {
+    let mut rows = retry_lost("read the truth", Some(ns.db()), log, || ns.check_rows(n_users)).await?;
+    if let Some(counters) = retry_lost("read the counters", Some(ns.db()), log, || l.strategy.counters(n_users)).await?
+    {
         rows = rows.iter().zip(counters).map(|(r, c)| CheckInput { counter: c, ..*r }).collect();
     }
     let (plan, name, info) = (cell.plan, cell.t.name, cell.t.info);
@@ -434,9 +444,10 @@ async fn teardown(
     result: Result<Row, BackendError>,
     log: &mut dyn FnMut(&str),
 ) -> Result<Row, BackendError> {
+    cell.enter(Phase::Teardown);
     let mut failed = Vec::new();
     if let Some(space) = &made.space
-        && let Err(e) = retry_lost("drop the ACL user", log, || space.release()).await
+        && let Err(e) = retry_lost("drop the ACL user", None, log, || space.release()).await
     {
         failed.push(e);
     }
@@ -465,8 +476,10 @@ async fn teardown(
 /// which holds the marker key at least.
 async fn delete_redis_keys(made: &Made, log: &mut dyn FnMut(&str)) -> Option<String> {
     let outcome: Result<(), String> = match (&made.strategy, &made.space) {
-        (Some(s), Some(_)) => retry_lost("delete the run's Redis keys", log, || s.teardown()).await,
-        (None, Some(space)) => retry_lost("delete the run's Redis keys", log, || space.delete_all()).await.map(|_| ()),
+        (Some(s), Some(_)) => retry_lost("delete the run's Redis keys", None, log, || s.teardown()).await,
+        (None, Some(space)) => {
+            retry_lost("delete the run's Redis keys", None, log, || space.delete_all()).await.map(|_| ())
+        }
         (_, None) => Ok(()),
     };
     outcome.err()

@@ -11,7 +11,7 @@ use counterlab_core::{
 };
 use counterlab_plan::RunPlan;
 use counterlab_report::{FaultEvent, HistoryReport, StrategyReport, StrategyRun};
-use counterlab_strategies::Isolation;
+use counterlab_strategies::{Db, Isolation};
 use futures_util::StreamExt as _;
 
 use super::RunOptions;
@@ -87,27 +87,38 @@ pub const POST_LOAD_ATTEMPTS: u32 = 6;
 pub const POST_LOAD_BACKOFF: Duration = Duration::from_millis(250);
 
 /// Runs `f` until it succeeds, fails for another reason than a lost connection or a
-/// timeout, or `POST_LOAD_ATTEMPTS` are spent; the error says what and how often.
-pub(super) async fn retry_lost<T, F, Fut>(what: &str, log: &mut dyn FnMut(&str), mut f: F) -> Result<T, String>
+/// timeout, or `POST_LOAD_ATTEMPTS` are spent; the error says what and how often. Before
+/// each retry the idle connections of `pool` (when given) are closed: after a lost
+/// connection they are likely all dead, and each would fail one attempt.
+pub(super) async fn retry_lost<T, F, Fut>(
+    what: &str,
+    pool: Option<&Db>,
+    log: &mut dyn FnMut(&str),
+    mut f: F,
+) -> Result<T, String>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, OpError>>,
 {
     let mut wait = POST_LOAD_BACKOFF;
-    for attempt in 1..=POST_LOAD_ATTEMPTS {
+    let mut attempt = 1;
+    loop {
         match f().await {
             Ok(v) => return Ok(v),
             Err(e)
                 if matches!(e.class, ErrorClass::Connection | ErrorClass::Timeout) && attempt < POST_LOAD_ATTEMPTS =>
             {
                 log(&format!("{what}: {e}; retrying in {} ms ({attempt}/{POST_LOAD_ATTEMPTS})", wait.as_millis()));
+                if let Some(db) = pool {
+                    db.drop_idle().await;
+                }
                 tokio::time::sleep(wait).await;
                 wait *= 2;
+                attempt += 1;
             }
             Err(e) => return Err(format!("{what} failed after {attempt} attempt(s): {e}")),
         }
     }
-    unreachable!("the last attempt returns")
 }
 
 /// What an incomplete row reports: the load ran, its check did not complete.

@@ -1,0 +1,169 @@
+//! A run survives its SQL servers: every connection of one strategy's namespace is
+//! terminated by the server (`pg_terminate_backend`, MariaDB's `KILL CONNECTION`) as that
+//! strategy enters its load or its check. The run finishes, the earlier strategy's verdict
+//! stands, the disturbed one is checked in full (or, when its connections keep dying past
+//! the post-load retries, is INCOMPLETE), and nothing of the run is left on the server.
+//! Only the run's own connections are touched: the shared servers keep running.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use counterlab::run::{Phase, run_plan};
+use counterlab_report::Report;
+use counterlab_strategies::Dialect;
+
+use crate::util;
+
+const SCENARIO: &str = "strategies = [\"conditional-update\", \"select-for-update\"]\n\
+     [data]\nusers = 30\nnotifications_per_user = 6\n\
+     [workload]\nworkers = 3\nduration_s = 1.5\n\
+     [workload.mix]\ncreate = 1\nmark_read = 3\nmark_read_dup = 1\ndelete = 1\nmark_all_read = 1\nread_count = 2\n";
+
+/// Terminates every server connection of namespace `ns` (its own role or user).
+fn terminate(dialect: Dialect, ns: &str) -> u64 {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        match dialect {
+            Dialect::Postgres => {
+                let admin = util::admin().await;
+                let q = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1";
+                sqlx::query(q).bind(ns).fetch_all(&admin).await.map_or(0, |r| r.len() as u64)
+            }
+            _ => {
+                let admin = util::mysql_admin().await;
+                let user = counterlab_strategies::mysql_user(ns);
+                let q = "SELECT CAST(id AS SIGNED) FROM information_schema.processlist WHERE user = ?";
+                let ids: Vec<(i64,)> = sqlx::query_as(q).bind(&user).fetch_all(&admin).await.expect("processlist");
+                for (id,) in &ids {
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("KILL CONNECTION {id}"))).execute(&admin).await.ok();
+                }
+                ids.len() as u64
+            }
+        }
+    })
+}
+
+/// No new connection for the role: its connection limit drops to 0 (PostgreSQL says "too
+/// many connections for role", a connection-class error the check retries).
+fn refuse_connections(ns: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let admin = util::admin().await;
+        let q = format!("ALTER ROLE \"{ns}\" CONNECTION LIMIT 0");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(q)).execute(&admin).await.expect("limit the role");
+    })
+}
+
+/// Runs SCENARIO on `dialect`; as select-for-update enters `phase`, a thread terminates
+/// its connections once (`for_s` = 0), or refuses new ones and terminates the open ones
+/// for `for_s` seconds (PostgreSQL).
+async fn run_breaking(dialect: Dialect, phase: Phase, for_s: f64) -> (Report, Arc<std::sync::Mutex<u64>>) {
+    let plan = util::plan(&format!("backends = [\"{}\"]\n{SCENARIO}", dialect.name()));
+    let killed = Arc::new(std::sync::Mutex::new(0u64));
+    let mut opts = util::options(false, None);
+    let k = killed.clone();
+    opts.on_phase = Some(Arc::new(move |p: Phase, ns: &str| {
+        if p != phase || !ns.ends_with("select_for_update") {
+            return;
+        }
+        let (ns, k) = (ns.to_string(), k.clone());
+        let strike = move |ns: &str, k: &std::sync::Mutex<u64>| {
+            if for_s > 0.0 {
+                refuse_connections(ns);
+            }
+            *k.lock().unwrap() += terminate(dialect, ns);
+        };
+        if phase == Phase::Load {
+            // A little after the start, while ops are in flight.
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(400));
+                strike(&ns, &k);
+            });
+            return;
+        }
+        // Before the phase goes on (the hook's thread is the run's: block it briefly on
+        // a thread of our own, which may start its own runtime).
+        let (ns2, k2) = (ns.clone(), k.clone());
+        std::thread::spawn(move || strike(&ns2, &k2)).join().unwrap();
+        if for_s > 0.0 {
+            std::thread::spawn(move || {
+                let until = Instant::now() + Duration::from_secs_f64(for_s);
+                while Instant::now() < until {
+                    *k.lock().unwrap() += terminate(dialect, &ns);
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            });
+        }
+    }));
+    let report = run_plan(&plan, &opts, &mut |l| eprintln!("{l}")).await.expect("the run completes");
+    (report, killed)
+}
+
+/// The first strategy ran undisturbed: its verdict stands.
+fn first_intact(r: &Report) {
+    let first = &r.strategies[0];
+    assert_eq!((first.strategy.as_str(), first.check.verdict.as_str()), ("conditional-update", "pass"), "{first:?}");
+}
+
+/// Nothing of the run is left: no schema, role, database or user named after it.
+async fn nothing_left(r: &Report) {
+    let prefix = format!("cl_{}%", r.run_id);
+    let pg = util::admin().await;
+    let (schemas,): (i64,) = sqlx::query_as("SELECT count(*) FROM pg_namespace WHERE nspname LIKE $1")
+        .bind(&prefix)
+        .fetch_one(&pg)
+        .await
+        .unwrap();
+    let (roles,): (i64,) = sqlx::query_as("SELECT count(*) FROM pg_roles WHERE rolname LIKE $1")
+        .bind(&prefix)
+        .fetch_one(&pg)
+        .await
+        .unwrap();
+    let my = util::mysql_admin().await;
+    let (dbs,): (i64,) = sqlx::query_as("SELECT count(*) FROM information_schema.schemata WHERE schema_name LIKE ?")
+        .bind(&prefix)
+        .fetch_one(&my)
+        .await
+        .unwrap();
+    assert_eq!((schemas, roles, dbs), (0, 0, 0), "run {} left something", r.run_id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_connections_terminated_during_the_load_cost_no_result() {
+    let _heavy = util::heavy().await;
+    let (r, killed) = run_breaking(Dialect::Postgres, Phase::Load, 0.0).await;
+    assert!(*killed.lock().unwrap() > 0, "the test terminated connections");
+    first_intact(&r);
+    let s = &r.strategies[1];
+    // The pool reconnected; the ops cut show as connection errors, and the check ran in
+    // full on what is stored: the counters are exact.
+    assert_eq!((s.check.users_checked, s.check.users_mismatched), (30, 0), "{:?}", s.check);
+    assert!(s.errors_by_class.get("connection").copied().unwrap_or(0) > 0, "{:?}", s.errors_by_class);
+    nothing_left(&r).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_terminated_as_the_check_starts_are_retried_on_both_servers() {
+    let _heavy = util::heavy().await;
+    for dialect in [Dialect::Postgres, Dialect::Mysql] {
+        let (r, killed) = run_breaking(dialect, Phase::Check, 0.0).await;
+        assert!(*killed.lock().unwrap() > 0, "{dialect}: the test terminated connections");
+        first_intact(&r);
+        let s = &r.strategies[1];
+        assert_eq!(s.check.verdict, "pass", "{dialect}: {:?}", s.check);
+        assert_eq!(s.check.users_checked, 30);
+        nothing_left(&r).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_whose_connections_keep_dying_is_incomplete_and_the_report_stands() {
+    let _heavy = util::heavy().await;
+    // Longer than the post-load retries (6 attempts over about 8 s).
+    let (r, _) = run_breaking(Dialect::Postgres, Phase::Check, 12.0).await;
+    first_intact(&r);
+    let s = &r.strategies[1];
+    assert!(s.check.verdict.starts_with("INCOMPLETE: read the truth"), "{:?}", s.check);
+    assert!(!r.all_guarantees_held);
+    nothing_left(&r).await;
+}
