@@ -73,15 +73,8 @@ async fn run_breaking(dialect: Dialect, phase: Phase, for_s: f64) -> (Report, Ar
             }
             *k.lock().unwrap() += terminate(dialect, ns);
         };
-        if phase == Phase::Load {
-            // A little after the start, while ops are in flight.
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(400));
-                strike(&ns, &k);
-            });
-            return;
-        }
-        // Before the phase goes on (the hook's thread is the run's: block it briefly on
+        // Before the phase goes on (at the load's start the pool's idle connections die,
+        // and the first ops on them fail) (the hook's thread is the run's: block it briefly on
         // a thread of our own, which may start its own runtime).
         let (ns2, k2) = (ns.clone(), k.clone());
         std::thread::spawn(move || strike(&ns2, &k2)).join().unwrap();

@@ -24,6 +24,13 @@ fn toy(info: StrategyInfo, db: Db) -> Arc<dyn Strategy> {
     Arc::new(Toy { inner, info })
 }
 
+/// A racy toy that claims an exact guarantee: its row's guarantee, not the design it
+/// delegates to, is what the verdict holds it to.
+fn racy_toy(info: StrategyInfo, db: Db) -> Arc<dyn Strategy> {
+    let inner = build("direct-update", db).expect("a built-in to delegate to");
+    Arc::new(Toy { inner, info })
+}
+
 #[async_trait]
 impl Strategy for Toy {
     fn info(&self) -> StrategyInfo {
@@ -74,4 +81,26 @@ async fn a_strategy_registered_in_one_row_runs_and_is_judged_like_a_built_in() {
     );
     let twin = report.strategies.iter().find(|s| s.strategy == "conditional-update").unwrap();
     assert_eq!(twin.check.verdict, row.check.verdict);
+}
+
+const RACY: StrategyInfo =
+    StrategyInfo { name: "toy-racy", guarantee: Guarantee::Exact, summary: "test-only, read-check-write" };
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registered_row_s_guarantee_is_what_its_verdict_holds_it_to() {
+    let _heavy = util::heavy().await;
+    let registry = Registry::builtin().with(Builtin { info: RACY, build: Build::Sql(racy_toy) });
+    // The zoo's duplicate-mark_read race on PostgreSQL, where two writers do race.
+    let toml = "strategies = [\"toy-racy\"]\nbackends = [\"postgres\"]\n\
+                [data]\nusers = 10\nnotifications_per_user = 5\n\
+                [workload]\nworkers = 4\nduration_s = 1\ndup_k = 4\n\
+                [workload.mix]\ncreate = 1\nmark_read_dup = 3\nread_count = 1\n";
+    let plan = parse("racy.toml", toml, "racy", &Overrides::default(), &registry.names(), 9).expect("a valid plan");
+    let mut opts = util::options(false, None);
+    opts.registry = registry;
+    let report = run_plan(&plan, &opts, &mut |_| {}).await.expect("the run completes");
+    let row = &report.strategies[0];
+    assert_eq!(row.guarantee, "exact");
+    assert!(row.check.verdict.starts_with("FAIL: counters"), "{:?}", row.check);
+    assert!(row.anomalies.iter().any(|a| a.name == "double_decrement"), "{:?}", row.anomalies);
 }

@@ -124,6 +124,9 @@ fn functions(root: &Path) -> Vec<(String, String, usize)> {
                 "pub(crate) async fn ",
                 "pub const fn ",
                 "const fn ",
+                "pub unsafe fn ",
+                "pub(crate) unsafe fn ",
+                "unsafe fn ",
             ]
             .iter()
             .find_map(|p| t.strip_prefix(p)) else {

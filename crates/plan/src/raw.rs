@@ -130,6 +130,7 @@ pub(crate) struct RawMix {
 pub(crate) struct RawExpect {
     pub(crate) strategy: Spanned<String>,
     pub(crate) backends: Option<Vec<Spanned<String>>>,
+    pub(crate) isolation: Option<Vec<Spanned<String>>>,
     pub(crate) verdict: Option<Spanned<String>>,
     pub(crate) anomaly: Option<Spanned<String>>,
 }

@@ -158,18 +158,21 @@ pub enum Expected {
     Anomaly(AnomalyKind),
 }
 
-/// One `[[expect]]` entry: on `backends` (empty: every backend), `strategy` shows
-/// `expected`.
+/// One `[[expect]]` entry: on `backends` at `isolation` levels (empty: any), `strategy`
+/// shows `expected`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExpectPlan {
     pub strategy: String,
     pub backends: Vec<Dialect>,
+    pub isolation: Vec<Isolation>,
     pub expected: Expected,
 }
 
 impl ExpectPlan {
-    pub fn applies_to(&self, strategy: &str, dialect: Dialect) -> bool {
-        self.strategy == strategy && (self.backends.is_empty() || self.backends.contains(&dialect))
+    pub fn applies_to(&self, strategy: &str, dialect: Dialect, isolation: Isolation) -> bool {
+        self.strategy == strategy
+            && (self.backends.is_empty() || self.backends.contains(&dialect))
+            && (self.isolation.is_empty() || self.isolation.contains(&isolation))
     }
 
     /// `verdict drift-expected` or `anomaly double_decrement`, with the backends.
@@ -178,10 +181,13 @@ impl ExpectPlan {
             Expected::Verdict(v) => format!("verdict {}", v.name()),
             Expected::Anomaly(k) => format!("anomaly {}", k.name()),
         };
-        match self.backends.is_empty() {
-            true => what,
-            false => format!("{what} on {}", self.backends.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")),
-        }
+        let on = |names: Vec<&str>, word: &str| match names.is_empty() {
+            true => String::new(),
+            false => format!(" {word} {}", names.join(", ")),
+        };
+        let backends = on(self.backends.iter().map(|d| d.name()).collect(), "on");
+        let levels = on(self.isolation.iter().map(|i| i.name()).collect(), "at");
+        format!("{}: {what}{backends}{levels}", self.strategy)
     }
 }
 
@@ -191,6 +197,8 @@ struct ExpectFields<'a> {
     strategy: &'a str,
     #[serde(serialize_with = "named::list")]
     backends: &'a [Dialect],
+    #[serde(serialize_with = "named::list")]
+    isolation: &'a [Isolation],
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "named::opt")]
     verdict: Option<ExpectedVerdict>,
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "named::opt")]
@@ -203,7 +211,8 @@ impl Serialize for ExpectPlan {
             Expected::Verdict(v) => (Some(v), None),
             Expected::Anomaly(k) => (None, Some(k)),
         };
-        ExpectFields { strategy: &self.strategy, backends: &self.backends, verdict, anomaly }.serialize(s)
+        let (strategy, backends, isolation) = (&self.strategy, &self.backends, &self.isolation);
+        ExpectFields { strategy, backends, isolation, verdict, anomaly }.serialize(s)
     }
 }
 

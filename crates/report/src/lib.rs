@@ -47,6 +47,10 @@ pub struct Report {
     /// `[[expect]]` entries not met over all strategies (any makes the exit code 1).
     #[serde(default)]
     pub expectations_unmet: u64,
+    /// `[[expect]]` entries no row judged (their strategy, backend or level did not run,
+    /// or the row is INCOMPLETE): said, so a report never reads as checked when it was not.
+    #[serde(default)]
+    pub expectations_not_judged: Vec<String>,
     /// Ctrl-C stopped the run early: the strategies listed were checked and torn down,
     /// later ones did not run.
     #[serde(default)]

@@ -179,6 +179,10 @@ fn terminal_problems(w: &mut String, r: &Report) {
     if !unmet.is_empty() {
         writeln!(w, "\nexpectations not met:\n  {}", unmet.join("\n  ")).unwrap();
     }
+    if !r.expectations_not_judged.is_empty() {
+        writeln!(w, "\nexpectations not judged (no row ran them):\n  {}", r.expectations_not_judged.join("\n  "))
+            .unwrap();
+    }
     for k in &r.skipped {
         writeln!(w, "\nskipped {} on {} at {}: {}", k.strategy, k.backend, k.isolation, k.reason).unwrap();
     }
@@ -235,6 +239,12 @@ fn markdown_header(w: &mut String, r: &Report) {
     }
     line(w, format!("- replay: `{}`", r.replay_command));
     line(w, format!("- every declared guarantee held: {}", if r.all_guarantees_held { "yes" } else { "**no**" }));
+    if r.expectations_unmet > 0 {
+        line(w, format!("- **{} expectation(s) of the scenario not met**", r.expectations_unmet));
+    }
+    for e in &r.expectations_not_judged {
+        line(w, format!("- expectation not judged (no row ran it): {e}"));
+    }
 }
 
 /// The strategy x backend x isolation table: one row per strategy run.

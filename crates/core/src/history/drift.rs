@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use super::Event;
 use super::classify::{Acc, Context, Witness};
-use super::evidence::{deletes_of_read_rows, overlap, overlapping_writes, racing_creates, transitions, zeroing_race};
+use super::evidence::{
+    deletes_of_read_rows, overlap, overlapped_writes, overlapping_writes, racing_creates, transitions, zeroing_race,
+};
 use crate::anomaly::AnomalyKind;
 use crate::check::CheckInput;
 use crate::model::{NotificationId, OpKind, Outcome, UserId};
@@ -57,7 +59,7 @@ fn explain(evs: &[&Event], drift: i64, cx: Context, flush_budget: &mut (u64, u64
         .or_else(|| create_racing_mark_all_read(evs, drift))
         .or_else(|| half_applied(evs, drift))
         .or_else(|| delete_of_read_row(evs, drift, cx.seed))
-        .or_else(|| overlapping_pair(evs))
+        .or_else(|| overlapping_pair(evs, drift))
         .unwrap_or_else(|| unexplained(cx.reconciler))
 }
 
@@ -143,16 +145,17 @@ fn delete_of_read_row(evs: &[&Event], drift: i64, seed: SeedSpec) -> Option<Caus
     (n >= drift.unsigned_abs()).then(|| Cause::new(AnomalyKind::WrongDeleteAdjustment, vec![*d], d.id, note))
 }
 
-/// Two overlapping calls that both moved the counter: a read-modify-write lost.
-fn overlapping_pair(evs: &[&Event]) -> Option<Cause> {
+/// Two overlapping calls that both moved the counter: a read-modify-write lost. A
+/// mark_all_read's stale count can be off by any amount; plain lost updates lose one
+/// call's delta each, so there must be at least as many overlapping calls as drift.
+fn overlapping_pair(evs: &[&Event], drift: i64) -> Option<Cause> {
     let (a, b) = overlapping_writes(evs)?;
-    Some(if [a, b].iter().any(|e| e.op == OpKind::MarkAllRead) {
+    if [a, b].iter().any(|e| e.op == OpKind::MarkAllRead) {
         let note = "a mark_all_read overlapped another call that moved the counter";
-        Cause::new(AnomalyKind::StaleMarkAllRead, vec![*a, *b], 0, note)
-    } else {
-        let note = "two overlapping writes to this user's counter: one overwrote the other";
-        Cause::new(AnomalyKind::LostUpdate, vec![*a, *b], 0, note)
-    })
+        return Some(Cause::new(AnomalyKind::StaleMarkAllRead, vec![*a, *b], 0, note));
+    }
+    let note = "two overlapping writes to this user's counter: one overwrote the other";
+    (overlapped_writes(evs) >= drift.unsigned_abs()).then(|| Cause::new(AnomalyKind::LostUpdate, vec![*a, *b], 0, note))
 }
 
 /// Nothing in the history explains the drift; with a reconciler, it also never healed.

@@ -103,6 +103,28 @@ pub(super) fn overlapping_writes<'a>(evs: &[&'a Event]) -> Option<(&'a Event, &'
     with_mark_all.or_else(|| first_overlap(writes))
 }
 
+/// How many of one user's counter-moving ok calls overlapped an earlier-invoked one: a
+/// lost update needs such a pair, and loses one call's delta (1) at most, so this bounds
+/// how much drift lost updates can explain. O(n log n).
+pub(super) fn overlapped_writes(evs: &[&Event]) -> u64 {
+    let mut writes: Vec<&Event> = evs
+        .iter()
+        .filter(|e| e.outcome == Outcome::Ok && e.op != OpKind::MarkAllRead)
+        .filter(|e| e.op == OpKind::Create || (e.op != OpKind::ReadCount && e.observed > 0))
+        .copied()
+        .collect();
+    writes.sort_by_key(|e| e.invoke_us);
+    let mut latest_complete = 0u64;
+    let mut n = 0;
+    for (i, w) in writes.iter().enumerate() {
+        if i > 0 && latest_complete > w.invoke_us {
+            n += 1;
+        }
+        latest_complete = latest_complete.max(w.complete_us);
+    }
+    n
+}
+
 /// The first two of `writes` that overlap in time (a sweep by invocation time).
 fn first_overlap<'a>(mut writes: Vec<&'a Event>) -> Option<(&'a Event, &'a Event)> {
     writes.sort_by_key(|e| e.invoke_us);

@@ -109,10 +109,11 @@ fn expectation(src: &Src<'_>, e: &Spanned<RawExpect>, s: &Strategies) -> Result<
     let r = e.get_ref();
     let strategy = s.pick(src, Some(std::slice::from_ref(&r.strategy)))?.remove(0);
     let backends = super::named_list(src, "backend", &[], r.backends.as_deref(), &[])?;
+    let isolation = super::named_list(src, "isolation", &[], r.isolation.as_deref(), &[])?;
     let expected = match (&r.verdict, &r.anomaly) {
         (Some(v), None) => Expected::Verdict(named(src, "expected verdict", v)?),
         (None, Some(a)) => Expected::Anomaly(named(src, "anomaly", a)?),
         _ => return Err(src.at(e.span(), "an [[expect]] entry gives one of verdict and anomaly")),
     };
-    Ok(ExpectPlan { strategy, backends, expected })
+    Ok(ExpectPlan { strategy, backends, isolation, expected })
 }

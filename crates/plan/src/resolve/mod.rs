@@ -51,8 +51,12 @@ pub(crate) fn named_list<T: Named>(
         default.to_vec()
     };
     let mut seen = HashSet::new();
-    if let Some(dup) = out.iter().find(|v| !seen.insert(v.name())) {
-        return Err(src.flag(format!("{what} {} is listed twice", dup.name())));
+    if let Some(i) = out.iter().position(|v| !seen.insert(v.name())) {
+        let msg = format!("{what} {} is listed twice", out[i].name());
+        return Err(match (flags.is_empty(), file) {
+            (true, Some(items)) => src.at(items[i].span(), msg),
+            _ => src.flag(msg),
+        });
     }
     Ok(out)
 }

@@ -773,6 +773,7 @@ mod tests {
             all_guarantees_held: false,
             thresholds_breached: 1,
             expectations_unmet: 0,
+            expectations_not_judged: Vec::new(),
             interrupted: false,
             replay_command: "counterlab run scenarios/html-test.toml --seed 42".into(),
             trusted_strategy_files: false,

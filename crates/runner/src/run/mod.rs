@@ -117,7 +117,7 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
         servers.keep_temp_dir();
     }
     result?;
-    Ok(assemble(plan, opts, run_id, started, &servers, rows))
+    assemble(plan, opts, run_id, started, &servers, rows)
 }
 
 async fn run_cells(
@@ -131,7 +131,7 @@ async fn run_cells(
 ) -> Result<(), BackendError> {
     for server in &servers.sql {
         for name in &plan.strategies {
-            let Some((info, redis, levels)) = cells_of(plan, opts, server, servers, name, &mut rows.skipped) else {
+            let Some((info, redis, levels)) = cells_of(plan, opts, server, servers, name, &mut rows.skipped)? else {
                 continue;
             };
             for isolation in levels {
@@ -153,6 +153,8 @@ async fn run_cells(
 
 /// The levels strategy `name` runs at on `server` (with its info and Redis), or None
 /// when it cannot run there; each cell left out is recorded in `skipped` with the reason.
+/// A name the registry does not hold is an error: the plan was resolved against other
+/// names than the run's (a caller's bug, never a skipped row that could pass unseen).
 fn cells_of<'a>(
     plan: &RunPlan,
     opts: &RunOptions,
@@ -160,7 +162,7 @@ fn cells_of<'a>(
     servers: &'a Servers,
     name: &str,
     skipped: &mut Vec<Skipped>,
-) -> Option<(StrategyInfo, Option<&'a RedisServer>, Vec<Isolation>)> {
+) -> Result<Option<Cell<'a>>, BackendError> {
     let levels: Vec<Isolation> = plan.isolation_for(name).to_vec();
     let mut skip = |backend: String, levels: &[Isolation], reason: &str| {
         skipped.extend(levels.iter().map(|l| Skipped {
@@ -176,10 +178,7 @@ fn cells_of<'a>(
         Some(spec) => spec.info(),
         None => match opts.registry.find(name) {
             Some(row) => row.info,
-            None => {
-                skip(sql.into(), &levels, "not in this build's registry of strategies");
-                return None;
-            }
+            None => return Err(BackendError::Refused(format!("strategy {name} is not in this run's registry"))),
         },
     };
     let redis = match (uses_redis(plan, opts, name), &servers.redis) {
@@ -187,15 +186,15 @@ fn cells_of<'a>(
         (true, Ok(r)) => Some(r),
         (true, Err(why)) => {
             skip(format!("{sql}+redis"), &levels, why);
-            return None;
+            return Ok(None);
         }
     };
     if let Some(spec) = custom.filter(|c| !c.dialects().contains(&server.dialect())) {
         skip(sql.into(), &levels, &format!("{} has no {sql} statements", spec.name));
-        return None;
+        return Ok(None);
     }
     if server.dialect() != Dialect::Sqlite {
-        return Some((info, redis, levels));
+        return Ok(Some((info, redis, levels)));
     }
     let unsupported: Vec<Isolation> = levels.iter().copied().filter(|l| !server.supports(*l)).collect();
     skip(
@@ -203,8 +202,11 @@ fn cells_of<'a>(
         &unsupported,
         "SQLite transactions are always serializable; run once at serializable instead",
     );
-    Some((info, redis, vec![Isolation::Serializable]))
+    Ok(Some((info, redis, vec![Isolation::Serializable])))
 }
+
+/// A strategy's info, its Redis (if it uses one) and the levels it runs at.
+type Cell<'a> = (StrategyInfo, Option<&'a RedisServer>, Vec<Isolation>);
 
 /// The report of the whole run.
 fn assemble(
@@ -214,11 +216,15 @@ fn assemble(
     started: String,
     servers: &Servers,
     rows: Rows,
-) -> Report {
+) -> Result<Report, BackendError> {
     let all_held = rows.reports.iter().all(|r| r.check.matches_guarantee);
     let breached = rows.reports.iter().flat_map(|r| &r.thresholds).filter(|t| !t.passed).count() as u64;
     let unmet = rows.reports.iter().flat_map(|r| &r.expectations).filter(|e| !e.met).count() as u64;
-    Report {
+    let judged: Vec<&str> = rows.reports.iter().flat_map(|r| &r.expectations).map(|e| e.expected.as_str()).collect();
+    let not_judged = plan.expect.iter().map(|e| e.describe()).filter(|d| !judged.contains(&d.as_str())).collect();
+    let plan_json = serde_json::to_value(plan)
+        .map_err(|e| BackendError::Refused(format!("the plan cannot be written into the report: {e}")))?;
+    Ok(Report {
         report_schema_version: REPORT_SCHEMA_VERSION,
         counterlab_version: env!("CARGO_PKG_VERSION").to_string(),
         git_commit: COMMIT.to_string(),
@@ -227,22 +233,17 @@ fn assemble(
         seed: plan.seed,
         run_id,
         started_at_utc: started,
-        plan: plan_json(plan),
+        plan: plan_json,
         servers: servers.infos(),
         strategies: rows.reports,
         skipped: rows.skipped,
         all_guarantees_held: all_held,
         thresholds_breached: breached,
         expectations_unmet: unmet,
+        expectations_not_judged: not_judged,
         interrupted: opts.cancel.load(Ordering::Relaxed),
         replay_command: replay_command(plan) + &server_flags(opts),
         trusted_strategy_files: opts.trust_strategy_files,
         side_files: rows.side_files,
-    }
-}
-
-/// The plan as the report prints it (a plan holds only strings, numbers and names, so it
-/// always serialises; `Null` would only mean a bug in a Serialize impl).
-fn plan_json(plan: &RunPlan) -> serde_json::Value {
-    serde_json::to_value(plan).unwrap_or(serde_json::Value::Null)
+    })
 }

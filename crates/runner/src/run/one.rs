@@ -264,6 +264,8 @@ fn progress_line(cell: &Cell<'_>) -> Box<dyn FnMut(&Sample) + Send> {
 
 /// What the checks found.
 struct Found {
+    /// The strategy's figures, read once: the same ones the anomalies were explained by.
+    figures: Vec<(&'static str, f64)>,
     check: CheckResult,
     anomalies: Vec<counterlab_core::Anomaly>,
     judgement: counterlab_core::Judgement,
@@ -316,7 +318,7 @@ async fn check(cell: &Cell<'_>, ns: &Namespace, l: &Loaded, log: &mut dyn FnMut(
         settled_reads: settled.len() as u64,
         file: None,
     };
-    Ok(Found { check, anomalies, judgement, history })
+    Ok(Found { figures, check, anomalies, judgement, history })
 }
 
 fn verdict(
@@ -394,7 +396,7 @@ fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log: &mut dyn F
         settle_s: l.settle_s,
         settle_error: l.settle_error,
         faults: l.faults,
-        figures: l.strategy.figures(),
+        figures: f.figures,
         check: &f.check,
         series: &l.series.samples,
         hdr_log: Some(hdr_name.clone()),
@@ -416,7 +418,7 @@ fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log: &mut dyn F
 /// row: the verdict's label, or the anomaly among the row's findings.
 fn expectations(cell: &Cell<'_>, report: &StrategyReport) -> Vec<ExpectationResult> {
     let dialect = cell.t.server.dialect();
-    let entries = cell.plan.expect.iter().filter(|e| e.applies_to(cell.t.name, dialect));
+    let entries = cell.plan.expect.iter().filter(|e| e.applies_to(cell.t.name, dialect, cell.t.isolation));
     entries
         .map(|e| {
             let found: Vec<String> = report.anomalies.iter().map(|a| format!("{} x{}", a.name, a.count)).collect();
@@ -428,7 +430,8 @@ fn expectations(cell: &Cell<'_>, report: &StrategyReport) -> Vec<ExpectationResu
                 }
             };
             let why = if met { String::new() } else { format!(" ({})", report.check.summary) };
-            let detail = format!("expected {} on {}: {showed}{why}", e.describe(), dialect.name());
+            let detail =
+                format!("expected {}; {} at {}: {showed}{why}", e.describe(), dialect.name(), cell.t.isolation.name());
             ExpectationResult { expected: e.describe(), met, detail }
         })
         .collect()
