@@ -395,6 +395,18 @@ async fn after_sigkill_clean_removes_the_marked_leftovers_and_nothing_else() {
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA \"{unmarked}\""))).execute(&admin).await.unwrap();
     let pg = killed_run("postgres", &dir);
     let my = killed_run("mysql", &dir);
+    // SQLite: the run's temporary folder (`counterlab-<run id>-*`) holds its marker file;
+    // a folder of the same shape without one must stay.
+    let lite = killed_run("sqlite", &dir);
+    let run_id: Vec<&str> = lite.strip_prefix("cl_").unwrap().splitn(3, '_').take(2).collect();
+    let prefix = format!("counterlab-{}-", run_id.join("_"));
+    let lite_dir = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&prefix))
+        .expect("the killed SQLite run's folder");
+    assert!(lite_dir.join("counterlab.meta").exists(), "{}", lite_dir.display());
+    let unmarked_dir = tempfile::Builder::new().prefix("counterlab-unmarked-").tempdir().unwrap();
     let mysql = util::mysql_admin().await;
     let mut redis =
         redis::Client::open(crate::redis::redis_url()).unwrap().get_multiplexed_async_connection().await.unwrap();
@@ -425,9 +437,10 @@ async fn after_sigkill_clean_removes_the_marked_leftovers_and_nothing_else() {
     }
     let dry = counterlab(&["clean"]);
     assert_eq!(dry.status.code(), Some(0), "{}", text(&dry));
-    for ns in [&pg, &my] {
+    for ns in [&pg, &my, &lite_dir.display().to_string()] {
         assert!(text(&dry).contains(&format!("{ns} (")) && text(&dry).contains("would remove"), "{}", text(&dry));
     }
+    assert!(lite_dir.exists(), "a dry run removes no folder");
     assert_eq!(left(pg.clone()).await, 2, "a dry run removes nothing");
     let done = counterlab(&["clean", "--yes"]);
     assert_eq!(done.status.code(), Some(0), "{}", text(&done));
@@ -438,6 +451,8 @@ async fn after_sigkill_clean_removes_the_marked_leftovers_and_nothing_else() {
         assert!(k.is_empty() && !users.contains(ns), "{ns}: keys {k:?} or ACL user left");
     }
     assert!(util::schema_exists(&admin, &unmarked).await, "an unmarked schema was touched");
+    assert!(!lite_dir.exists(), "the killed SQLite run's folder is gone: {}", text(&done));
+    assert!(unmarked_dir.path().exists(), "an unmarked folder was touched");
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA \"{unmarked}\""))).execute(&admin).await.unwrap();
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -1,10 +1,15 @@
 //! `counterlab clean`: finds the namespaces killed runs left on the configured servers (by
-//! their markers: a schema comment, a `cl_meta` table, a `cl:<ns>:meta` key), lists them,
+//! their markers: a schema comment, a `cl_meta` table, a `cl:<ns>:meta` key) and the
+//! temporary SQLite folders they left (a `counterlab.meta` file), lists them,
 //! and with `--yes` removes them with their identities. Unmarked names are never touched,
 //! nor namespaces whose identity still has connections (a run going on any host) or whose
 //! process still lives on this host.
 
-use counterlab_strategies::{BackendError, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Leftover, RedisServer, Server};
+use std::path::Path;
+
+use counterlab_strategies::{
+    BackendError, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Leftover, Marker, RedisServer, Server,
+};
 
 use crate::run::RunOptions;
 
@@ -46,6 +51,15 @@ pub async fn clean(
             out.push(Cleaned { leftover: l, action });
         }
     }
+    for l in sqlite_leftovers(&std::env::temp_dir()) {
+        let action = match decide(&l, older_than_s, remove) {
+            a if a == "remove" => {
+                std::fs::remove_dir_all(&l.namespace).map_or_else(|e| format!("failed: {e}"), |_| "removed".into())
+            }
+            a => a,
+        };
+        out.push(Cleaned { leftover: l, action });
+    }
     let redis = RedisServer::connect(opts.redis_url.as_deref().unwrap_or(DEFAULT_REDIS_URL), t).await;
     match redis {
         Ok(r) => {
@@ -63,6 +77,33 @@ pub async fn clean(
         Err(e) => log(&format!("skipped: {e}")),
     }
     Ok(out)
+}
+
+/// The marker file of a run's temporary SQLite folder.
+pub const SQLITE_MARKER: &str = "counterlab.meta";
+
+/// Most folders `clean` looks at in the temporary directory (a bound, not a hope).
+const MAX_TEMP_ENTRIES: usize = 100_000;
+
+/// The run folders (`counterlab-*`, with a marker file) in `temp`; anything else there,
+/// a folder without a marker included, is never touched.
+pub fn sqlite_leftovers(temp: &Path) -> Vec<Leftover> {
+    let Ok(entries) = std::fs::read_dir(temp) else { return Vec::new() };
+    let folders = entries.take(MAX_TEMP_ENTRIES).filter_map(|e| e.ok()).map(|e| e.path());
+    let runs =
+        folders.filter(|p| p.is_dir() && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("counterlab-")));
+    runs.filter_map(|dir| {
+        let marker = Marker::parse(std::fs::read_to_string(dir.join(SQLITE_MARKER)).ok()?.trim())?;
+        let files = std::fs::read_dir(&dir).map_or(0, |d| d.count());
+        Some(Leftover {
+            backend: "sqlite",
+            namespace: dir.display().to_string(),
+            marker,
+            what: format!("a run's SQLite folder, {files} file(s)"),
+            sessions: 0,
+        })
+    })
+    .collect()
 }
 
 fn decide(l: &Leftover, older_than_s: u64, remove: bool) -> String {

@@ -8,7 +8,7 @@ use tempfile::TempDir;
 
 use counterlab_plan::{Backend, RunPlan};
 use counterlab_report::ServerInfo;
-use counterlab_strategies::{BackendError, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, RedisServer, Server};
+use counterlab_strategies::{BackendError, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Marker, RedisServer, Server};
 
 use super::RunOptions;
 
@@ -27,11 +27,15 @@ impl SqliteHome<'_> {
         }
         if self.temp.is_none() {
             let made = tempfile::Builder::new().prefix(&format!("counterlab-{}-", self.run_id)).tempdir();
-            self.temp = Some(made.map_err(|e| BackendError::Connect {
+            let failed = |e: std::io::Error| BackendError::Connect {
                 backend: "sqlite",
                 url: std::env::temp_dir().display().to_string(),
                 source: e.into(),
-            })?);
+            };
+            let dir = made.map_err(failed)?;
+            // The folder's marker: a killed run's folder is found and removed by `clean`.
+            std::fs::write(dir.path().join(crate::clean::SQLITE_MARKER), Marker::now().text()).map_err(failed)?;
+            self.temp = Some(dir);
         }
         Ok(self.temp.as_ref().map(|t| t.path().to_path_buf()).unwrap_or_default())
     }
