@@ -160,3 +160,35 @@ async fn a_check_whose_connections_keep_dying_is_incomplete_and_the_report_stand
     assert!(!r.all_guarantees_held);
     nothing_left(&r).await;
 }
+
+/// Redis restarted without persistence as redis-counter's check starts: its counters and
+/// the namespace's ACL user are gone. The check cannot read them and says so
+/// (INCOMPLETE), the SQL strategy's verdict stands, and nothing of the run is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_restarted_as_the_check_starts_leaves_an_incomplete_row_and_nothing_behind() {
+    let _heavy = util::heavy().await;
+    let redis = Arc::new(std::sync::Mutex::new(util::PrivateRedis::start(false)));
+    let url = format!("redis://127.0.0.1:{}", redis.lock().unwrap().1);
+    let plan = util::plan(
+        &SCENARIO
+            .replace("\"select-for-update\"", "\"redis-counter\"")
+            .replace("strategies =", "backends = [\"postgres\"]\nstrategies ="),
+    );
+    let mut opts = util::options(false, None);
+    opts.redis_url = Some(url.clone());
+    let r2 = redis.clone();
+    opts.on_phase = Some(Arc::new(move |p: Phase, ns: &str| {
+        if p == Phase::Check && ns.ends_with("redis_counter") {
+            r2.lock().unwrap().restart();
+        }
+    }));
+    let r = run_plan(&plan, &opts, &mut |l| eprintln!("{l}")).await.expect("the run completes");
+    first_intact(&r);
+    let s = &r.strategies[1];
+    assert!(s.check.verdict.starts_with("INCOMPLETE: read the counters"), "{:?}", s.check);
+    nothing_left(&r).await;
+    let mut c = redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::AsyncCommands::keys(&mut c, "cl:*").await.unwrap();
+    let users: Vec<String> = redis::cmd("ACL").arg("USERS").query_async(&mut c).await.unwrap();
+    assert!(keys.is_empty() && users == ["default"], "{keys:?} {users:?}");
+}

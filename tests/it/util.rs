@@ -197,6 +197,19 @@ pub struct PrivateRedis(pub std::process::Child, pub u16);
 impl PrivateRedis {
     pub fn start(tls: bool) -> PrivateRedis {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        PrivateRedis::start_on(port, tls)
+    }
+
+    /// Stops this server and starts a fresh one on the same port: a restart without
+    /// persistence (every key and ACL user gone).
+    pub fn restart(&mut self) {
+        self.0.kill().ok();
+        self.0.wait().ok();
+        // The old child is reaped: dropping it signals nothing.
+        *self = PrivateRedis::start_on(self.1, false);
+    }
+
+    pub fn start_on(port: u16, tls: bool) -> PrivateRedis {
         let mut cmd = std::process::Command::new("redis-server");
         cmd.args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
         if tls {
