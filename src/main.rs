@@ -439,7 +439,8 @@ fn backend_failure(e: BackendError) -> Failure {
             let hint = "start the servers with `docker compose up -d` from the repository, or point counterlab at yours with --postgres URL / COUNTERLAB_POSTGRES_URL, --mysql URL / COUNTERLAB_MYSQL_URL; `--backend sqlite` needs no server";
             Failure::Input(anyhow::anyhow!("{e}\nhint: {hint}"))
         }
-        other => Failure::Input(other.into()),
+        // Its message already ends with its cause: printed once, not again as a chain.
+        other => Failure::Input(anyhow::anyhow!("{other}")),
     }
 }
 
@@ -462,10 +463,6 @@ fn write_report(out: &std::path::Path, report: &counterlab_report::Report) -> an
 /// How the run ended, from the verdicts (the same ones every output shows), with the
 /// lines that explain a non-zero exit.
 fn ending(report: &counterlab_report::Report, strict: bool) -> Ending {
-    if report.interrupted {
-        println!("interrupted: the report covers the strategies that ran");
-        return Ending::Interrupted;
-    }
     if report.thresholds_breached > 0 {
         println!("{} threshold(s) breached:", report.thresholds_breached);
         for s in &report.strategies {
@@ -477,10 +474,14 @@ fn ending(report: &counterlab_report::Report, strict: bool) -> Ending {
     if report.expectations_unmet > 0 {
         println!("{} expectation(s) of the scenario not met:", report.expectations_unmet);
         for s in &report.strategies {
-            for e in s.expectations.iter().filter(|e| !e.met) {
+            for e in s.expectations.iter().filter(|e| e.judged && !e.met) {
                 println!("  {} on {} at {}: {}", s.strategy, s.backend, s.isolation, e.detail);
             }
         }
+    }
+    if report.interrupted {
+        println!("interrupted: the report covers the strategies that ran");
+        return Ending::Interrupted;
     }
     if !report.all_guarantees_held {
         println!("a strategy broke its declared guarantee; replay with: {}", report.replay_command);

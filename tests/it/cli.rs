@@ -500,3 +500,19 @@ async fn a_redis_lost_mid_load_makes_its_row_incomplete_and_the_report_stands() 
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `--keep` on SQLite: the run's temporary folder stays, and its marker becomes a note,
+/// so `clean` never lists (or removes) what the user kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_sqlite_folder_is_not_a_leftover() {
+    let plan = util::plan(
+        "strategies = [\"conditional-update\"]\nbackends = [\"sqlite\"]\n[data]\nusers = 5\nnotifications_per_user = 2\n\
+         [workload]\nworkers = 1\nops = 20\n[workload.mix]\nmark_read = 1\n",
+    );
+    let report = counterlab::run::run_plan(&plan, &util::options(true, None), &mut |_| {}).await.unwrap();
+    let folder = std::path::PathBuf::from(&report.servers[0].url);
+    assert!(folder.join("counterlab.meta").exists(), "the kept folder and its note: {}", folder.display());
+    let listed = counterlab::clean::sqlite_leftovers(&std::env::temp_dir());
+    assert!(listed.iter().all(|l| l.namespace != folder.display().to_string()), "a kept folder is listed");
+    std::fs::remove_dir_all(&folder).unwrap();
+}

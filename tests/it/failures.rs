@@ -27,7 +27,17 @@ fn terminate(dialect: Dialect, ns: &str) -> u64 {
             Dialect::Postgres => {
                 let admin = util::admin().await;
                 let q = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1";
-                sqlx::query(q).bind(ns).fetch_all(&admin).await.map_or(0, |r| r.len() as u64)
+                let n = sqlx::query(q).bind(ns).fetch_all(&admin).await.map_or(0, |r| r.len() as u64);
+                // pg_terminate_backend only signals: wait (bounded) until they are gone.
+                let left = "SELECT count(*) FROM pg_stat_activity WHERE usename = $1";
+                for _ in 0..100 {
+                    let (k,): (i64,) = sqlx::query_as(left).bind(ns).fetch_one(&admin).await.unwrap();
+                    if k == 0 {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                n
             }
             _ => {
                 let admin = util::mysql_admin().await;

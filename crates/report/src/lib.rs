@@ -477,11 +477,19 @@ impl CheckReport {
 /// One `[[expect]]` entry judged on one strategy row.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ExpectationResult {
-    /// What was expected, e.g. `verdict drift-expected on postgres, mysql`.
+    /// What was expected, e.g. `direct-update: verdict drift-expected on postgres, mysql`.
     pub expected: String,
+    /// False when the row had no evidence to judge it by (`NO EVIDENCE`): then it is
+    /// neither met nor unmet, and the report lists it as not judged.
+    #[serde(default = "judged_by_default")]
+    pub judged: bool,
     pub met: bool,
     /// What the row showed instead, or how it met it.
     pub detail: String,
+}
+
+fn judged_by_default() -> bool {
+    true
 }
 
 /// Fields missing from older reports (schema 1) read as their defaults.

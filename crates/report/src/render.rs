@@ -174,7 +174,9 @@ fn terminal_problems(w: &mut String, r: &Report) {
     let unmet: Vec<String> = r
         .strategies
         .iter()
-        .flat_map(|s| s.expectations.iter().filter(|e| !e.met).map(move |e| format!("{}: {}", label(s), e.detail)))
+        .flat_map(|s| {
+            s.expectations.iter().filter(|e| e.judged && !e.met).map(move |e| format!("{}: {}", label(s), e.detail))
+        })
         .collect();
     if !unmet.is_empty() {
         writeln!(w, "\nexpectations not met:\n  {}", unmet.join("\n  ")).unwrap();
@@ -366,7 +368,12 @@ fn markdown_strategy(w: &mut String, s: &StrategyReport) {
         );
     }
     for e in &s.expectations {
-        line(w, format!("  - expected {}: {}", if e.met { "met" } else { "**NOT MET**" }, e.detail));
+        let result = match (e.judged, e.met) {
+            (false, _) => "not judged",
+            (true, true) => "met",
+            (true, false) => "**NOT MET**",
+        };
+        line(w, format!("  - expected {result}: {}", e.detail));
     }
     for t in &s.thresholds {
         line(w, format!("  - threshold {}: {}", if t.passed { "ok" } else { "**BREACHED**" }, t.detail));

@@ -85,25 +85,35 @@ pub const SQLITE_MARKER: &str = "counterlab.meta";
 /// Most folders `clean` looks at in the temporary directory (a bound, not a hope).
 const MAX_TEMP_ENTRIES: usize = 100_000;
 
-/// The run folders (`counterlab-*`, with a marker file) in `temp`; anything else there,
-/// a folder without a marker included, is never touched.
+/// The run folders (`counterlab-*`, real folders owned by this user, with a marker file)
+/// in `temp`; anything else there, a folder without a marker included, is never touched.
+/// A folder whose marker a run still holds locked (on any host sharing the folder) counts
+/// one live session.
 pub fn sqlite_leftovers(temp: &Path) -> Vec<Leftover> {
+    use std::os::unix::fs::MetadataExt as _;
     let Ok(entries) = std::fs::read_dir(temp) else { return Vec::new() };
+    let me = std::fs::metadata("/proc/self").map(|m| m.uid()).ok();
+    let ours = |p: &Path| {
+        let m = std::fs::symlink_metadata(p);
+        m.is_ok_and(|m| m.is_dir() && Some(m.uid()) == me)
+    };
     let folders = entries.take(MAX_TEMP_ENTRIES).filter_map(|e| e.ok()).map(|e| e.path());
-    let runs =
-        folders.filter(|p| p.is_dir() && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("counterlab-")));
-    runs.filter_map(|dir| {
-        let marker = Marker::parse(std::fs::read_to_string(dir.join(SQLITE_MARKER)).ok()?.trim())?;
-        let files = std::fs::read_dir(&dir).map_or(0, |d| d.count());
-        Some(Leftover {
-            backend: "sqlite",
-            namespace: dir.display().to_string(),
-            marker,
-            what: format!("a run's SQLite folder, {files} file(s)"),
-            sessions: 0,
-        })
+    let runs = folders.filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("counterlab-")));
+    runs.filter(|p| ours(p)).filter_map(|dir| sqlite_leftover(&dir)).collect()
+}
+
+fn sqlite_leftover(dir: &Path) -> Option<Leftover> {
+    let path = dir.join(SQLITE_MARKER);
+    let marker = Marker::parse(std::fs::read_to_string(&path).ok()?.trim())?;
+    let locked = std::fs::File::open(&path).ok()?.try_lock().is_err();
+    let files = std::fs::read_dir(dir).map_or(0, |d| d.count());
+    Some(Leftover {
+        backend: "sqlite",
+        namespace: dir.display().to_string(),
+        marker,
+        what: format!("a run's SQLite folder, {files} file(s)"),
+        sessions: u64::from(locked),
     })
-    .collect()
 }
 
 fn decide(l: &Leftover, older_than_s: u64, remove: bool) -> String {

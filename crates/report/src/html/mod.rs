@@ -156,6 +156,19 @@ fn header(w: &mut String, r: &Report) {
             ),
         ),
         (
+            "expectations not met",
+            format!(
+                "<span class=\"{}\">{}</span>{}",
+                if r.expectations_unmet > 0 { "bad" } else { "good" },
+                r.expectations_unmet,
+                if r.expectations_not_judged.is_empty() {
+                    String::new()
+                } else {
+                    format!("; not judged: {}", esc(&r.expectations_not_judged.join("; ")))
+                },
+            ),
+        ),
+        (
             "every declared guarantee held",
             format!(
                 "<span class=\"{}\">{}</span>",
@@ -465,7 +478,11 @@ fn thresholds(w: &mut String, r: &Report) {
         .map(|(s, e)| {
             vec![
                 cell(esc(&label(s))),
-                if e.met { classed("v-pass", "met") } else { classed("v-fail", "NOT MET") },
+                match (e.judged, e.met) {
+                    (false, _) => classed("v-other", "not judged"),
+                    (true, true) => classed("v-pass", "met"),
+                    (true, false) => classed("v-fail", "NOT MET"),
+                },
                 classed("wide", esc(&e.detail)),
             ]
         })

@@ -205,6 +205,32 @@ fn cells_of<'a>(
     Ok(Some((info, redis, vec![Isolation::Serializable])))
 }
 
+/// The `[[expect]]` entries some row should have judged and did not (it had no evidence,
+/// or its check was INCOMPLETE), each with that row; and entries no row ran at all.
+fn not_judged(plan: &RunPlan, reports: &[StrategyReport]) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in &plan.expect {
+        let d = e.describe();
+        let mut applied = false;
+        for r in reports {
+            let dialect = Dialect::from_name(r.backend.split('+').next().unwrap_or_default());
+            let level = Isolation::from_name(&r.isolation);
+            let (Some(dialect), Some(level)) = (dialect, level) else { continue };
+            if !e.applies_to(&r.strategy, dialect, level) {
+                continue;
+            }
+            applied = true;
+            if !r.expectations.iter().any(|x| x.expected == d && x.judged) {
+                out.push(format!("{d} ({} on {} at {}: {})", r.strategy, r.backend, r.isolation, r.check.verdict));
+            }
+        }
+        if !applied {
+            out.push(format!("{d} (no row ran it)"));
+        }
+    }
+    out
+}
+
 /// A strategy's info, its Redis (if it uses one) and the levels it runs at.
 type Cell<'a> = (StrategyInfo, Option<&'a RedisServer>, Vec<Isolation>);
 
@@ -219,9 +245,8 @@ fn assemble(
 ) -> Result<Report, BackendError> {
     let all_held = rows.reports.iter().all(|r| r.check.matches_guarantee);
     let breached = rows.reports.iter().flat_map(|r| &r.thresholds).filter(|t| !t.passed).count() as u64;
-    let unmet = rows.reports.iter().flat_map(|r| &r.expectations).filter(|e| !e.met).count() as u64;
-    let judged: Vec<&str> = rows.reports.iter().flat_map(|r| &r.expectations).map(|e| e.expected.as_str()).collect();
-    let not_judged = plan.expect.iter().map(|e| e.describe()).filter(|d| !judged.contains(&d.as_str())).collect();
+    let unmet = rows.reports.iter().flat_map(|r| &r.expectations).filter(|e| e.judged && !e.met).count() as u64;
+    let not_judged = not_judged(plan, &rows.reports);
     let plan_json = serde_json::to_value(plan)
         .map_err(|e| BackendError::Refused(format!("the plan cannot be written into the report: {e}")))?;
     Ok(Report {

@@ -405,7 +405,7 @@ fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log: &mut dyn F
     });
     report.thresholds = cell.plan.thresholds.iter().filter_map(|t| evaluate(t, &report)).collect();
     report.expectations = expectations(cell, &report);
-    for e in report.expectations.iter().filter(|e| !e.met) {
+    for e in report.expectations.iter().filter(|e| e.judged && !e.met) {
         log(&format!("{}: expectation not met: {}", cell.label(), e.detail));
     }
     for b in report.thresholds.iter().filter(|t| !t.passed) {
@@ -415,10 +415,12 @@ fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log: &mut dyn F
 }
 
 /// The scenario's `[[expect]]` entries for this strategy on this backend, judged on its
-/// row: the verdict's label, or the anomaly among the row's findings.
+/// row: the verdict's label, or the anomaly among the row's findings. A row without
+/// evidence (`NO EVIDENCE`) judges none: they are listed as not judged instead.
 fn expectations(cell: &Cell<'_>, report: &StrategyReport) -> Vec<ExpectationResult> {
-    let dialect = cell.t.server.dialect();
-    let entries = cell.plan.expect.iter().filter(|e| e.applies_to(cell.t.name, dialect, cell.t.isolation));
+    let (dialect, isolation) = (cell.t.server.dialect(), cell.t.isolation);
+    let judged = report.check.evidence;
+    let entries = cell.plan.expect.iter().filter(|e| e.applies_to(cell.t.name, dialect, isolation));
     entries
         .map(|e| {
             let found: Vec<String> = report.anomalies.iter().map(|a| format!("{} x{}", a.name, a.count)).collect();
@@ -430,9 +432,12 @@ fn expectations(cell: &Cell<'_>, report: &StrategyReport) -> Vec<ExpectationResu
                 }
             };
             let why = if met { String::new() } else { format!(" ({})", report.check.summary) };
-            let detail =
-                format!("expected {}; {} at {}: {showed}{why}", e.describe(), dialect.name(), cell.t.isolation.name());
-            ExpectationResult { expected: e.describe(), met, detail }
+            let on = format!("{} at {}", dialect.name(), isolation.name());
+            let detail = match judged {
+                true => format!("expected {}; {on}: {showed}{why}", e.describe()),
+                false => format!("not judged: {}; {on}: {}", e.describe(), report.check.summary),
+            };
+            ExpectationResult { expected: e.describe(), judged, met: met && judged, detail }
         })
         .collect()
 }

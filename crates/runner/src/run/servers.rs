@@ -17,6 +17,9 @@ use super::RunOptions;
 struct SqliteHome<'a> {
     configured: Option<&'a PathBuf>,
     temp: Option<TempDir>,
+    /// The marker file, locked while the run lives: `clean` leaves a locked folder alone,
+    /// whichever host or container the run is on.
+    lock: Option<std::fs::File>,
     run_id: &'a str,
 }
 
@@ -34,7 +37,11 @@ impl SqliteHome<'_> {
             };
             let dir = made.map_err(failed)?;
             // The folder's marker: a killed run's folder is found and removed by `clean`.
-            std::fs::write(dir.path().join(crate::clean::SQLITE_MARKER), Marker::now().text()).map_err(failed)?;
+            let path = dir.path().join(crate::clean::SQLITE_MARKER);
+            std::fs::write(&path, Marker::now().text()).map_err(failed)?;
+            let lock = std::fs::File::open(&path).map_err(failed)?;
+            lock.lock_shared().map_err(failed)?;
+            self.lock = Some(lock);
             self.temp = Some(dir);
         }
         Ok(self.temp.as_ref().map(|t| t.path().to_path_buf()).unwrap_or_default())
@@ -48,9 +55,9 @@ async fn resolve_backends(
     opts: &RunOptions,
     run_id: &str,
     log: &mut dyn FnMut(&str),
-) -> Result<(Vec<Server>, Option<TempDir>), BackendError> {
+) -> Result<(Vec<Server>, Option<TempDir>, Option<std::fs::File>), BackendError> {
     let mut servers: Vec<Server> = Vec::new();
-    let mut home = SqliteHome { configured: opts.sqlite_dir.as_ref(), temp: None, run_id };
+    let mut home = SqliteHome { configured: opts.sqlite_dir.as_ref(), temp: None, lock: None, run_id };
     for backend in &plan.backends {
         let server = connect(*backend, opts, &mut home, log).await?;
         if !servers.iter().any(|s| s.dialect() == server.dialect()) {
@@ -58,7 +65,7 @@ async fn resolve_backends(
             servers.push(server);
         }
     }
-    Ok((servers, home.temp))
+    Ok((servers, home.temp, home.lock))
 }
 
 /// One backend. `auto` is PostgreSQL when a URL is configured (then it must answer) or
@@ -169,6 +176,8 @@ pub(super) struct Servers {
     pub redis: Result<RedisServer, String>,
     /// The temporary SQLite folder, removed when this is dropped unless kept.
     pub temp_dir: Option<TempDir>,
+    /// Its marker file, locked for the run's life (held, never read: dropping it unlocks).
+    pub _temp_lock: Option<std::fs::File>,
 }
 
 impl Servers {
@@ -180,8 +189,8 @@ impl Servers {
         run_id: &str,
         log: &mut dyn FnMut(&str),
     ) -> Result<Servers, BackendError> {
-        let (sql, temp_dir) = resolve_backends(plan, opts, run_id, log).await?;
-        let mut servers = Servers { sql, redis: Err(String::new()), temp_dir };
+        let (sql, temp_dir, temp_lock) = resolve_backends(plan, opts, run_id, log).await?;
+        let mut servers = Servers { sql, redis: Err(String::new()), temp_dir, _temp_lock: temp_lock };
         let checked = match resolve_redis(plan, opts, log).await {
             Ok(redis) => {
                 servers.redis = redis;
@@ -193,9 +202,12 @@ impl Servers {
     }
 
     /// `--keep`: the temporary SQLite folder stays (with the kept namespaces in it).
+    /// Its marker becomes a note, so `clean` never removes what the user kept.
     pub fn keep_temp_dir(&mut self) {
         if let Some(dir) = self.temp_dir.take() {
-            let _kept: PathBuf = dir.keep();
+            let kept: PathBuf = dir.keep();
+            let note = "kept by counterlab run --keep: remove this folder when done with it\n";
+            std::fs::write(kept.join(crate::clean::SQLITE_MARKER), note).ok();
         }
     }
 
