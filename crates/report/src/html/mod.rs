@@ -122,6 +122,15 @@ pub fn render_html(r: &Report) -> String {
     out
 }
 
+/// How many `[[expect]]` entries were not met, and which were not judged.
+fn expectations_cell(r: &Report) -> String {
+    let not_judged = match r.expectations_not_judged.is_empty() {
+        true => String::new(),
+        false => format!("; not judged: {}", esc(&r.expectations_not_judged.join("; "))),
+    };
+    let class = if r.expectations_unmet > 0 { "bad" } else { "good" };
+    format!("<span class=\"{class}\">{}</span>{not_judged}", r.expectations_unmet)
+}
 fn header(w: &mut String, r: &Report) {
     let servers: Vec<String> = r
         .servers
@@ -155,19 +164,7 @@ fn header(w: &mut String, r: &Report) {
                 r.thresholds_breached
             ),
         ),
-        (
-            "expectations not met",
-            format!(
-                "<span class=\"{}\">{}</span>{}",
-                if r.expectations_unmet > 0 { "bad" } else { "good" },
-                r.expectations_unmet,
-                if r.expectations_not_judged.is_empty() {
-                    String::new()
-                } else {
-                    format!("; not judged: {}", esc(&r.expectations_not_judged.join("; ")))
-                },
-            ),
-        ),
+        ("expectations not met", expectations_cell(r)),
         (
             "every declared guarantee held",
             format!(
