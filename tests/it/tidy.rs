@@ -205,9 +205,8 @@ fn use_targets(file: &Path, src_root: &Path, text: &str) -> Vec<PathBuf> {
                     }
                     resolve(base, rest)
                 }
-                Some(first) => resolve(module_dir(file), &segs[..1])
-                    .filter(|_| !first.is_empty())
-                    .and_then(|_| resolve(module_dir(file), &segs)),
+                // A path from this module's own children (`use child::x`).
+                Some(_) => resolve(module_dir(file), &segs),
                 None => None,
             };
             out.extend(target.filter(|t| t != file));
@@ -263,8 +262,7 @@ fn no_file_level_import_cycles() {
         let mut seen = vec![from.clone()];
         let mut stack = vec![from.clone()];
         while let Some(n) = stack.pop() {
-            for (a, b) in edges.iter().filter(|(a, _)| *a == n) {
-                let _ = a;
+            for (_, b) in edges.iter().filter(|(a, _)| *a == n) {
                 if b == to {
                     return true;
                 }

@@ -693,6 +693,16 @@ pub struct StrategyRun<'a> {
 }
 
 impl StrategyReport {
+    /// `<strategy> on <backend> at <isolation>`: how every renderer names a row.
+    pub fn label(&self) -> String {
+        format!("{} on {} at {}", self.strategy, self.backend, self.isolation)
+    }
+
+    /// The worst p99 over the ops that ran: a row's one latency figure.
+    pub fn p99_all(&self) -> u64 {
+        self.ops.values().filter(|o| o.count > 0).map(|o| o.latency_us.p99).max().unwrap_or(0)
+    }
+
     pub fn new(run: StrategyRun<'_>) -> StrategyReport {
         let load = run.load;
         let permission_denied: u64 = load.ops.iter().map(|s| s.errors_by_class[ErrorClass::Permission.index()]).sum();

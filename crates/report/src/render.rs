@@ -8,15 +8,6 @@ fn mismatched(s: &StrategyReport) -> String {
     format!("{}/{}", s.check.users_mismatched, s.check.users_checked)
 }
 
-/// The worst p99 over the ops that ran: the matrix's one latency figure per row.
-fn p99_all(s: &StrategyReport) -> u64 {
-    s.ops.values().filter(|o| o.count > 0).map(|o| o.latency_us.p99).max().unwrap_or(0)
-}
-
-fn label(s: &StrategyReport) -> String {
-    format!("{} on {} at {}", s.strategy, s.backend, s.isolation)
-}
-
 fn worst(s: &StrategyReport) -> String {
     s.check
         .worst_users
@@ -79,7 +70,7 @@ fn terminal_summary(w: &mut String, r: &Report) {
             s.guarantee,
             s.ops_total,
             s.throughput_ops_per_s,
-            p99_all(s),
+            s.p99_all(),
             s.errors_total,
             s.retries,
             s.give_ups,
@@ -127,16 +118,16 @@ fn terminal_latency(w: &mut String, r: &Report) {
 /// Per strategy run, where there is any: its worst users, first errors and kept namespace.
 fn terminal_strategy_notes(w: &mut String, r: &Report) {
     for s in r.strategies.iter().filter(|s| s.check.users_mismatched > 0) {
-        writeln!(w, "\n{} worst users (counter vs truth): {}", label(s), worst(s)).unwrap();
+        writeln!(w, "\n{} worst users (counter vs truth): {}", s.label(), worst(s)).unwrap();
     }
     for s in r.strategies.iter().filter(|s| !s.error_samples.is_empty()) {
-        writeln!(w, "\n{} first errors:", label(s)).unwrap();
+        writeln!(w, "\n{} first errors:", s.label()).unwrap();
         for e in &s.error_samples {
             writeln!(w, "  {e}").unwrap();
         }
     }
     for s in r.strategies.iter().filter(|s| s.namespace_kept) {
-        writeln!(w, "\n{}: namespace {} kept", label(s), s.namespace).unwrap();
+        writeln!(w, "\n{}: namespace {} kept", s.label(), s.namespace).unwrap();
     }
 }
 
@@ -146,7 +137,7 @@ fn terminal_figures(w: &mut String, r: &Report) {
         !s.figures.is_empty() || !s.faults.is_empty() || s.settle_error.is_some() || !s.anomalies.is_empty()
     }) {
         let figs: Vec<String> = s.figures.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        writeln!(w, "\n{}: {}", label(s), figs.join(" ")).unwrap();
+        writeln!(w, "\n{}: {}", s.label(), figs.join(" ")).unwrap();
         for f in &s.faults {
             let when = f.fired_at_ms.map_or("not fired".to_string(), |t| format!("fired at {t} ms"));
             writeln!(w, "  fault {} (planned {} ms, {when}): {}", f.kind, f.at_ms, f.outcome).unwrap();
@@ -166,7 +157,7 @@ fn terminal_problems(w: &mut String, r: &Report) {
     let breaches: Vec<String> = r
         .strategies
         .iter()
-        .flat_map(|s| s.thresholds.iter().filter(|t| !t.passed).map(move |t| format!("{}: {}", label(s), t.detail)))
+        .flat_map(|s| s.thresholds.iter().filter(|t| !t.passed).map(move |t| format!("{}: {}", s.label(), t.detail)))
         .collect();
     if !breaches.is_empty() {
         writeln!(w, "\nthresholds breached:\n  {}", breaches.join("\n  ")).unwrap();
@@ -175,7 +166,7 @@ fn terminal_problems(w: &mut String, r: &Report) {
         .strategies
         .iter()
         .flat_map(|s| {
-            s.expectations.iter().filter(|e| e.judged && !e.met).map(move |e| format!("{}: {}", label(s), e.detail))
+            s.expectations.iter().filter(|e| e.judged && !e.met).map(move |e| format!("{}: {}", s.label(), e.detail))
         })
         .collect();
     if !unmet.is_empty() {
@@ -189,7 +180,7 @@ fn terminal_problems(w: &mut String, r: &Report) {
         writeln!(w, "\nskipped {} on {} at {}: {}", k.strategy, k.backend, k.isolation, k.reason).unwrap();
     }
     for s in r.strategies.iter().filter(|s| s.cleanup_error.is_some()) {
-        writeln!(w, "\n{}: cleanup failed: {}", label(s), s.cleanup_error.as_deref().unwrap_or_default()).unwrap();
+        writeln!(w, "\n{}: cleanup failed: {}", s.label(), s.cleanup_error.as_deref().unwrap_or_default()).unwrap();
     }
 }
 
@@ -268,7 +259,7 @@ fn markdown_summary(w: &mut String, r: &Report) {
                 s.guarantee,
                 s.ops_total,
                 s.throughput_ops_per_s,
-                p99_all(s),
+                s.p99_all(),
                 s.errors_total,
                 s.retries,
                 s.give_ups,
@@ -326,7 +317,7 @@ fn markdown_strategy(w: &mut String, s: &StrategyReport) {
         w,
         format!(
             "- **{}** (namespace `{}`{kept}, server isolation `{}`, ran as {}): {detail}",
-            label(s),
+            s.label(),
             s.namespace,
             s.isolation_in_effect,
             s.identity

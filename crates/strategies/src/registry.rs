@@ -42,12 +42,12 @@ const fn row(name: &'static str, guarantee: Guarantee, summary: &'static str, bu
     Builtin { info: StrategyInfo { name, guarantee, summary }, build }
 }
 
-fn sql(design: Design) -> impl Fn(StrategyInfo, Db) -> Arc<dyn Strategy> {
-    move |info, db| Arc::new(SqlStrategy::new(info, design, db))
+fn sql(info: StrategyInfo, db: Db, design: Design) -> Arc<dyn Strategy> {
+    Arc::new(SqlStrategy::new(info, design, db))
 }
 
-fn redis(design: RedisDesign) -> impl Fn(StrategyInfo, Db, RedisSpace, RedisConfig) -> Arc<dyn Strategy> {
-    move |info, db, space, cfg| Arc::new(RedisStrategy::new(info, design, db, space, cfg))
+fn redis(info: StrategyInfo, db: Db, space: RedisSpace, cfg: RedisConfig, design: RedisDesign) -> Arc<dyn Strategy> {
+    Arc::new(RedisStrategy::new(info, design, db, space, cfg))
 }
 
 /// Every strategy counterlab ships, in the order `counterlab list` shows them.
@@ -56,55 +56,55 @@ pub const BUILTINS: &[Builtin] = &[
         "direct-update",
         Guarantee::None,
         "reads is_read, decides in the app, writes, unread = unread - 1; no lock: concurrent mark_reads double-decrement unless the isolation level turns the race into an error",
-        Build::Sql(|i, db| sql(Design::DirectUpdate)(i, db)),
+        Build::Sql(|i, db| sql(i, db, Design::DirectUpdate)),
     ),
     row(
         "select-for-update",
         Guarantee::Exact,
         "locks the notification row(s) with SELECT ... FOR UPDATE before deciding, same transaction (SQLite: BEGIN IMMEDIATE, the database write lock, since it has no row locks)",
-        Build::Sql(|i, db| sql(Design::SelectForUpdate)(i, db)),
+        Build::Sql(|i, db| sql(i, db, Design::SelectForUpdate)),
     ),
     row(
         "conditional-update",
         Guarantee::Exact,
         "UPDATE ... WHERE id = ? AND NOT is_read; the counter moves by the rows really changed, same transaction",
-        Build::Sql(|i, db| sql(Design::ConditionalUpdate)(i, db)),
+        Build::Sql(|i, db| sql(i, db, Design::ConditionalUpdate)),
     ),
     row(
         "conditional-update-unguarded",
         Guarantee::None,
         "mutant: UPDATE ... WHERE id = ? without AND NOT is_read, trusting rows_affected, which counts an already-read row (MySQL reports matched rows): double decrements",
-        Build::Sql(|i, db| sql(Design::ConditionalUpdateUnguarded)(i, db)),
+        Build::Sql(|i, db| sql(i, db, Design::ConditionalUpdateUnguarded)),
     ),
     row(
         "zset-buffer",
         Guarantee::Eventual,
         "SQL conditional UPDATE, counter delta ZINCRBY'd into a Redis sorted set; a flusher takes it (ZSCORE + ZREM) then adds it to the SQL counter: a crash in between loses it",
-        Build::Redis(|i, db, s, c| redis(RedisDesign::ZsetBuffer)(i, db, s, c)),
+        Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::ZsetBuffer)),
     ),
     row(
         "zset-buffer-durable",
         Guarantee::Eventual,
         "the same buffer; the claim moves the delta to a processing hash under a claim id recorded in the SQL transaction: a flusher crash loses nothing, a replay applies nothing twice",
-        Build::Redis(|i, db, s, c| redis(RedisDesign::ZsetBufferDurable)(i, db, s, c)),
+        Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::ZsetBufferDurable)),
     ),
     row(
         "zset-buffer-replay",
         Guarantee::Eventual,
         "mutant: the durable buffer's claim without the claim id in SQL; a flusher crash after the add commits and before the claim is cleared makes the replay add the delta twice",
-        Build::Redis(|i, db, s, c| redis(RedisDesign::ZsetBufferReplay)(i, db, s, c)),
+        Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::ZsetBufferReplay)),
     ),
     row(
         "lua-script",
         Guarantee::Exact,
         "unread state and counter in Redis, every check-and-change one Lua script, SQL rows written after; exact while Redis keeps its data",
-        Build::Redis(|i, db, s, c| redis(RedisDesign::LuaScript)(i, db, s, c)),
+        Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::LuaScript)),
     ),
     row(
         "redis-counter",
         Guarantee::Exact,
         "SQL conditional UPDATE decides, INCRBY/DECRBY on the user's Redis key follows; exact while Redis keeps its data and every reply arrives",
-        Build::Redis(|i, db, s, c| redis(RedisDesign::RedisCounter)(i, db, s, c)),
+        Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::RedisCounter)),
     ),
 ];
 

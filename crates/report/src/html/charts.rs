@@ -2,7 +2,6 @@
 //! throughput and p99 latency over time, percentile curves per strategy report, and
 //! drift/pending over time, the time charts with fault periods shaded and phases marked.
 
-use super::label;
 use super::svg::{Axis, Band, Chart, Line, Marker, clean, color, hdr_x, log_y};
 use crate::{Report, StrategyReport};
 
@@ -35,7 +34,7 @@ fn fault_bands(r: &Report, x: &Axis) -> Vec<Band> {
             out.push(Band {
                 x0,
                 x1: x0 + (f.duration_ms.unwrap_or(0) as f64 / 1000.0).max(min_w),
-                title: format!("fault {} ({}): fired at {t} ms, {d}: {}", f.kind, label(s), f.outcome),
+                title: format!("fault {} ({}): fired at {t} ms, {d}: {}", f.kind, s.label(), f.outcome),
             });
         }
     }

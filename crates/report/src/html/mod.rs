@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use self::charts::{drift_chart, p99_chart, percentile_chart, throughput_chart};
 use self::svg::esc;
 use crate::render::history_line;
-use crate::{Report, StageReport, StrategyReport};
+use crate::{Report, StageReport};
 
 /// A figure for a table cell; `-` when not finite.
 fn fig(v: f64, decimals: usize) -> String {
@@ -22,16 +22,6 @@ fn fig(v: f64, decimals: usize) -> String {
 
 fn yes_no(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
-}
-
-/// A strategy report's name in prose, as the terminal and Markdown renderings say it.
-fn label(s: &StrategyReport) -> String {
-    format!("{} on {} at {}", s.strategy, s.backend, s.isolation)
-}
-
-/// The worst p99 over the ops that ran: the comparison's one latency figure per row.
-fn p99_all(s: &StrategyReport) -> u64 {
-    s.ops.values().filter(|o| o.count > 0).map(|o| o.latency_us.p99).max().unwrap_or(0)
 }
 
 fn verdict_class(v: &str) -> &'static str {
@@ -253,7 +243,7 @@ fn comparison(w: &mut String, r: &Report) {
                 classed("wide", esc(&s.load_model)),
                 num(s.ops_total),
                 num(fig(s.throughput_ops_per_s, 1)),
-                num(p99_all(s)),
+                num(s.p99_all()),
                 num(s.errors_total),
                 num(s.retries),
                 num(s.open_loop.as_ref().map_or(0, |o| o.dropped)),
@@ -374,7 +364,7 @@ fn stages_table(w: &mut String, r: &Report) {
     for s in &r.strategies {
         for st in &s.stages {
             rows.push(vec![
-                cell(esc(&label(s))),
+                cell(esc(&s.label())),
                 cell(esc(&st.name)),
                 cell(yes_no(st.measured)),
                 cell(esc(&st.model)),
@@ -419,7 +409,7 @@ fn open_loop_table(w: &mut String, r: &Report) {
         .filter_map(|s| s.open_loop.as_ref().map(|o| (s, o)))
         .map(|(s, o)| {
             vec![
-                cell(esc(&label(s))),
+                cell(esc(&s.label())),
                 num(o.scheduled),
                 num(o.issued),
                 num(o.dropped),
@@ -459,7 +449,7 @@ fn thresholds(w: &mut String, r: &Report) {
         .flat_map(|s| s.thresholds.iter().map(move |t| (s, t)))
         .map(|(s, t)| {
             vec![
-                cell(esc(&label(s))),
+                cell(esc(&s.label())),
                 cell(esc(&t.metric)),
                 cell(esc(t.op.as_deref().unwrap_or("-"))),
                 if t.passed { classed("v-pass", "passed") } else { classed("v-fail", "BREACHED") },
@@ -474,7 +464,7 @@ fn thresholds(w: &mut String, r: &Report) {
         .flat_map(|s| s.expectations.iter().map(move |e| (s, e)))
         .map(|(s, e)| {
             vec![
-                cell(esc(&label(s))),
+                cell(esc(&s.label())),
                 match (e.judged, e.met) {
                     (false, _) => classed("v-other", "not judged"),
                     (true, true) => classed("v-pass", "met"),
@@ -498,7 +488,7 @@ fn anomalies_and_faults(w: &mut String, r: &Report) {
         .flat_map(|s| s.anomalies.iter().map(move |a| (s, a)))
         .map(|(s, a)| {
             vec![
-                cell(esc(&label(s))),
+                cell(esc(&s.label())),
                 cell(esc(&a.name)),
                 num(a.count),
                 num(a.ops_to_detect),
@@ -510,7 +500,7 @@ fn anomalies_and_faults(w: &mut String, r: &Report) {
     let rows: Vec<Vec<Cell>> = r
         .strategies
         .iter()
-        .map(|s| vec![cell(esc(&label(s))), classed("wide", esc(&history_line(&s.history)))])
+        .map(|s| vec![cell(esc(&s.label())), classed("wide", esc(&history_line(&s.history)))])
         .collect();
     table(w, &["strategy", "history"], &rows);
     writeln!(w, "<h2>Faults</h2>").unwrap();
@@ -520,7 +510,7 @@ fn anomalies_and_faults(w: &mut String, r: &Report) {
         .flat_map(|s| s.faults.iter().map(move |f| (s, f)))
         .map(|(s, f)| {
             vec![
-                cell(esc(&label(s))),
+                cell(esc(&s.label())),
                 cell(esc(&f.kind)),
                 num(f.at_ms),
                 num(f.fired_at_ms.map_or("not fired".into(), |t| t.to_string())),
@@ -535,7 +525,7 @@ fn anomalies_and_faults(w: &mut String, r: &Report) {
 fn details(w: &mut String, r: &Report) {
     writeln!(w, "<h2>Details</h2>").unwrap();
     for s in &r.strategies {
-        writeln!(w, "<h3>{}</h3>\n<ul>", esc(&label(s))).unwrap();
+        writeln!(w, "<h3>{}</h3>\n<ul>", esc(&s.label())).unwrap();
         let kept = if s.namespace_kept { ", kept" } else { "" };
         writeln!(
             w,
@@ -625,7 +615,7 @@ mod tests {
     use super::*;
     use crate::{
         Anomaly, CheckReport, FaultEvent, Latency, OpReport, OpenLoopReport, SeriesPoint, ServerInfo, Skipped,
-        StageReport, ThresholdResult,
+        StageReport, StrategyReport, ThresholdResult,
     };
 
     const QS: [f64; 12] = [0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 1.0];
