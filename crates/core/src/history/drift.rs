@@ -29,7 +29,10 @@ impl Cause {
 
 /// One witness per user whose final counter differs from the truth (`mismatched`).
 /// The flusher's own counts of lost and doubled claims are a budget shared by the users,
-/// spent in user order.
+/// spent in user order. A zeroing mark_all_read can only lose increments; one that
+/// subtracts a stale count also leaves counters too high. Once a counter too high at a
+/// mark_all_read's overlap shows the latter in this run, a user whose history shows both
+/// mechanisms (a racing create and an overlapping mark_all_read) is named by it.
 pub(super) fn explain_mismatches(
     acc: &mut Acc,
     events: &[Event],
@@ -41,13 +44,32 @@ pub(super) fn explain_mismatches(
         by_user.entry(e.user).or_default().push(e);
     }
     let mut flush_budget = (cx.lost_flushes, cx.double_flushes);
+    let mut causes = Vec::with_capacity(mismatched.len());
     for (user, row) in mismatched {
-        let evs = by_user.remove(user).unwrap_or_default();
+        let evs = by_user.get(user).map(Vec::as_slice).unwrap_or_default();
+        let drift = row.counter.unwrap_or(0) - row.truth;
+        causes.push((*user, *row, drift, explain(evs, drift, cx, &mut flush_budget)));
+    }
+    let stale_shown = causes.iter().any(|(_, _, d, c)| *d > 0 && c.kind == AnomalyKind::StaleMarkAllRead);
+    for (user, row, drift, mut c) in causes {
+        if stale_shown && c.kind == AnomalyKind::LostIncrement && c.ops.iter().any(|e| e.op == OpKind::MarkAllRead) {
+            let evs = by_user.get(&user).map(Vec::as_slice).unwrap_or_default();
+            c = stale_instead_of_zeroing(evs, drift).unwrap_or(c);
+        }
         let observed = row.counter.unwrap_or(0);
-        let c = explain(&evs, observed - row.truth, cx, &mut flush_budget);
-        let w = Witness { user: *user, id: c.id, ops: c.ops, expected: row.truth, observed, note: c.note };
+        let w = Witness { user, id: c.id, ops: c.ops, expected: row.truth, observed, note: c.note };
         acc.add(c.kind, w);
     }
+}
+
+/// The stale-count cause for a user first explained by the zeroing race, when the run
+/// has shown that this strategy's mark_all_read subtracts a stale count.
+fn stale_instead_of_zeroing(evs: &[&Event], drift: i64) -> Option<Cause> {
+    let mut c = overlapping_pair(evs, drift).filter(|c| c.kind == AnomalyKind::StaleMarkAllRead)?;
+    c.note.push_str(
+        "; a create raced it too, but this run's mark_all_read also left a counter too high, which zeroing cannot",
+    );
+    Some(c)
 }
 
 /// The first cause, in `classify`'s order, that `evs` (one user's calls) show for a

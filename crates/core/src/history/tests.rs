@@ -97,6 +97,25 @@ fn ties_in_microseconds_count_as_overlapping() {
 }
 
 #[test]
+fn a_run_whose_mark_all_read_left_a_counter_too_high_names_the_stale_count_not_zeroing() {
+    // User 2: a create raced a mark_all_read and the counter is one too low, which both
+    // a zeroing and a stale-count mark_all_read can do.
+    let low = [
+        ev(MarkAllRead, 2, 0, (2, 8), Okay, 2),
+        ev(Create, 2, 40, (3, 5), Okay, 1),
+        ev(MarkAllRead, 2, 0, (4, 9), Okay, 1),
+    ];
+    let a = classify(&low, &[row(2, 0, 1)], None, &[], cx());
+    assert_eq!(a[0].name, "lost_increment");
+    // User 1 in the same run: too high at a mark_all_read's overlap, which zeroing cannot do.
+    let mut h = vec![ev(MarkAllRead, 1, 0, (2, 8), Okay, 3), ev(Create, 1, 30, (3, 5), Okay, 1)];
+    h.extend(low);
+    let a = classify(&h, &[row(1, 1, 0), row(2, 0, 1)], None, &[], cx());
+    assert_eq!((a.len(), a[0].name, a[0].count), (1, "stale_mark_all_read", 2), "{a:?}");
+    assert!(a[0].witnesses.iter().any(|w| w.user == 2 && w.note.contains("zeroing cannot")));
+}
+
+#[test]
 fn the_zeroing_race_is_found_among_many_creates_and_a_delete_race_is_preferred() {
     let h = [
         ev(Create, 1, 8, (0, 1), Okay, 1),
