@@ -40,6 +40,8 @@ fn main() {
             flush_interval: Duration::from_secs(3600),
             flush_batch: 1,
             reconcile_interval: None,
+            cache_delay: Duration::from_millis(100),
+            cache_ttl: Duration::from_secs(10),
         };
         let info = find("zset-buffer").expect("a built-in").info;
         let s = Arc::new(RedisStrategy::new(info, RedisDesign::ZsetBuffer, db, space.clone(), cfg));

@@ -57,3 +57,6 @@ mod registry;
 /// SQL servers failing under a run: connections terminated during the load and the
 /// check, once and persistently.
 mod failures;
+
+/// cache-aside: the delayed double delete and its delete-first mutant, on every SQL backend.
+mod cache;

@@ -15,13 +15,14 @@ pub enum AnomalyKind {
     DoubleFlush,
     NegativeCounter,
     ReadOutOfBounds,
+    StaleCacheRead,
     StaleAfterSettle,
     UnhealedDrift,
     UnexplainedDrift,
 }
 
 impl AnomalyKind {
-    pub const ALL: [AnomalyKind; 14] = [
+    pub const ALL: [AnomalyKind; 15] = [
         AnomalyKind::DoubleDecrement,
         AnomalyKind::DoubleApplyAfterRetry,
         AnomalyKind::LostIncrement,
@@ -33,6 +34,7 @@ impl AnomalyKind {
         AnomalyKind::DoubleFlush,
         AnomalyKind::NegativeCounter,
         AnomalyKind::ReadOutOfBounds,
+        AnomalyKind::StaleCacheRead,
         AnomalyKind::StaleAfterSettle,
         AnomalyKind::UnhealedDrift,
         AnomalyKind::UnexplainedDrift,
@@ -54,7 +56,7 @@ impl AnomalyKind {
 
     /// Found by reading alone (the final counters may be right).
     pub fn from_reads(self) -> bool {
-        matches!(self, AnomalyKind::ReadOutOfBounds | AnomalyKind::StaleAfterSettle)
+        matches!(self, AnomalyKind::ReadOutOfBounds | AnomalyKind::StaleCacheRead | AnomalyKind::StaleAfterSettle)
     }
 
     fn parts(self) -> (&'static str, &'static str) {
@@ -81,6 +83,9 @@ impl AnomalyKind {
             AnomalyKind::DoubleFlush => ("double_flush", "the flusher applied a claimed delta twice"),
             AnomalyKind::NegativeCounter => ("negative_counter", "a counter below zero"),
             AnomalyKind::ReadOutOfBounds => ("read_out_of_bounds", "a read outside what the history allows"),
+            AnomalyKind::StaleCacheRead => {
+                ("stale_cache_read", "a cached read showed a count older than the cache may lag by design")
+            }
             AnomalyKind::StaleAfterSettle => ("stale_after_settle", "after settle, read_count differs from the truth"),
             AnomalyKind::UnhealedDrift => ("unhealed_drift", "drift left although a reconciler ran"),
             AnomalyKind::UnexplainedDrift => ("unexplained_drift", "drift no op in the history explains"),

@@ -14,7 +14,8 @@ mod verdict;
 pub use anomaly::AnomalyKind;
 pub use check::{CheckInput, CheckResult, UserDrift, Verdict, check_counters};
 pub use history::{
-    Anomaly, Context, Event, MAX_WITNESSES, ReadCheck, ReadViolation, SettledRead, Witness, check_reads, classify,
+    Anomaly, Context, Event, MAX_WITNESSES, ReadCheck, ReadViolation, SettledRead, Witness, check_reads,
+    check_reads_lagging, classify,
 };
 pub use model::{ErrorClass, Guarantee, NotificationId, OpError, OpKind, Outcome, UserId};
 pub use names::Named;

@@ -197,6 +197,13 @@ pub trait Strategy: Send + Sync {
         None
     }
 
+    /// Reads served from a cache that may lag the counter by up to this long by design
+    /// (the read check allows it, and names staler reads `stale_cache_read`); None: reads
+    /// see the counter itself.
+    fn read_lag(&self) -> Option<Duration> {
+        None
+    }
+
     /// Strategy-specific figures for the report (flushes, lost deltas, repairs...).
     fn figures(&self) -> Vec<(&'static str, f64)> {
         Vec::new()

@@ -47,6 +47,8 @@ pub struct Findings<'a> {
     pub executed: Vec<(OpKind, u64)>,
     /// Why this backend cannot show drift, when it cannot (SQLite: one writer at a time).
     pub serialises_writers: Option<&'a str>,
+    /// The lag a cache's reads were allowed, in milliseconds (None: reads see the counter).
+    pub read_lag_ms: Option<f64>,
 }
 
 crate::named_enum! {
@@ -163,7 +165,14 @@ pub fn judge(f: &Findings<'_>, rules: VerdictRules) -> Judgement {
                 "no counter drifted, but it makes no guarantee: this run did not hit its race".to_string(),
             ),
         },
-        _ => (Verdict::Pass, format!("all {} counters {} and every read within its bounds", c.users_checked, exact(f))),
+        _ => {
+            let lag =
+                f.read_lag_ms.map(|ms| format!(" (a cached read may lag {ms:.0} ms by design)")).unwrap_or_default();
+            (
+                Verdict::Pass,
+                format!("all {} counters {} and every read within its bounds{lag}", c.users_checked, exact(f)),
+            )
+        }
     };
     Judgement::new(verdict, true, evidence, format!("{}: {sentence}", f.strategy))
 }
@@ -223,6 +232,7 @@ mod tests {
             errors: Some(ErrorFigures { failed: 0, ops: 1000, top: None }),
             executed: vec![(OpKind::MarkRead, 500), (OpKind::ReadCount, 500)],
             serialises_writers: None,
+            read_lag_ms: None,
         }
     }
 

@@ -36,6 +36,8 @@ pub(crate) struct RawRedis {
     pub(crate) flush_batch: Option<Spanned<u32>>,
     pub(crate) reconcile_interval_ms: Option<Spanned<u64>>,
     pub(crate) settle_timeout_ms: Option<Spanned<u64>>,
+    pub(crate) cache_delay_ms: Option<Spanned<u64>>,
+    pub(crate) cache_ttl_ms: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]

@@ -63,8 +63,14 @@ pub const DEFAULT_MAX_WAIT_MS: u64 = 1_000;
 pub const DEFAULT_SAMPLE_INTERVAL_MS: u64 = 1_000;
 pub const DEFAULT_DUP_K: u32 = 4;
 pub const DEFAULT_ISOLATION: Isolation = Isolation::ReadCommitted;
-pub const DEFAULT_REDIS: RedisPlan =
-    RedisPlan { flush_interval_ms: 100, flush_batch: 1000, reconcile_interval_ms: None, settle_timeout_ms: 10_000 };
+pub const DEFAULT_REDIS: RedisPlan = RedisPlan {
+    flush_interval_ms: 100,
+    flush_batch: 1000,
+    reconcile_interval_ms: None,
+    settle_timeout_ms: 10_000,
+    cache_delay_ms: 100,
+    cache_ttl_ms: 10_000,
+};
 pub const DEFAULT_RETRY: RetryPlan =
     RetryPlan { max_attempts: 5, backoff_base_ms: 2, backoff_max_ms: 100, on_unknown: false };
 pub const DEFAULT_OP_TIMEOUT_MS: u64 = 5_000;
@@ -240,6 +246,11 @@ pub struct RedisPlan {
     pub reconcile_interval_ms: Option<u64>,
     /// Bound on settle: stopping background tasks and draining buffers.
     pub settle_timeout_ms: u64,
+    /// cache-aside: the wait before a write's second delete of the cached count (the
+    /// lag its reads are allowed).
+    pub cache_delay_ms: u64,
+    /// cache-aside: how long a cached count lives.
+    pub cache_ttl_ms: u64,
 }
 
 /// A fault fired `at_ms` after the load starts, `times` times in a row, in the runs of

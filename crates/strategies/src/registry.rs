@@ -8,7 +8,7 @@ use std::sync::Arc;
 use counterlab_core::{Guarantee, Strategy, StrategyInfo};
 
 use crate::db::Db;
-use crate::redis::{RedisConfig, RedisDesign, RedisSpace, RedisStrategy};
+use crate::redis::{CacheAside, RedisConfig, RedisDesign, RedisSpace, RedisStrategy};
 use crate::strategies::{Design, SqlStrategy};
 
 /// How a built-in strategy is made, and so what it runs on.
@@ -48,6 +48,10 @@ fn sql(info: StrategyInfo, db: Db, design: Design) -> Arc<dyn Strategy> {
 
 fn redis(info: StrategyInfo, db: Db, space: RedisSpace, cfg: RedisConfig, design: RedisDesign) -> Arc<dyn Strategy> {
     Arc::new(RedisStrategy::new(info, design, db, space, cfg))
+}
+
+fn cache(info: StrategyInfo, db: Db, space: RedisSpace, cfg: RedisConfig, delete_first: bool) -> Arc<dyn Strategy> {
+    Arc::new(CacheAside::new(info, db, space, cfg, delete_first))
 }
 
 /// Every strategy counterlab ships, in the order `counterlab list` shows them.
@@ -105,6 +109,18 @@ pub const BUILTINS: &[Builtin] = &[
         Guarantee::Exact,
         "SQL conditional UPDATE decides, INCRBY/DECRBY on the user's Redis key follows; exact while Redis keeps its data and every reply arrives",
         Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::RedisCounter)),
+    ),
+    row(
+        "cache-aside",
+        Guarantee::Exact,
+        "the conditional design in SQL; reads through a Redis cache filled on a miss (TTL `redis.cache_ttl_ms`); a write deletes the entry after its commit and again `redis.cache_delay_ms` later (delayed double delete): reads may lag that long, no longer",
+        Build::Redis(|i, db, s, c| cache(i, db, s, c, false)),
+    ),
+    row(
+        "cache-aside-delete-first",
+        Guarantee::Exact,
+        "mutant: the same cache, deleted once, before the write: a read that misses while the write runs caches the old count until the next write or the TTL",
+        Build::Redis(|i, db, s, c| cache(i, db, s, c, true)),
     ),
 ];
 

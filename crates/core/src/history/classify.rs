@@ -154,43 +154,56 @@ fn negative_counters(acc: &mut Acc, rows: &[CheckInput]) {
     }
 }
 
-/// One witness per kept read violation; the count is every violation, kept or not.
+/// One witness per kept read violation; the count is every violation, kept or not. A
+/// read from a cache whose value the counter had earlier, further back than the cache
+/// may lag by design, is a stale cache read; the rest are out of bounds.
 fn reads_out_of_bounds(acc: &mut Acc, rc: &ReadCheck) {
     for v in &rc.violations {
-        acc.add(
-            AnomalyKind::ReadOutOfBounds,
-            Witness {
-                user: v.read.user,
-                id: 0,
-                ops: vec![v.read],
-                expected: v.lo,
-                observed: v.read.observed,
-                note: if v.hi < v.lo {
-                    // Replies claimed more transitions than there were unread rows
-                    // (e.g. two calls each claimed one row): no value fits.
-                    format!("the replies before it claim the count fell to {}: no value fits", v.hi)
-                } else {
-                    format!("the history allows {}..={}", v.lo, v.hi)
-                },
-            },
-        );
+        let (kind, note) = match v.stale_for_us {
+            Some(back) => (AnomalyKind::StaleCacheRead, stale_note(back, rc.allowed_lag_us.unwrap_or(0))),
+            None => (AnomalyKind::ReadOutOfBounds, bounds_note(v.lo, v.hi)),
+        };
+        let w =
+            Witness { user: v.read.user, id: 0, ops: vec![v.read], expected: v.lo, observed: v.read.observed, note };
+        acc.add(kind, w);
     }
     if let Some(e) = acc.found.get_mut(&AnomalyKind::ReadOutOfBounds) {
-        e.0 = rc.violations_total;
+        e.0 = rc.violations_total - rc.stale_total;
     }
+    if let Some(e) = acc.found.get_mut(&AnomalyKind::StaleCacheRead) {
+        e.0 = rc.stale_total;
+    }
+}
+
+fn bounds_note(lo: i64, hi: i64) -> String {
+    if hi < lo {
+        // Replies claimed more transitions than there were unread rows (e.g. two calls
+        // each claimed one row): no value fits.
+        format!("the replies before it claim the count fell to {hi}: no value fits")
+    } else {
+        format!("the history allows {lo}..={hi}")
+    }
+}
+
+fn stale_note(back_us: u64, allowed_us: u64) -> String {
+    format!(
+        "the count as it stood {:.1} ms before the read began; the cache may lag {:.1} ms by design",
+        back_us as f64 / 1000.0,
+        allowed_us as f64 / 1000.0
+    )
 }
 
 /// A read below its bounds after a create raced a mark_all_read of the same user: the
 /// zeroing race, seen while it lasted even if a later mark_all_read hid it from the
 /// final state. Once per user not already explained (`seen`: the drifted users).
 fn races_seen_by_reads(acc: &mut Acc, events: &[Event], rc: &ReadCheck, mut seen: BTreeSet<UserId>) {
-    let suspects: BTreeSet<UserId> =
-        rc.violations.iter().filter(|v| v.read.observed < v.lo).map(|v| v.read.user).collect();
+    let below = |v: &&super::ReadViolation| v.read.observed < v.lo && v.stale_for_us.is_none();
+    let suspects: BTreeSet<UserId> = rc.violations.iter().filter(below).map(|v| v.read.user).collect();
     let mut user_events: BTreeMap<UserId, Vec<&Event>> = BTreeMap::new();
     for e in events.iter().filter(|e| suspects.contains(&e.user) && !seen.contains(&e.user)) {
         user_events.entry(e.user).or_default().push(e);
     }
-    for v in rc.violations.iter().filter(|v| v.read.observed < v.lo) {
+    for v in rc.violations.iter().filter(below) {
         let Some(evs) = user_events.get(&v.read.user) else { continue };
         if seen.contains(&v.read.user) {
             continue;

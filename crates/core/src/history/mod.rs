@@ -67,12 +67,19 @@ pub struct ReadViolation {
     /// The values the history allows for that read.
     pub lo: i64,
     pub hi: i64,
+    /// For reads served from a cache (`check_reads_lagging`): how far back the read's
+    /// value fits, in microseconds before the read began; None when no earlier moment fits.
+    pub stale_for_us: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReadCheck {
     pub reads_checked: u64,
     pub violations_total: u64,
+    /// The lag reads were allowed (a cache's, by design), in microseconds.
+    pub allowed_lag_us: Option<u64>,
+    /// Violations whose value the counter had earlier (`stale_for_us` is Some).
+    pub stale_total: u64,
     /// The first `MAX_KEPT_VIOLATIONS` violations by read completion time.
     pub violations: Vec<ReadViolation>,
 }
@@ -125,11 +132,19 @@ impl Prefix {
 /// signed sums, clamped below at 0 (the truth is never negative).
 /// `initial(user)` is the user's unread count when the load began. O(n log n).
 pub fn check_reads(events: &[Event], initial: &dyn Fn(UserId) -> i64) -> ReadCheck {
+    check_reads_lagging(events, initial, None)
+}
+
+/// `check_reads` for reads served from a cache that may lag the counter by up to
+/// `lag_us` by design (None: no lag): ops completed less than `lag_us` before a read
+/// began may or may not be seen. With a lag, each violation also says how far back its
+/// value fits (`stale_for_us`). O(n log n) (a binary search per violation).
+pub fn check_reads_lagging(events: &[Event], initial: &dyn Fn(UserId) -> i64, lag_us: Option<u64>) -> ReadCheck {
     let mut by_user: BTreeMap<UserId, Vec<&Event>> = BTreeMap::new();
     for e in events {
         by_user.entry(e.user).or_default().push(e);
     }
-    let mut out = ReadCheck::default();
+    let mut out = ReadCheck { allowed_lag_us: lag_us, ..ReadCheck::default() };
     let mut all: Vec<ReadViolation> = Vec::new();
     for (user, evs) in by_user {
         let reads: Vec<&Event> =
@@ -137,30 +152,16 @@ pub fn check_reads(events: &[Event], initial: &dyn Fn(UserId) -> i64) -> ReadChe
         if reads.is_empty() {
             continue;
         }
-        let writes = evs.iter().filter(|e| e.op != OpKind::ReadCount);
-        let (known, unknown): (Vec<&&Event>, Vec<&&Event>) = writes.partition(|e| e.outcome != Outcome::Unknown);
-        let by_complete = Prefix::new(known.iter().map(|e| (e.complete_us, effect_range(e))).collect());
-        let by_invoke = Prefix::new(known.iter().map(|e| (e.invoke_us, effect_range(e))).collect());
-        let unk = Prefix::new(unknown.iter().map(|e| (e.invoke_us, effect_range(e))).collect());
-        let init = initial(user);
+        let b = UserBounds::new(&evs, initial(user));
         for r in reads {
             out.reads_checked += 1;
-            // Known ops completed strictly before the read began: certain. Known ops
-            // invoked up to the read's end, minus the certain ones: overlapping. Ties
-            // (whole microseconds) fall on the uncertain side, and every certain op is
-            // also among the overlapping candidates, so the difference is never negative.
-            let d = by_complete.below(r.invoke_us);
-            let v = by_invoke.upto(r.complete_us);
-            let u = unk.upto(r.complete_us);
-            let lo = init
-                .saturating_add(by_complete.lo[d])
-                .saturating_add(by_invoke.lo_opt[v] - by_complete.lo_opt[d])
-                .saturating_add(unk.lo_opt[u]);
-            let hi = init + by_complete.hi[d] + (by_invoke.hi_opt[v] - by_complete.hi_opt[d]) + unk.hi_opt[u];
-            let lo = lo.max(0);
+            let certain = b.by_complete.below(r.invoke_us.saturating_sub(lag_us.unwrap_or(0)));
+            let (lo, hi) = b.bounds(r, certain);
             if r.observed < lo || r.observed > hi {
+                let stale_for_us = lag_us.and_then(|_| b.fits_back_to(r, certain));
                 out.violations_total += 1;
-                all.push(ReadViolation { read: *r, lo, hi });
+                out.stale_total += u64::from(stale_for_us.is_some());
+                all.push(ReadViolation { read: *r, lo, hi, stale_for_us });
             }
         }
     }
@@ -168,6 +169,62 @@ pub fn check_reads(events: &[Event], initial: &dyn Fn(UserId) -> i64) -> ReadChe
     all.truncate(MAX_KEPT_VIOLATIONS);
     out.violations = all;
     out
+}
+
+/// One user's writes as prefix sums: known ops by completion and by invocation, unknown
+/// ops by invocation, and the count at the load's start.
+struct UserBounds {
+    by_complete: Prefix,
+    by_invoke: Prefix,
+    unk: Prefix,
+    init: i64,
+}
+
+impl UserBounds {
+    fn new(evs: &[&Event], init: i64) -> UserBounds {
+        let writes = evs.iter().filter(|e| e.op != OpKind::ReadCount);
+        let (known, unknown): (Vec<&&Event>, Vec<&&Event>) = writes.partition(|e| e.outcome != Outcome::Unknown);
+        UserBounds {
+            by_complete: Prefix::new(known.iter().map(|e| (e.complete_us, effect_range(e))).collect()),
+            by_invoke: Prefix::new(known.iter().map(|e| (e.invoke_us, effect_range(e))).collect()),
+            unk: Prefix::new(unknown.iter().map(|e| (e.invoke_us, effect_range(e))).collect()),
+            init,
+        }
+    }
+
+    /// The values read `r` may show when the first `d` ops by completion count for sure.
+    /// Known ops invoked up to the read's end, minus the certain ones, may or may not be
+    /// seen. Ties (whole microseconds) fall on the uncertain side, and every certain op
+    /// is also among the candidates, so the difference is never negative.
+    fn bounds(&self, r: &Event, d: usize) -> (i64, i64) {
+        let (c, i, u) = (&self.by_complete, &self.by_invoke, &self.unk);
+        let v = i.upto(r.complete_us);
+        let k = u.upto(r.complete_us);
+        let lo =
+            self.init.saturating_add(c.lo[d]).saturating_add(i.lo_opt[v] - c.lo_opt[d]).saturating_add(u.lo_opt[k]);
+        let hi = self.init + c.hi[d] + (i.hi_opt[v] - c.hi_opt[d]) + u.hi_opt[k];
+        (lo.max(0), hi)
+    }
+
+    /// How far back read `r`'s value fits: the fewest certain ops (of the first `d`)
+    /// to treat as maybe unseen, as the time from the first of them to the read's start.
+    /// Fewer certain ops only widen the bounds, so a binary search finds it.
+    fn fits_back_to(&self, r: &Event, d: usize) -> Option<u64> {
+        let fits = |j: usize| {
+            let (lo, hi) = self.bounds(r, j);
+            (lo..=hi).contains(&r.observed)
+        };
+        if !fits(0) {
+            return None;
+        }
+        // The largest j in 0..d that fits (j = d does not: the read is a violation).
+        let (mut ok, mut bad) = (0usize, d);
+        while bad - ok > 1 {
+            let mid = (ok + bad) / 2;
+            if fits(mid) { ok = mid } else { bad = mid }
+        }
+        Some(r.invoke_us.saturating_sub(self.by_complete.keys[ok]))
+    }
 }
 
 #[cfg(test)]

@@ -55,6 +55,31 @@ fn a_planted_read_violation_is_found_with_its_bounds() {
 }
 
 #[test]
+fn a_cached_read_may_lag_by_design_and_a_staler_one_is_named_with_how_far_back_it_fits() {
+    let h = [
+        ev(Create, 1, 10, (0, 1_000), Okay, 1),
+        ev(Create, 1, 11, (5_000, 6_000), Okay, 1),
+        // 3 (the seed) + 2 is the count from 6 ms on; this read shows 3, the count before
+        // the first create completed: 9 ms stale at its start.
+        ev(ReadCount, 1, 0, (10_000, 10_500), Okay, 3),
+        // A value the counter never had.
+        ev(ReadCount, 1, 0, (11_000, 11_500), Okay, 9),
+    ];
+    let exact = check_reads(&h, &|_| 3);
+    assert_eq!((exact.violations_total, exact.stale_total, exact.violations[0].stale_for_us), (2, 0, None));
+    let within = check_reads_lagging(&h, &|_| 3, Some(9_500));
+    assert_eq!((within.violations_total, within.stale_total), (1, 0), "{within:?}");
+    let lagging = check_reads_lagging(&h, &|_| 3, Some(2_000));
+    assert_eq!((lagging.violations_total, lagging.stale_total), (2, 1));
+    assert_eq!(lagging.violations[0].stale_for_us, Some(9_000));
+    assert_eq!(lagging.violations[1].stale_for_us, None);
+    let a = classify(&h, &[row(1, 5, 5)], Some(&lagging), &[], cx());
+    let names: Vec<(&str, u64)> = a.iter().map(|a| (a.name, a.count)).collect();
+    assert_eq!(names, [("read_out_of_bounds", 1), ("stale_cache_read", 1)]);
+    assert!(a[1].witnesses[0].note.contains("9.0 ms before"), "{:?}", a[1].witnesses[0]);
+}
+
+#[test]
 fn over_claimed_transitions_leave_no_value_and_the_witness_says_so() {
     // One unread row, two mark_reads that each claimed it (a double decrement): the
     // replies say -1, the truth is 0, and no read can fit.

@@ -54,7 +54,9 @@ pub(crate) fn redis(src: &Src<'_>, raw: Option<&Spanned<RawRedis>>) -> Result<Re
             None => None,
             Some(v) => Some(within_at(src, v, "reconcile_interval_ms", ms.clone())?),
         },
-        settle_timeout_ms: within(src, &r.settle_timeout_ms, "settle_timeout_ms", ms, d.settle_timeout_ms)?,
+        settle_timeout_ms: within(src, &r.settle_timeout_ms, "settle_timeout_ms", ms.clone(), d.settle_timeout_ms)?,
+        cache_delay_ms: within(src, &r.cache_delay_ms, "cache_delay_ms", ms.clone(), d.cache_delay_ms)?,
+        cache_ttl_ms: within(src, &r.cache_ttl_ms, "cache_ttl_ms", ms, d.cache_ttl_ms)?,
     })
 }
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use counterlab_core::{
-    CheckInput, CheckResult, Context, ErrorClass, Fault, Findings, Guarantee, Strategy, check_counters, check_reads,
-    classify, judge,
+    CheckInput, CheckResult, Context, ErrorClass, Fault, Findings, Guarantee, Strategy, check_counters,
+    check_reads_lagging, classify, judge,
 };
 use counterlab_plan::{Expected, RunPlan};
 use counterlab_report::{ExpectationResult, FaultEvent, HistoryReport, StrategyReport, StrategyRun, evaluate};
@@ -181,6 +181,8 @@ async fn build(cell: &Cell<'_>, ns: &Namespace, made: &mut Made) -> Result<Arc<d
                 flush_interval: Duration::from_millis(plan.redis.flush_interval_ms),
                 flush_batch: plan.redis.flush_batch,
                 reconcile_interval: plan.redis.reconcile_interval_ms.map(Duration::from_millis),
+                cache_delay: Duration::from_millis(plan.redis.cache_delay_ms),
+                cache_ttl: Duration::from_millis(plan.redis.cache_ttl_ms),
             };
             Ok(f(row.info, ns.db().clone(), space, rcfg))
         }
@@ -289,13 +291,19 @@ async fn check(cell: &Cell<'_>, ns: &Namespace, l: &Loaded, log: &mut dyn FnMut(
     // settled, and the named anomalies that explain any mismatch.
     let settled = settled_reads(l.strategy.as_ref(), &rows).await;
     let unread_at_start = cell.t.seed.unread_at_start() as i64;
-    let reads = (l.load.history_dropped == 0).then(|| check_reads(&l.load.history, &|_| unread_at_start));
+    let lag_us = l.strategy.read_lag().map(|d| d.as_micros() as u64);
+    let reads =
+        (l.load.history_dropped == 0).then(|| check_reads_lagging(&l.load.history, &|_| unread_at_start, lag_us));
     // Reads are judged unless the strategy is eventual as declared (stale reads are
     // its design) or a scheduled data loss wiped what it reads from (it heals later;
     // the final check and settled reads judge that).
     let data_loss = plan.faults_for(name).any(|f| f.fault == Fault::RedisDataLoss);
     let judge_reads = info.guarantee != Guarantee::Eventual && !data_loss;
-    let figures = l.strategy.figures();
+    let mut figures = l.strategy.figures();
+    if let (Some(lag), Some(rc)) = (lag_us, &reads) {
+        let worst = rc.violations.iter().filter_map(|v| v.stale_for_us).max().unwrap_or(0);
+        figures.extend([("read_lag_allowed_ms", lag as f64 / 1e3), ("stale_read_max_ms", worst as f64 / 1e3)]);
+    }
     let figure = |k: &str| figures.iter().find(|(n, _)| *n == k).map(|(_, v)| *v as u64);
     let cx = Context {
         guarantee,
@@ -308,7 +316,7 @@ async fn check(cell: &Cell<'_>, ns: &Namespace, l: &Loaded, log: &mut dyn FnMut(
     for a in &anomalies {
         log(&format!("{}: anomaly {} x{}", cell.label(), a.name, a.count));
     }
-    let judgement = verdict(cell, &l.load, guarantee, &check, &anomalies);
+    let judgement = verdict(cell, &l.load, guarantee, &check, &anomalies, lag_us.map(|us| us as f64 / 1e3));
     let history = HistoryReport {
         events: l.load.history.len() as u64,
         dropped: l.load.history_dropped,
@@ -327,6 +335,7 @@ fn verdict(
     guarantee: Guarantee,
     check: &CheckResult,
     anomalies: &[counterlab_core::Anomaly],
+    load_lag_ms: Option<f64>,
 ) -> counterlab_core::Judgement {
     let permission_denied = load.ops.iter().map(|o| o.errors_by_class[ErrorClass::Permission.index()]).sum();
     let lone_writer = (cell.t.server.dialect() == Dialect::Sqlite && cell.t.redis.is_none())
@@ -340,6 +349,7 @@ fn verdict(
         errors: judged_errors(cell.plan, cell.t.name, load),
         executed: executed(cell.plan, load),
         serialises_writers: lone_writer,
+        read_lag_ms: load_lag_ms,
     };
     judge(&findings, cell.plan.verdict.rules())
 }

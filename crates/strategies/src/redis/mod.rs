@@ -8,6 +8,7 @@
 //! are in `designs.rs` (state, shared steps) and `ops.rs` (the `Strategy` ops), the
 //! background loops in `flusher.rs` and `reconciler.rs`.
 
+mod cache;
 mod designs;
 mod flusher;
 mod ops;
@@ -24,6 +25,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use crate::error::{BackendError, check_url, redact_url};
 use crate::sandbox::Identity;
 
+pub use cache::CacheAside;
 pub use designs::{RedisDesign, RedisStrategy};
 
 /// The local Redis used when nothing else is configured.
@@ -429,4 +431,8 @@ pub struct RedisConfig {
     pub flush_batch: u32,
     /// None: no reconciler.
     pub reconcile_interval: Option<Duration>,
+    /// cache-aside: the wait before a write's second delete of the cached count.
+    pub cache_delay: Duration,
+    /// cache-aside: how long a cached count lives.
+    pub cache_ttl: Duration,
 }

@@ -1,0 +1,103 @@
+//! cache-aside on real servers: reads really go through the Redis entry (a hit shows
+//! whatever the entry holds), a write deletes it at once and again after the delay, and
+//! the design holds on PostgreSQL, MariaDB and SQLite with nothing left behind; its
+//! delete-first mutant shows `stale_cache_read` with how far back its reads were.
+
+use std::time::Duration;
+
+use counterlab_strategies::{Isolation, PoolSpec, RedisConfig, RedisServer, SeedSpec, Server, build_redis};
+use redis::AsyncCommands;
+
+use crate::util;
+
+const SCENARIO: &str = "strategies = [\"cache-aside\", \"cache-aside-delete-first\"]\n\
+     [redis]\ncache_delay_ms = 150\ncache_ttl_ms = 10000\n\
+     [data]\nusers = 60\nnotifications_per_user = 10\n\
+     [workload]\nworkers = 6\nduration_s = 1.5\n\
+     [workload.mix]\ncreate = 8\nmark_read = 10\ndelete = 2\nmark_all_read = 2\nread_count = 78\n";
+
+async fn redis_conn() -> redis::aio::MultiplexedConnection {
+    let url = crate::redis::redis_url();
+    redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.expect("test Redis is up")
+}
+
+/// On one namespace, step by step: the entry a miss fills, a hit that shows what the
+/// entry holds, the delete right after a write, and the second delete that settle waits for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_go_through_the_entry_and_a_write_deletes_it_twice() {
+    let pg = Server::connect_postgres(&util::pg_url(), Duration::from_secs(5)).await.unwrap();
+    let rs = RedisServer::connect(&crate::redis::redis_url(), Duration::from_secs(5)).await.unwrap();
+    let name = counterlab::run::namespace_name(&counterlab::run::new_run_id(), "cache_steps");
+    let spec =
+        PoolSpec { max_connections: 4, acquire_timeout: Duration::from_secs(5), isolation: Isolation::ReadCommitted };
+    let ns = pg.create_namespace(&name, spec).await.unwrap();
+    ns.seed(SeedSpec { n_users: 2, notifications_per_user: 3, initial_read_per_user: 0 }).await.unwrap();
+    let space = rs.space(&name, Duration::from_secs(5), 2).await.unwrap();
+    let cfg = RedisConfig {
+        n_users: 2,
+        flush_interval: Duration::from_millis(100),
+        flush_batch: 100,
+        reconcile_interval: None,
+        cache_delay: Duration::from_millis(300),
+        cache_ttl: Duration::from_secs(20),
+    };
+    let s = build_redis("cache-aside", ns.db().clone(), space, cfg).unwrap();
+    let key = format!("cl:{name}:{{u:1}}:cache");
+    let mut c = redis_conn().await;
+
+    assert_eq!(s.read_count(1).await.unwrap(), 3, "a miss reads SQL");
+    let ttl: i64 = c.pttl(&key).await.unwrap();
+    assert!((1..=20_000).contains(&ttl), "the entry is filled with the TTL: {ttl} ms");
+    let _: () = c.set(&key, 42).await.unwrap();
+    assert_eq!(s.read_count(1).await.unwrap(), 42, "a hit shows the entry, not SQL");
+
+    assert!(s.mark_read(1, 1).await.unwrap());
+    assert!(!c.exists::<_, bool>(&key).await.unwrap(), "deleted right after the commit");
+    // A read that raced the write caches the old count after the first delete...
+    let _: () = c.set(&key, 3).await.unwrap();
+    assert_eq!(s.read_count(1).await.unwrap(), 3);
+    // ... until the second delete, which settle waits for.
+    s.settle(Duration::from_secs(5)).await.unwrap();
+    assert!(!c.exists::<_, bool>(&key).await.unwrap(), "the second delete ran");
+    assert_eq!(s.read_count(1).await.unwrap(), 2);
+    let figures: std::collections::HashMap<&str, f64> = s.figures().into_iter().collect();
+    assert_eq!((figures["cache_hits"], figures["second_deletes"]), (2.0, 1.0), "{figures:?}");
+    assert!(s.read_lag().unwrap() >= Duration::from_millis(300));
+
+    s.teardown().await.unwrap();
+    ns.drop_namespace().await.unwrap();
+    let left: Vec<String> = c.keys(format!("cl:{name}:*")).await.unwrap();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// The pair on every SQL backend: the double delete passes with its reads within the
+/// allowed lag, the mutant fails on reads named stale_cache_read (staler than allowed);
+/// the counters are exact in both (they live in SQL), and the run leaves no key or user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pair_on_every_sql_backend() {
+    let _heavy = util::heavy().await;
+    let sqlite = util::sqlite_dir("cache");
+    let plan = util::plan(&format!("backends = [\"postgres\", \"mysql\", \"sqlite\"]\n{SCENARIO}"));
+    let opts = util::options(false, Some(sqlite.as_ref().to_path_buf()));
+    let r = counterlab::run::run_plan(&plan, &opts, &mut |l| eprintln!("{l}")).await.expect("the run completes");
+    assert_eq!(r.strategies.len(), 6);
+    for s in &r.strategies {
+        let at = format!("{} on {}", s.strategy, s.backend);
+        let fig = |k: &str| s.figures.get(k).copied().unwrap_or(-1.0);
+        assert_eq!(s.check.users_mismatched, 0, "{at}: the SQL counter is exact");
+        assert!(fig("cache_hits") > 0.0 && fig("cache_misses") > 0.0, "{at}: {:?}", s.figures);
+        let names: Vec<&str> = s.anomalies.iter().map(|a| a.name.as_str()).collect();
+        if s.strategy == "cache-aside" {
+            assert_eq!(s.check.verdict, "pass", "{at}: {:?} {names:?}", s.check);
+            assert!(fig("second_deletes") > 0.0 && fig("stale_read_max_ms") == 0.0, "{at}: {:?}", s.figures);
+        } else if s.backend.starts_with("postgres") || s.backend.starts_with("mysql") {
+            assert_eq!(s.check.verdict, "FAIL: reads", "{at}: {names:?}");
+            assert!(names.contains(&"stale_cache_read"), "{at}: {names:?}");
+            assert!(fig("stale_read_max_ms") > fig("read_lag_allowed_ms"), "{at}: {:?}", s.figures);
+        }
+    }
+    let mut c = redis_conn().await;
+    let keys: Vec<String> = c.keys(format!("cl:cl_{}*", r.run_id)).await.unwrap();
+    let users: Vec<String> = redis::cmd("ACL").arg("USERS").query_async(&mut c).await.unwrap();
+    assert!(keys.is_empty() && !users.iter().any(|u| u.contains(&r.run_id)), "{keys:?} {users:?}");
+}
