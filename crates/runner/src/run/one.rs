@@ -120,6 +120,12 @@ async fn measure(
         namespace: cell.ns_name.clone(),
         source: e.into(),
     })?;
+    if let Some(space) = &made.space
+        && let Err(e) = space.keep_alive().await
+    {
+        // The expiry only cleans up after a killed run: the run goes on without it.
+        log(&format!("{}: the run's Redis keys got no expiry yet ({e}); the refresher retries", cell.label()));
+    }
     let seed_s = started.elapsed().as_secs_f64();
     let identity = match &made.space {
         Some(space) => format!("{}; Redis: {}", ns.identity().describe(), space.identity().describe()),
@@ -453,6 +459,9 @@ async fn teardown(
     log: &mut dyn FnMut(&str),
 ) -> Result<Row, BackendError> {
     cell.enter(Phase::Teardown);
+    if let Some(space) = &made.space {
+        space.stop_refresher();
+    }
     let mut failed = Vec::new();
     if let Some(space) = &made.space
         && let Err(e) = retry_lost("drop the ACL user", None, log, || space.release()).await
