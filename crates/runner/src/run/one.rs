@@ -138,7 +138,7 @@ async fn measure(
         cell.t.seed.n_users * cell.t.seed.notifications_per_user,
         cell.ns_name
     ));
-    let loaded = drive(cell, strategy, cfg).await;
+    let loaded = drive(cell, ns, strategy, cfg, log).await;
     cell.enter(Phase::Check);
     let found = match check(cell, ns, &loaded, log).await {
         Ok(found) => found,
@@ -204,8 +204,16 @@ struct Loaded {
     series: Series,
 }
 
-/// Runs the load with the sampler and the scheduled faults, then settles.
-async fn drive(cell: &Cell<'_>, strategy: Arc<dyn Strategy>, cfg: &DriverConfig) -> Loaded {
+/// Runs the load with the sampler and the scheduled faults, then settles (retried, like
+/// the check's reads, while a lost connection is what failed: a buffered design's settle
+/// drains Redis into SQL, and its claims make a replay harmless).
+async fn drive(
+    cell: &Cell<'_>,
+    ns: &Namespace,
+    strategy: Arc<dyn Strategy>,
+    cfg: &DriverConfig,
+    log: &mut dyn FnMut(&str),
+) -> Loaded {
     let (plan, seed) = (cell.plan, cell.t.seed);
     // A scheduled pause needs the wrapper that stalls every op.
     let strategy: Arc<dyn Strategy> = match plan.faults_for(cell.t.name).any(|f| f.fault.takes_duration()) {
@@ -245,7 +253,7 @@ async fn drive(cell: &Cell<'_>, strategy: Arc<dyn Strategy>, cfg: &DriverConfig)
     let settle_start = Instant::now();
     monitor.set_phase(counterlab_sim::SETTLE);
     let bound = Duration::from_millis(plan.redis.settle_timeout_ms);
-    let settle_error = strategy.settle(bound).await.err().map(|e| e.to_string());
+    let settle_error = retry_lost("settle", Some(ns.db()), log, || strategy.settle(bound)).await.err();
     let settle_s = settle_start.elapsed().as_secs_f64();
     let series = sampler.finish().await;
     Loaded { strategy, load, faults, settle_s, settle_error, series }
