@@ -120,13 +120,14 @@ async fn measure(
         namespace: cell.ns_name.clone(),
         source: e.into(),
     })?;
+    let seed_s = started.elapsed().as_secs_f64();
+    // The keys' expiry (not timed as seeding) only cleans up after a killed run: the run
+    // goes on without it.
     if let Some(space) = &made.space
         && let Err(e) = space.keep_alive().await
     {
-        // The expiry only cleans up after a killed run: the run goes on without it.
         log(&format!("{}: the run's Redis keys got no expiry yet ({e}); the refresher retries", cell.label()));
     }
-    let seed_s = started.elapsed().as_secs_f64();
     let identity = match &made.space {
         Some(space) => format!("{}; Redis: {}", ns.identity().describe(), space.identity().describe()),
         None => ns.identity().describe(),
