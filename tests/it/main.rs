@@ -54,8 +54,8 @@ mod verdicts;
 /// The registry: a test-only strategy added with one row runs like a built-in.
 mod registry;
 
-/// SQL servers failing under a run: connections terminated during the load and the
-/// check, once and persistently.
+/// Servers failing under a run: SQL connections terminated during the load, settle and
+/// the check, once and persistently; a private Redis restarted mid-load.
 mod failures;
 
 /// cache-aside: the delayed double delete and its delete-first mutant, on every SQL backend.

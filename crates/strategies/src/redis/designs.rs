@@ -280,12 +280,15 @@ impl Shared {
         r
     }
 
-    /// The Redis step of the SQL-decided designs: counter or buffer moves by `delta`.
+    /// The Redis step of the SQL-decided designs, after their SQL write committed: counter
+    /// or buffer moves by `delta`. An error here leaves the op half applied (its rows
+    /// changed, the counter did not, or did unseen): unknown, never a fail.
     pub(super) async fn apply_delta(&self, user: UserId, delta: i64, guarded: bool) -> Result<(), OpError> {
-        match self.design {
+        let r = match self.design {
             RedisDesign::RedisCounter => self.counter_apply(user, delta, guarded).await,
             _ => self.buffer(user, delta).await,
-        }
+        };
+        r.map_err(|e| OpError::new(e.class, Outcome::Unknown, format!("after the SQL write committed: {}", e.message)))
     }
 
     /// Fault point "after the Redis command ran, before its reply arrived": when a

@@ -6,13 +6,14 @@
 //!
 //! This file holds the server, a run's key space and its connection pool; the designs
 //! are in `designs.rs` (state, shared steps) and `ops.rs` (the `Strategy` ops), the
-//! background loops in `flusher.rs` and `reconciler.rs`.
+//! background loops in `flusher.rs` and `reconciler.rs`, the keys' expiry in `ttl.rs`.
 
 mod cache;
 mod designs;
 mod flusher;
 mod ops;
 mod reconciler;
+mod ttl;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,6 +28,7 @@ use crate::sandbox::Identity;
 
 pub use cache::CacheAside;
 pub use designs::{RedisDesign, RedisStrategy};
+pub use ttl::{KEY_TTL, REFRESH_EVERY};
 
 /// The local Redis used when nothing else is configured.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
@@ -152,14 +154,7 @@ impl RedisServer {
             .set_response_timeout(Some(response_timeout))
             .set_connection_timeout(Some(response_timeout))
             .set_number_of_retries(3);
-        let mut space = RedisSpace {
-            client: self.client.clone(),
-            idle: Arc::new(Mutex::new(Vec::new())),
-            conns: Arc::new(Vec::new()),
-            next: Arc::new(AtomicUsize::new(0)),
-            prefix: format!("cl:{namespace}:"),
-            identity,
-        };
+        let mut space = RedisSpace::bare(self.client.clone(), namespace, identity);
         let mut conns = Vec::new();
         for _ in 0..n_conns.clamp(1, MAX_REDIS_CONNS) {
             match ConnectionManager::new_with_config(client.clone(), config.clone()).await {
@@ -223,14 +218,8 @@ impl RedisServer {
     /// Deletes a leftover's keys (`cl:<namespace>:*`) and its ACL user.
     pub async fn remove(&self, l: &crate::leftover::Leftover) -> Result<u64, OpError> {
         assert!(crate::leftover::is_namespace_name(&l.namespace), "leftovers come from `leftovers`");
-        let space = RedisSpace {
-            client: self.client.clone(),
-            conns: Arc::new(Vec::new()),
-            idle: Arc::new(Mutex::new(Vec::new())),
-            next: Arc::new(AtomicUsize::new(0)),
-            prefix: format!("cl:{}:", l.namespace),
-            identity: Identity::Own { kind: "ACL user", name: l.namespace.clone(), caveat: None },
-        };
+        let identity = Identity::Own { kind: "ACL user", name: l.namespace.clone(), caveat: None };
+        let space = RedisSpace::bare(self.client.clone(), &l.namespace, identity);
         let deleted = space.delete_all().await?;
         if self.sandbox.is_ok() {
             space.release().await?;
@@ -274,6 +263,8 @@ pub struct RedisSpace {
     next: Arc<AtomicUsize>,
     prefix: String,
     identity: Identity,
+    /// The keys' expiry and its refresher (`ttl.rs`).
+    expiry: Arc<ttl::Expiry>,
 }
 
 /// A connection lent to one op, back to the idle list when dropped. Measured on two
@@ -313,6 +304,19 @@ impl redis::aio::ConnectionLike for Lease {
 }
 
 impl RedisSpace {
+    /// The space of `namespace` with no connection of its own yet.
+    fn bare(client: redis::Client, namespace: &str, identity: Identity) -> RedisSpace {
+        RedisSpace {
+            client,
+            conns: Arc::new(Vec::new()),
+            idle: Arc::new(Mutex::new(Vec::new())),
+            next: Arc::new(AtomicUsize::new(0)),
+            prefix: format!("cl:{namespace}:"),
+            identity,
+            expiry: Arc::default(),
+        }
+    }
+
     pub fn prefix(&self) -> &str {
         &self.prefix
     }
@@ -322,9 +326,10 @@ impl RedisSpace {
         &self.identity
     }
 
-    /// For `--keep`: the marker key becomes a note, so `counterlab clean` leaves the kept
-    /// keys alone.
+    /// For `--keep`: the keys lose the run's expiry and the marker key becomes a note, so
+    /// the kept keys stay and `counterlab clean` leaves them alone.
     pub async fn mark_kept(&self) -> Result<(), OpError> {
+        self.persist_keys().await?;
         let mut admin = self.client.get_multiplexed_async_connection().await.map_err(classify_redis)?;
         let key = format!("{}meta", self.prefix);
         admin.set::<_, _, ()>(key, "kept by counterlab --keep").await.map_err(classify_redis)
