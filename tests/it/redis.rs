@@ -18,7 +18,7 @@ pub fn redis_url() -> String {
         .unwrap_or_else(|| "redis://127.0.0.1:6379".into())
 }
 
-async fn redis_conn() -> redis::aio::MultiplexedConnection {
+pub async fn redis_conn() -> redis::aio::MultiplexedConnection {
     redis::Client::open(redis_url()).unwrap().get_multiplexed_async_connection().await.expect("test Redis is up")
 }
 
