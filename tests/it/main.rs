@@ -19,6 +19,10 @@ mod matrix;
 /// Redis strategies: convergence, flusher crash, data loss and the reconciler.
 mod redis;
 
+/// watch-multi, redis-hash and redis-set on PostgreSQL, MariaDB and SQLite: exact, and
+/// nothing left behind.
+mod redis_designs;
+
 /// Scenario files: every shipped scenario runs at small size; bad input is located.
 mod scenarios;
 

@@ -19,7 +19,7 @@ pub fn redis_url() -> String {
         .unwrap_or_else(|| "redis://127.0.0.1:6379".into())
 }
 
-async fn redis_conn() -> redis::aio::MultiplexedConnection {
+pub async fn redis_conn() -> redis::aio::MultiplexedConnection {
     redis::Client::open(redis_url()).unwrap().get_multiplexed_async_connection().await.expect("test Redis is up")
 }
 
@@ -50,7 +50,7 @@ async fn run_and_verify(toml: &str, n_users: i64) -> Vec<StrategyReport> {
         let stored = util::stored_drift_and_drop("postgres", &s.namespace, None).await;
         let truth: HashMap<i64, i64> = stored.iter().map(|(u, _, t)| (*u, *t)).collect();
         let shown: Vec<(i64, i64)> = match s.strategy.as_str() {
-            "lua-script" | "redis-counter" => {
+            "lua-script" | "redis-counter" | "watch-multi" => {
                 redis_counters.iter().enumerate().map(|(i, c)| (i as i64 + 1, c.unwrap_or(0))).collect()
             }
             _ => {
@@ -172,7 +172,7 @@ async fn a_run_removes_its_keys_and_touches_no_other() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_replies_are_unknown_outcomes_that_still_applied() {
     let toml = format!(
-        "strategies = [\"redis-counter\", \"zset-buffer-durable\"]\nbackends = [\"postgres\"]\n\
+        "strategies = [\"redis-counter\", \"zset-buffer-durable\", \"watch-multi\"]\nbackends = [\"postgres\"]\n\
          [redis]\nflush_interval_ms = 20\n[[faults]]\nkind = \"redis_timeout\"\nat_ms = 100\ntimes = 5\n\
          {DATA}[workload]\nworkers = 4\nduration_s = 1\n[workload.mix]\ncreate = 1\nmark_read = 1\n"
     );
@@ -192,7 +192,7 @@ async fn disconnect_kills_only_the_runs_connections_and_the_load_goes_on() {
     let mut c = redis_conn().await;
     let id_before: i64 = redis::cmd("CLIENT").arg("ID").query_async(&mut c).await.unwrap();
     let toml = format!(
-        "strategies = [\"redis-counter\", \"lua-script\"]\nbackends = [\"postgres\"]\n\
+        "strategies = [\"redis-counter\", \"lua-script\", \"watch-multi\"]\nbackends = [\"postgres\"]\n\
          [[faults]]\nkind = \"redis_disconnect\"\nat_ms = 300\n\
          {DATA}[workload]\nworkers = 4\nduration_s = 1\n[workload.mix]\ncreate = 1\nmark_read = 1\nread_count = 1\n"
     );
@@ -202,6 +202,10 @@ async fn disconnect_kills_only_the_runs_connections_and_the_load_goes_on() {
         assert!(f.fired_at_ms.is_some(), "{f:?}");
         let killed: u64 = f.outcome.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0);
         assert!(killed >= 1, "{}: {}", s.strategy, f.outcome);
+        if s.strategy == "watch-multi" {
+            // Its 4 lent connections and the dedicated ones its WATCHes ran on.
+            assert!(killed > 4, "the dedicated connections were killed too: {}", f.outcome);
+        }
         assert!(s.ops_total > 100, "{}: the load went on after the kill", s.strategy);
         // Ops cut by the kill may have run: each such op must be an unknown outcome of the
         // connection or timeout class, never silently counted as failed or ok.
