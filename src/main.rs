@@ -128,6 +128,9 @@ struct ServerArgs {
     /// Redis URL for the Redis strategies; else COUNTERLAB_REDIS_URL, else redis://127.0.0.1:6379.
     #[arg(long, value_name = "URL")]
     redis: Option<String>,
+    /// AMQP URL of the broker (RabbitMQ) for the mq-consumer strategies; else COUNTERLAB_AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/%2f.
+    #[arg(long, value_name = "URL")]
+    amqp: Option<String>,
     /// Directory for SQLite namespace files [default: a temporary directory, removed after the run].
     #[arg(long, value_name = "DIR")]
     sqlite: Option<PathBuf>,
@@ -143,7 +146,8 @@ impl ServerArgs {
         let postgres = configured(self.postgres, "--postgres", &["COUNTERLAB_POSTGRES_URL", "DATABASE_URL"]);
         let mysql = configured(self.mysql, "--mysql", &["COUNTERLAB_MYSQL_URL"]);
         let redis = configured(self.redis, "--redis", &["COUNTERLAB_REDIS_URL"]);
-        let sources: Vec<String> = [("postgres", &postgres), ("mysql", &mysql), ("redis", &redis)]
+        let amqp = configured(self.amqp, "--amqp", &["COUNTERLAB_AMQP_URL"]);
+        let sources: Vec<String> = [("postgres", &postgres), ("mysql", &mysql), ("redis", &redis), ("amqp", &amqp)]
             .iter()
             .map(|(b, c)| format!("{b} URL from {}", c.as_ref().map_or("the local default", |c| c.1)))
             .collect();
@@ -152,6 +156,7 @@ impl ServerArgs {
             postgres_default: counterlab_strategies::DEFAULT_POSTGRES_URL.to_string(),
             mysql_url: mysql.map(|c| c.0),
             redis_url: redis.map(|c| c.0),
+            amqp_url: amqp.map(|c| c.0),
             sqlite_dir: self.sqlite,
             keep,
             history_dir,
@@ -350,7 +355,7 @@ enum Failure {
 fn list() {
     for row in counterlab_strategies::BUILTINS {
         let s = row.info;
-        println!("{:<29} guarantee: {:<8} needs: {:<11} {}", s.name, s.guarantee.name(), row.family(), s.summary);
+        println!("{:<29} guarantee: {:<8} needs: {:<14} {}", s.name, s.guarantee.name(), row.family(), s.summary);
     }
 }
 

@@ -23,6 +23,10 @@ mod redis;
 /// nothing left behind.
 mod redis_designs;
 
+/// Broker strategies (RabbitMQ): the consumer crash after an apply, doubled or skipped
+/// redeliveries, and the queue gone after the run, on every SQL backend.
+mod mq;
+
 /// Scenario files: every shipped scenario runs at small size; bad input is located.
 mod scenarios;
 

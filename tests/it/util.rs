@@ -76,6 +76,7 @@ pub fn options(keep: bool, sqlite: Option<PathBuf>) -> RunOptions {
         postgres_default: DEFAULT_POSTGRES_URL.to_string(),
         mysql_url: Some(mysql_url()),
         redis_url: Some(crate::redis::redis_url()),
+        amqp_url: Some(crate::mq::amqp_url()),
         sqlite_dir: sqlite,
         keep,
         history_dir: None,

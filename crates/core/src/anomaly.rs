@@ -13,6 +13,7 @@ pub enum AnomalyKind {
     WrongDeleteAdjustment,
     LostFlush,
     DoubleFlush,
+    DoubleApplyAfterRedelivery,
     NegativeCounter,
     ReadOutOfBounds,
     StaleCacheRead,
@@ -22,7 +23,7 @@ pub enum AnomalyKind {
 }
 
 impl AnomalyKind {
-    pub const ALL: [AnomalyKind; 15] = [
+    pub const ALL: [AnomalyKind; 16] = [
         AnomalyKind::DoubleDecrement,
         AnomalyKind::DoubleApplyAfterRetry,
         AnomalyKind::LostIncrement,
@@ -32,6 +33,7 @@ impl AnomalyKind {
         AnomalyKind::WrongDeleteAdjustment,
         AnomalyKind::LostFlush,
         AnomalyKind::DoubleFlush,
+        AnomalyKind::DoubleApplyAfterRedelivery,
         AnomalyKind::NegativeCounter,
         AnomalyKind::ReadOutOfBounds,
         AnomalyKind::StaleCacheRead,
@@ -81,6 +83,9 @@ impl AnomalyKind {
             }
             AnomalyKind::LostFlush => ("lost_flush", "the flusher lost a claimed delta"),
             AnomalyKind::DoubleFlush => ("double_flush", "the flusher applied a claimed delta twice"),
+            AnomalyKind::DoubleApplyAfterRedelivery => {
+                ("double_apply_after_redelivery", "the consumer applied a broker message again after its ack was lost")
+            }
             AnomalyKind::NegativeCounter => ("negative_counter", "a counter below zero"),
             AnomalyKind::ReadOutOfBounds => ("read_out_of_bounds", "a read outside what the history allows"),
             AnomalyKind::StaleCacheRead => {

@@ -15,6 +15,10 @@ pub enum Fault {
     RedisDataLoss,
     /// The flusher dies after taking a delta and before its SQL commit, then restarts.
     FlusherCrash,
+    /// The broker consumer dies right after its next apply of a first delivery commits,
+    /// before it acks: its channel closes, the broker redelivers the message (and every
+    /// other unacked one), and the consumer restarts.
+    ConsumerCrashAfterApply,
     /// The run's Redis connections are killed (CLIENT KILL); they reconnect.
     RedisDisconnect,
     /// The next Redis write runs but its reply is lost: the op's outcome is unknown.
@@ -36,9 +40,10 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub const ALL: [Fault; 7] = [
+    pub const ALL: [Fault; 8] = [
         Fault::RedisDataLoss,
         Fault::FlusherCrash,
+        Fault::ConsumerCrashAfterApply,
         Fault::RedisDisconnect,
         Fault::RedisTimeout,
         Fault::CrashAfterCommit { op: None },
@@ -53,6 +58,7 @@ impl Fault {
         match self {
             Fault::RedisDataLoss => "redis_data_loss",
             Fault::FlusherCrash => "flusher_crash",
+            Fault::ConsumerCrashAfterApply => "consumer_crash_after_apply",
             Fault::RedisDisconnect => "redis_disconnect",
             Fault::RedisTimeout => "redis_timeout",
             Fault::CrashAfterCommit { .. } => "crash_after_commit",

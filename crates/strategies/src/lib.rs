@@ -7,6 +7,7 @@ mod custom;
 mod db;
 mod error;
 mod leftover;
+mod mq;
 mod pause;
 mod redis;
 mod registry;
@@ -27,6 +28,9 @@ pub use custom::{
 pub use db::{Begin, Db, Dialect, Isolation, classify};
 pub use error::{BackendError, Cause, redact_url};
 pub use leftover::{Leftover, Marker, REDIS_MARKER_TTL_S};
+pub use mq::{
+    AmqpServer, DEFAULT_AMQP_URL, MqConfig, MqDesign, MqSpace, MqStrategy, QUEUE_EXPIRES_MS, classify_amqp, queue_name,
+};
 pub use pause::Pausable;
 pub use redis::{
     DEFAULT_REDIS_URL, KEY_TTL, Lease, REFRESH_EVERY, RedisConfig, RedisDesign, RedisServer, RedisSpace, RedisStrategy,
@@ -41,6 +45,11 @@ pub fn find(name: &str) -> Option<&'static Builtin> {
     BUILTINS.iter().find(|s| s.info.name == name)
 }
 
+/// Whether the built-in `name` needs a broker (RabbitMQ) beside the SQL backend.
+pub fn needs_amqp(name: &str) -> bool {
+    find(name).is_some_and(|b| b.needs_amqp())
+}
+
 /// Whether the built-in `name` needs a Redis server beside the SQL backend.
 pub fn needs_redis(name: &str) -> bool {
     find(name).is_some_and(|b| b.needs_redis())
@@ -51,7 +60,7 @@ pub fn build(name: &str, db: Db) -> Option<Arc<dyn Strategy>> {
     let row = find(name)?;
     match row.build {
         Build::Sql(f) => Some(f(row.info, db)),
-        Build::Redis(_) => None,
+        Build::Redis(_) | Build::Mq(_) => None,
     }
 }
 
@@ -60,7 +69,7 @@ pub fn build_redis(name: &str, db: Db, space: RedisSpace, cfg: RedisConfig) -> O
     let row = find(name)?;
     match row.build {
         Build::Redis(f) => Some(f(row.info, db, space, cfg)),
-        Build::Sql(_) => None,
+        Build::Sql(_) | Build::Mq(_) => None,
     }
 }
 
@@ -76,7 +85,7 @@ mod tests {
         let my = sqlx::mysql::MySqlPoolOptions::new().connect_lazy("mysql://x@127.0.0.1:1/x").unwrap();
         let lite = sqlx::sqlite::SqlitePoolOptions::new().connect_lazy("sqlite::memory:").unwrap();
         for db in [Db::Pg(pg), Db::My(my), Db::Lite(lite)] {
-            for s in BUILTINS.iter().filter(|s| !s.needs_redis()) {
+            for s in BUILTINS.iter().filter(|s| !s.needs_redis() && !s.needs_amqp()) {
                 let built = build(s.info.name, db.clone()).expect("in the registry");
                 assert_eq!(built.info().name, s.info.name);
             }

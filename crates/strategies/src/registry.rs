@@ -1,5 +1,5 @@
 //! The built-in strategies, one row each: what it is (name, guarantee, summary) and how
-//! it is built (which tells whether it needs Redis beside the SQL namespace). Adding a
+//! it is built (which tells whether it needs Redis or a broker beside the SQL namespace). Adding a
 //! strategy is its implementation plus one row here; `counterlab list`, scenarios, the
 //! runner and the tests all read this table.
 
@@ -8,6 +8,7 @@ use std::sync::Arc;
 use counterlab_core::{Guarantee, Strategy, StrategyInfo};
 
 use crate::db::Db;
+use crate::mq::{MqConfig, MqDesign, MqSpace, MqStrategy};
 use crate::redis::{CacheAside, RedisConfig, RedisDesign, RedisSpace, RedisStrategy};
 use crate::strategies::{Design, SqlStrategy};
 
@@ -18,6 +19,8 @@ pub enum Build {
     Sql(fn(StrategyInfo, Db) -> Arc<dyn Strategy>),
     /// The SQL namespace and a Redis key space of its own.
     Redis(fn(StrategyInfo, Db, RedisSpace, RedisConfig) -> Arc<dyn Strategy>),
+    /// The SQL namespace and a broker queue of its own (RabbitMQ).
+    Mq(fn(StrategyInfo, Db, MqSpace, MqConfig) -> Arc<dyn Strategy>),
 }
 
 /// One row of the registry.
@@ -32,9 +35,17 @@ impl Builtin {
         matches!(self.build, Build::Redis(_))
     }
 
-    /// `SQL` or `SQL + Redis`, for listings.
+    pub fn needs_amqp(&self) -> bool {
+        matches!(self.build, Build::Mq(_))
+    }
+
+    /// `SQL`, `SQL + Redis` or `SQL + RabbitMQ`, for listings.
     pub fn family(&self) -> &'static str {
-        if self.needs_redis() { "SQL + Redis" } else { "SQL" }
+        match self.build {
+            Build::Sql(_) => "SQL",
+            Build::Redis(_) => "SQL + Redis",
+            Build::Mq(_) => "SQL + RabbitMQ",
+        }
     }
 }
 
@@ -52,6 +63,10 @@ fn redis(info: StrategyInfo, db: Db, space: RedisSpace, cfg: RedisConfig, design
 
 fn cache(info: StrategyInfo, db: Db, space: RedisSpace, cfg: RedisConfig, delete_first: bool) -> Arc<dyn Strategy> {
     Arc::new(CacheAside::new(info, db, space, cfg, delete_first))
+}
+
+fn mq(info: StrategyInfo, db: Db, space: MqSpace, cfg: MqConfig, design: MqDesign) -> Arc<dyn Strategy> {
+    Arc::new(MqStrategy::new(info, design, db, space, cfg))
 }
 
 /// Every strategy counterlab ships, in the order `counterlab list` shows them.
@@ -157,6 +172,18 @@ pub const BUILTINS: &[Builtin] = &[
         Guarantee::Exact,
         "mutant: the same cache, deleted once, before the write: a read that misses while the write runs caches the old count until the next write or the TTL",
         Build::Redis(|i, db, s, c| cache(i, db, s, c, true)),
+    ),
+    row(
+        "mq-consumer",
+        Guarantee::Eventual,
+        "SQL conditional UPDATE, counter delta published to a RabbitMQ queue; a consumer adds it to the SQL counter and acks after the commit: a crash between the commit and the ack makes the redelivery apply it twice",
+        Build::Mq(|i, db, s, c| mq(i, db, s, c, MqDesign::Naive)),
+    ),
+    row(
+        "mq-consumer-idempotent",
+        Guarantee::Eventual,
+        "the same queue; the consumer records each message id in the apply's transaction and skips ids already recorded: a redelivery after a lost ack applies nothing",
+        Build::Mq(|i, db, s, c| mq(i, db, s, c, MqDesign::Idempotent)),
     ),
 ];
 

@@ -28,8 +28,9 @@ impl Cause {
 }
 
 /// One witness per user whose final counter differs from the truth (`mismatched`).
-/// The flusher's own counts of lost and doubled claims are a budget shared by the users,
-/// spent in user order. A zeroing mark_all_read can only lose increments; one that
+/// The flusher's own counts of lost and doubled claims, and the broker consumer's count
+/// of redelivered messages it applied again, are budgets shared by the users, spent in
+/// user order. A zeroing mark_all_read can only lose increments; one that
 /// subtracts a stale count also leaves counters too high. Once a counter too high at a
 /// mark_all_read's overlap shows the latter in this run, a user whose history shows both
 /// mechanisms (a racing create and an overlapping mark_all_read) is named by it.
@@ -43,12 +44,13 @@ pub(super) fn explain_mismatches(
     for e in events.iter().filter(|e| mismatched.contains_key(&e.user)) {
         by_user.entry(e.user).or_default().push(e);
     }
-    let mut flush_budget = (cx.lost_flushes, cx.double_flushes);
+    let mut budget =
+        Budget { lost_flushes: cx.lost_flushes, double_flushes: cx.double_flushes, double_applies: cx.double_applies };
     let mut causes = Vec::with_capacity(mismatched.len());
     for (user, row) in mismatched {
         let evs = by_user.get(user).map(Vec::as_slice).unwrap_or_default();
         let drift = row.counter.unwrap_or(0) - row.truth;
-        causes.push((*user, *row, drift, explain(evs, drift, cx, &mut flush_budget)));
+        causes.push((*user, *row, drift, explain(evs, drift, cx, &mut budget)));
     }
     let stale_shown = causes.iter().any(|(_, _, d, c)| *d > 0 && c.kind == AnomalyKind::StaleMarkAllRead);
     for (user, row, drift, mut c) in causes {
@@ -74,10 +76,11 @@ fn stale_instead_of_zeroing(evs: &[&Event], drift: i64) -> Option<Cause> {
 
 /// The first cause, in `classify`'s order, that `evs` (one user's calls) show for a
 /// counter `drift` away from the truth (positive: too high).
-fn explain(evs: &[&Event], drift: i64, cx: Context, flush_budget: &mut (u64, u64)) -> Cause {
+fn explain(evs: &[&Event], drift: i64, cx: Context, budget: &mut Budget) -> Cause {
     double_claim(evs, drift)
         .or_else(|| retried_apply(evs))
-        .or_else(|| flush_claim(flush_budget))
+        .or_else(|| flush_claim(budget))
+        .or_else(|| redelivered_apply(budget))
         .or_else(|| create_racing_mark_all_read(evs, drift))
         .or_else(|| half_applied(evs, drift))
         .or_else(|| delete_of_read_row(evs, drift, cx.seed))
@@ -120,19 +123,34 @@ fn retried_apply(evs: &[&Event]) -> Option<Cause> {
     Some(Cause::new(AnomalyKind::DoubleApplyAfterRetry, vec![**e], e.id, note))
 }
 
+/// What the strategy itself counted, left to charge drifted users to.
+struct Budget {
+    lost_flushes: u64,
+    double_flushes: u64,
+    double_applies: u64,
+}
+
 /// A buffered delta of either sign: lost, or applied twice. Each drifted user is charged
 /// to the flusher's own count of such claims, lost ones first.
-fn flush_claim(flush_budget: &mut (u64, u64)) -> Option<Cause> {
-    if flush_budget.0 + flush_budget.1 == 0 {
+fn flush_claim(budget: &mut Budget) -> Option<Cause> {
+    if budget.lost_flushes + budget.double_flushes == 0 {
         return None;
     }
-    Some(if flush_budget.0 == 0 {
-        flush_budget.1 -= 1;
+    Some(if budget.lost_flushes == 0 {
+        budget.double_flushes -= 1;
         Cause::new(AnomalyKind::DoubleFlush, Vec::new(), 0, "the flusher applied a claimed delta twice")
     } else {
-        flush_budget.0 -= 1;
+        budget.lost_flushes -= 1;
         Cause::new(AnomalyKind::LostFlush, Vec::new(), 0, "the flusher lost a claimed delta")
     })
+}
+
+/// A broker message of either sign applied again after redelivery: charged to the
+/// consumer's own count of such applies (never inferred from the drift alone).
+fn redelivered_apply(budget: &mut Budget) -> Option<Cause> {
+    budget.double_applies = budget.double_applies.checked_sub(1)?;
+    let note = "the consumer applied a redelivered message whose first apply had committed";
+    Some(Cause::new(AnomalyKind::DoubleApplyAfterRedelivery, Vec::new(), 0, note))
 }
 
 /// A create overlapping a mark_all_read that zeroed the counter without it.

@@ -18,13 +18,13 @@ use counterlab_core::StrategyInfo;
 use counterlab_plan::RunPlan;
 use counterlab_report::{REPORT_SCHEMA_VERSION, Report, Skipped, StrategyReport};
 use counterlab_sim::DriverConfig;
-use counterlab_strategies::{BackendError, Dialect, Isolation, RedisServer, Registry, SeedSpec, Server};
+use counterlab_strategies::{AmqpServer, BackendError, Dialect, Isolation, RedisServer, Registry, SeedSpec, Server};
 
 use crate::clock;
 pub use names::{namespace_name, new_run_id};
 pub use post::{POST_LOAD_ATTEMPTS, POST_LOAD_BACKOFF, SETTLED_READS};
 pub use replay::{replay_command, server_flags};
-use servers::{Servers, uses_redis};
+use servers::{Servers, uses_amqp, uses_redis};
 
 /// Where the backends are and how the run treats its namespaces.
 #[derive(Clone)]
@@ -38,6 +38,9 @@ pub struct RunOptions {
     /// A configured Redis URL; None: the local default, and Redis strategies are skipped
     /// (with the reason) when it does not answer.
     pub redis_url: Option<String>,
+    /// A configured AMQP URL (RabbitMQ); None: the local default, and the broker
+    /// strategies are skipped (with the reason) when it does not answer.
+    pub amqp_url: Option<String>,
     /// Directory for SQLite namespace files; None: a fresh temporary directory, removed
     /// after the run unless `keep`.
     pub sqlite_dir: Option<PathBuf>,
@@ -88,6 +91,7 @@ pub const COMMIT: &str = env!("COUNTERLAB_GIT_COMMIT");
 struct Target<'a> {
     server: &'a Server,
     redis: Option<&'a RedisServer>,
+    amqp: Option<&'a AmqpServer>,
     run_id: &'a str,
     name: &'a str,
     info: StrategyInfo,
@@ -131,7 +135,8 @@ async fn run_cells(
 ) -> Result<(), BackendError> {
     for server in &servers.sql {
         for name in &plan.strategies {
-            let Some((info, redis, levels)) = cells_of(plan, opts, server, servers, name, &mut rows.skipped)? else {
+            let Some((info, (redis, amqp), levels)) = cells_of(plan, opts, server, servers, name, &mut rows.skipped)?
+            else {
                 continue;
             };
             for isolation in levels {
@@ -141,7 +146,7 @@ async fn run_cells(
                     continue;
                 }
                 let seed = plan.data.seed_spec();
-                let target = Target { server, redis, run_id, name, info, isolation, seed };
+                let target = Target { server, redis, amqp, run_id, name, info, isolation, seed };
                 let (report, files) = one::run_one(plan, opts, cfg, target, log).await?;
                 rows.reports.push(report);
                 rows.side_files.extend(files);
@@ -189,12 +194,20 @@ fn cells_of<'a>(
             return Ok(None);
         }
     };
+    let amqp = match (uses_amqp(plan, opts, name), &servers.amqp) {
+        (false, _) => None,
+        (true, Ok(r)) => Some(r),
+        (true, Err(why)) => {
+            skip(format!("{sql}+rabbitmq"), &levels, why);
+            return Ok(None);
+        }
+    };
     if let Some(spec) = custom.filter(|c| !c.dialects().contains(&server.dialect())) {
         skip(sql.into(), &levels, &format!("{} has no {sql} statements", spec.name));
         return Ok(None);
     }
     if server.dialect() != Dialect::Sqlite {
-        return Ok(Some((info, redis, levels)));
+        return Ok(Some((info, (redis, amqp), levels)));
     }
     let unsupported: Vec<Isolation> = levels.iter().copied().filter(|l| !server.supports(*l)).collect();
     skip(
@@ -202,7 +215,7 @@ fn cells_of<'a>(
         &unsupported,
         "SQLite transactions are always serializable; run once at serializable instead",
     );
-    Ok(Some((info, redis, vec![Isolation::Serializable])))
+    Ok(Some((info, (redis, amqp), vec![Isolation::Serializable])))
 }
 
 /// The `[[expect]]` entries some row should have judged and did not (it had no evidence,
@@ -231,8 +244,8 @@ fn not_judged(plan: &RunPlan, reports: &[StrategyReport]) -> Vec<String> {
     out
 }
 
-/// A strategy's info, its Redis (if it uses one) and the levels it runs at.
-type Cell<'a> = (StrategyInfo, Option<&'a RedisServer>, Vec<Isolation>);
+/// A strategy's info, its Redis and broker (if it uses them) and the levels it runs at.
+type Cell<'a> = (StrategyInfo, (Option<&'a RedisServer>, Option<&'a AmqpServer>), Vec<Isolation>);
 
 /// The report of the whole run.
 fn assemble(

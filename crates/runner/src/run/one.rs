@@ -13,7 +13,8 @@ use counterlab_plan::{Expected, RunPlan};
 use counterlab_report::{ExpectationResult, FaultEvent, HistoryReport, StrategyReport, StrategyRun, evaluate};
 use counterlab_sim::{DriverConfig, IdPool, LoadResult, Monitor, Sample, Sampler, SamplerConfig, Series, run_load};
 use counterlab_strategies::{
-    BackendError, Build, CustomStrategy, Dialect, Namespace, Pausable, PoolSpec, RedisConfig, RedisSpace,
+    BackendError, Build, CustomStrategy, Dialect, MqConfig, MqSpace, Namespace, Pausable, PoolSpec, RedisConfig,
+    RedisSpace,
 };
 
 use super::names::scoped_namespace;
@@ -28,7 +29,8 @@ struct Cell<'a> {
     plan: &'a RunPlan,
     opts: &'a RunOptions,
     t: Target<'a>,
-    /// `postgres`, or `postgres+redis` when the strategy also uses Redis.
+    /// `postgres`, or `postgres+redis` / `postgres+rabbitmq` when the strategy also uses
+    /// Redis or the broker.
     backend: String,
     ns_name: String,
     /// The namespace without the run's prefix: the HDR log's and history's file name.
@@ -56,7 +58,13 @@ impl Cell<'_> {
 struct Made {
     strategy: Option<Arc<dyn Strategy>>,
     space: Option<RedisSpace>,
+    /// The run's broker queue and connection (deleted at teardown, even with `--keep`:
+    /// settle drained it).
+    mq: Option<MqSpace>,
 }
+
+/// Deliveries the broker consumer may hold unacked (basic.qos prefetch).
+const MQ_PREFETCH: u16 = 32;
 
 pub(super) async fn run_one(
     plan: &RunPlan,
@@ -66,7 +74,11 @@ pub(super) async fn run_one(
     log: &mut dyn FnMut(&str),
 ) -> Result<Row, BackendError> {
     let sql_backend = t.server.dialect().name();
-    let backend = if t.redis.is_some() { format!("{sql_backend}+redis") } else { sql_backend.to_string() };
+    let backend = match (t.redis, t.amqp) {
+        (Some(_), _) => format!("{sql_backend}+redis"),
+        (None, Some(_)) => format!("{sql_backend}+rabbitmq"),
+        (None, None) => sql_backend.to_string(),
+    };
     let ns_name = scoped_namespace(t.run_id, t.server.dialect(), t.isolation, t.name);
     let short = ns_name.strip_prefix(&format!("cl_{}_", t.run_id)).unwrap_or(&ns_name).to_string();
     let cell = Cell { plan, opts, t, backend, ns_name, short };
@@ -128,10 +140,7 @@ async fn measure(
     {
         log(&format!("{}: the run's Redis keys got no expiry yet ({e}); the refresher retries", cell.label()));
     }
-    let identity = match &made.space {
-        Some(space) => format!("{}; Redis: {}", ns.identity().describe(), space.identity().describe()),
-        None => ns.identity().describe(),
-    };
+    let identity = identity(ns, made);
     log(&format!("{} runs as {identity}", cell.label()));
     log(&format!(
         "{} (server says {in_effect}): seeded {} notifications in {seed_s:.2}s into {}",
@@ -160,6 +169,17 @@ async fn measure(
     Ok(row(cell, loaded, found, context, log))
 }
 
+/// Who the cell runs as: the namespace's identity, and Redis's or the broker's.
+fn identity(ns: &Namespace, made: &Made) -> String {
+    match (&made.space, &made.mq) {
+        (Some(space), _) => format!("{}; Redis: {}", ns.identity().describe(), space.identity().describe()),
+        (None, Some(mq)) => {
+            format!("{}; RabbitMQ: the configured account, queue {}", ns.identity().describe(), mq.queue())
+        }
+        (None, None) => ns.identity().describe(),
+    }
+}
+
 /// The strategy: a file-defined one compiled for this namespace, or the registry's row
 /// built over the namespace's pool (and its Redis key space).
 async fn build(cell: &Cell<'_>, ns: &Namespace, made: &mut Made) -> Result<Arc<dyn Strategy>, BackendError> {
@@ -169,6 +189,9 @@ async fn build(cell: &Cell<'_>, ns: &Namespace, made: &mut Made) -> Result<Arc<d
         None => None,
     };
     made.space = space.clone();
+    if let Some(a) = t.amqp {
+        made.mq = Some(a.space(&cell.ns_name, plan.workload.n_workers).await?);
+    }
     if let Some(spec) = plan.custom.get(t.name) {
         let built = CustomStrategy::build(spec, ns.db().clone(), space).await;
         return built.map(|s| Arc::new(s) as Arc<dyn Strategy>).map_err(|e| BackendError::Step {
@@ -194,6 +217,10 @@ async fn build(cell: &Cell<'_>, ns: &Namespace, made: &mut Made) -> Result<Arc<d
             Ok(f(row.info, ns.db().clone(), space, rcfg))
         }
         (Build::Redis(_), None) => Err(missing("needs Redis and has none")),
+        (Build::Mq(f), _) => match &made.mq {
+            Some(mq) => Ok(f(row.info, ns.db().clone(), mq.clone(), MqConfig { prefetch: MQ_PREFETCH })),
+            None => Err(missing("needs RabbitMQ and has none")),
+        },
     }
 }
 
@@ -324,6 +351,7 @@ async fn check(cell: &Cell<'_>, ns: &Namespace, l: &Loaded, log: &mut dyn FnMut(
         guarantee,
         lost_flushes: figure("lost_flush_claims").unwrap_or(0),
         double_flushes: figure("double_flush_claims").unwrap_or(0),
+        double_applies: figure("double_applies_after_redelivery").unwrap_or(0),
         reconciler: figure("reconcile_passes").is_some(),
         seed: cell.t.seed,
     };
@@ -496,6 +524,7 @@ async fn teardown(
         failed.extend(delete_redis_keys(&made, log).await);
         failed.extend(ns.drop_namespace().await.err().map(|e| e.to_string()));
     }
+    failed.extend(delete_queue(&made, log).await);
     if failed.is_empty() {
         return result;
     }
@@ -506,6 +535,16 @@ async fn teardown(
         report.cleanup_error = Some(e);
     }
     result
+}
+
+/// The run's broker queue (whether or not the strategy got built): the consumer stopped
+/// first, then the queue deleted and the connection closed.
+async fn delete_queue(made: &Made, log: &mut dyn FnMut(&str)) -> Option<String> {
+    let mq = made.mq.as_ref()?;
+    if let Some(s) = &made.strategy {
+        s.teardown().await.ok();
+    }
+    retry_lost("delete the run's queue", None, log, || mq.delete()).await.err()
 }
 
 /// The run's Redis keys: through the strategy, or (when it never got built) the space,

@@ -2,7 +2,7 @@
 //! strategies and backends, and the server options that differed (passwords redacted).
 
 use counterlab_plan::RunPlan;
-use counterlab_strategies::{DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, redact_url};
+use counterlab_strategies::{DEFAULT_AMQP_URL, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, redact_url};
 
 use super::RunOptions;
 
@@ -14,6 +14,7 @@ pub fn server_flags(opts: &RunOptions) -> String {
         ("--postgres", opts.postgres_url.as_deref(), opts.postgres_default.as_str()),
         ("--mysql", opts.mysql_url.as_deref(), DEFAULT_MYSQL_URL),
         ("--redis", opts.redis_url.as_deref(), DEFAULT_REDIS_URL),
+        ("--amqp", opts.amqp_url.as_deref(), DEFAULT_AMQP_URL),
     ];
     for (flag, url, default) in urls {
         if let Some(u) = url.filter(|u| *u != default) {

@@ -1,5 +1,5 @@
 //! Connecting what a plan needs: each SQL backend (`auto` falls back to embedded SQLite),
-//! Redis when a strategy uses it, and the sandbox preflight that refuses file-defined
+//! Redis and the broker (RabbitMQ) when a strategy uses them, and the sandbox preflight that refuses file-defined
 //! strategies a server cannot confine.
 
 use std::path::PathBuf;
@@ -8,7 +8,9 @@ use tempfile::TempDir;
 
 use counterlab_plan::{Backend, RunPlan};
 use counterlab_report::ServerInfo;
-use counterlab_strategies::{BackendError, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Marker, RedisServer, Server};
+use counterlab_strategies::{
+    AmqpServer, BackendError, DEFAULT_AMQP_URL, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Marker, RedisServer, Server,
+};
 
 use super::RunOptions;
 
@@ -109,6 +111,39 @@ pub(super) fn uses_redis(plan: &RunPlan, opts: &RunOptions, name: &str) -> bool 
     }
 }
 
+/// Whether the plan's strategy `name` needs the broker (only built-ins do).
+pub(super) fn uses_amqp(plan: &RunPlan, opts: &RunOptions, name: &str) -> bool {
+    !plan.custom.contains_key(name) && opts.registry.find(name).is_some_and(|b| b.needs_amqp())
+}
+
+/// Connects the broker when a strategy of the plan needs it. A configured URL must
+/// answer; the default may be absent, and then the broker strategies are skipped with
+/// the reason.
+async fn resolve_amqp(
+    plan: &RunPlan,
+    opts: &RunOptions,
+    log: &mut dyn FnMut(&str),
+) -> Result<Result<AmqpServer, String>, BackendError> {
+    if !plan.strategies.iter().any(|s| uses_amqp(plan, opts, s)) {
+        return Ok(Err("not needed".into()));
+    }
+    match &opts.amqp_url {
+        Some(url) => Ok(Ok(AmqpServer::connect(url, opts.connect_timeout).await?)),
+        None => match AmqpServer::connect(DEFAULT_AMQP_URL, opts.connect_timeout).await {
+            Ok(r) => {
+                log(&format!("rabbitmq ({}) at {}", r.version(), r.location()));
+                Ok(Ok(r))
+            }
+            Err(e) => {
+                let why =
+                    format!("no RabbitMQ configured and none answering ({e}); use --amqp URL or COUNTERLAB_AMQP_URL");
+                log(&why);
+                Ok(Err(why))
+            }
+        },
+    }
+}
+
 /// Connects Redis when a strategy of the plan needs it. A configured URL must answer;
 /// the default may be absent, and then Redis strategies are skipped with the reason.
 async fn resolve_redis(
@@ -174,6 +209,8 @@ pub(super) struct Servers {
     pub sql: Vec<Server>,
     /// Redis, or why there is none (then Redis strategies are skipped).
     pub redis: Result<RedisServer, String>,
+    /// The broker, or why there is none (then the broker strategies are skipped).
+    pub amqp: Result<AmqpServer, String>,
     /// The temporary SQLite folder, removed when this is dropped unless kept.
     pub temp_dir: Option<TempDir>,
     /// Its marker file, locked for the run's life (held, never read: dropping it unlocks).
@@ -190,12 +227,17 @@ impl Servers {
         log: &mut dyn FnMut(&str),
     ) -> Result<Servers, BackendError> {
         let (sql, temp_dir, temp_lock) = resolve_backends(plan, opts, run_id, log).await?;
-        let mut servers = Servers { sql, redis: Err(String::new()), temp_dir, _temp_lock: temp_lock };
+        let mut servers =
+            Servers { sql, redis: Err(String::new()), amqp: Err(String::new()), temp_dir, _temp_lock: temp_lock };
         let checked = match resolve_redis(plan, opts, log).await {
             Ok(redis) => {
                 servers.redis = redis;
                 sandbox_preflight(plan, opts, &servers.sql, &servers.redis)
             }
+            Err(e) => Err(e),
+        };
+        let checked = match checked {
+            Ok(()) => resolve_amqp(plan, opts, log).await.map(|amqp| servers.amqp = amqp),
             Err(e) => Err(e),
         };
         checked.map(|_| servers)
@@ -224,6 +266,9 @@ impl Servers {
             .collect();
         if let Ok(r) = &self.redis {
             out.push(ServerInfo { backend: "redis".into(), url: r.location().into(), version: r.version().into() });
+        }
+        if let Ok(r) = &self.amqp {
+            out.push(ServerInfo { backend: "rabbitmq".into(), url: r.location().into(), version: r.version().into() });
         }
         out
     }

@@ -56,6 +56,11 @@ UPDATE unread_counts SET unread = unread + ? WHERE user_id = ?;
 -- name: claim_record  (claim_id)
 INSERT IGNORE INTO flush_claims (claim_id) VALUES (?);
 
+-- Records a broker message id in the same transaction as its counter change; affects 0
+-- rows when the message was applied before (a redelivery).
+-- name: message_record  (message_id)
+INSERT IGNORE INTO processed_messages (message_id) VALUES (?);
+
 -- name: counters_all  () -> user_id, unread
 SELECT user_id, unread FROM unread_counts;
 

@@ -18,3 +18,8 @@ CREATE TABLE unread_counts (
 CREATE TABLE flush_claims (
     claim_id BIGINT NOT NULL PRIMARY KEY
 ) ENGINE = InnoDB;
+
+-- Broker message ids applied by mq-consumer-idempotent's consumer: its idempotence record.
+CREATE TABLE processed_messages (
+    message_id BIGINT NOT NULL PRIMARY KEY
+) ENGINE = InnoDB;

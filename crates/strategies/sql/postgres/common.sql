@@ -54,6 +54,11 @@ UPDATE unread_counts SET unread = unread + $1 WHERE user_id = $2;
 -- name: claim_record  (claim_id)
 INSERT INTO flush_claims (claim_id) VALUES ($1) ON CONFLICT DO NOTHING;
 
+-- Records a broker message id in the same transaction as its counter change; affects 0
+-- rows when the message was applied before (a redelivery).
+-- name: message_record  (message_id)
+INSERT INTO processed_messages (message_id) VALUES ($1) ON CONFLICT DO NOTHING;
+
 -- name: counters_all  () -> user_id, unread
 SELECT user_id, unread FROM unread_counts;
 

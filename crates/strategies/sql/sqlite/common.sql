@@ -56,6 +56,11 @@ UPDATE unread_counts SET unread = unread + ?1 WHERE user_id = ?2;
 -- name: claim_record  (claim_id)
 INSERT OR IGNORE INTO flush_claims (claim_id) VALUES (?1);
 
+-- Records a broker message id in the same transaction as its counter change; affects 0
+-- rows when the message was applied before (a redelivery).
+-- name: message_record  (message_id)
+INSERT OR IGNORE INTO processed_messages (message_id) VALUES (?1);
+
 -- name: counters_all  () -> user_id, unread
 SELECT user_id, unread FROM unread_counts;
 

@@ -204,6 +204,7 @@ impl Strategy for CustomStrategy {
                 Ok("the next Redis write loses its reply".into())
             }
             Fault::FlusherCrash => Err(other(format!("{} has no flusher", self.info.name))),
+            Fault::ConsumerCrashAfterApply => Err(other(format!("{} has no broker consumer", self.info.name))),
             Fault::CrashAfterCommit { .. } | Fault::ErrorBeforeCommit { .. } | Fault::Pause { .. } => {
                 Err(other(format!("{} cannot inject {} here", self.info.name, fault.name())))
             }
