@@ -64,10 +64,10 @@ async fn auto_falls_back_to_sqlite_when_no_postgres_answers() {
     let mut lines = Vec::new();
     let report = counterlab::run::run_plan(&plan, &opts, &mut |l| lines.push(l.to_string())).await.unwrap();
     let backends: Vec<&str> = report.servers.iter().map(|s| s.backend.as_str()).collect();
-    assert_eq!(backends, vec!["sqlite", "redis"], "no PostgreSQL was used");
+    assert_eq!(backends, vec!["sqlite", "redis", "rabbitmq"], "no PostgreSQL was used");
     assert!(lines.iter().any(|l| l.contains("running on embedded SQLite")), "{lines:?}");
     assert!(report.strategies.iter().all(|s| s.backend.starts_with("sqlite") && s.isolation == "serializable"));
-    assert_eq!(report.strategies.len(), counterlab::BUILTINS.len(), "SQL and Redis strategies ran on SQLite");
+    assert_eq!(report.strategies.len(), counterlab::BUILTINS.len(), "SQL, Redis and broker strategies ran on SQLite");
     assert!(report.all_guarantees_held);
     // The temporary directory it chose is gone after the run.
     assert!(!Path::new(&report.servers[0].url).exists());

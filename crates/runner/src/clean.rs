@@ -1,14 +1,16 @@
 //! `counterlab clean`: finds the namespaces killed runs left on the configured servers (by
 //! their markers: a schema comment, a `cl_meta` table, a `cl:<ns>:meta` key) and the
 //! temporary SQLite folders they left (a `counterlab.meta` file), lists them,
-//! and with `--yes` removes them with their identities. Unmarked names are never touched,
+//! and with `--yes` removes them with their identities (and the broker queue of each
+//! removed namespace, when the broker answers). Unmarked names are never touched,
 //! nor namespaces whose identity still has connections (a run going on any host) or whose
 //! process still lives on this host.
 
 use std::path::Path;
 
 use counterlab_strategies::{
-    BackendError, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Leftover, Marker, RedisServer, Server,
+    AmqpServer, BackendError, DEFAULT_AMQP_URL, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Leftover, Marker, RedisServer,
+    Server, is_namespace_name, queue_name,
 };
 
 use crate::run::RunOptions;
@@ -76,7 +78,40 @@ pub async fn clean(
         Err(e) if opts.redis_url.is_some() => return Err(e),
         Err(e) => log(&format!("skipped: {e}")),
     }
+    remove_queues(opts, &mut out, log).await?;
     Ok(out)
+}
+
+/// The broker queue (`<namespace>.deltas`) of each namespace just removed: AMQP cannot
+/// list queues, so the removed namespaces name the ones to delete (deleting an absent
+/// queue does nothing). Queues of a killed run's SQLite namespaces are not found this
+/// way; the broker drops any run queue unused for `QUEUE_EXPIRES_MS` by itself.
+async fn remove_queues(opts: &RunOptions, out: &mut [Cleaned], log: &mut dyn FnMut(&str)) -> Result<(), BackendError> {
+    let removed = |c: &Cleaned| c.action.starts_with("removed") && is_namespace_name(&c.leftover.namespace);
+    if !out.iter().any(removed) {
+        return Ok(());
+    }
+    let broker =
+        match AmqpServer::connect(opts.amqp_url.as_deref().unwrap_or(DEFAULT_AMQP_URL), opts.connect_timeout).await {
+            Ok(b) => b,
+            Err(e) if opts.amqp_url.is_some() => return Err(e),
+            Err(e) => {
+                log(&format!("skipped broker queues: {e}"));
+                return Ok(());
+            }
+        };
+    let mut done: Vec<String> = Vec::new();
+    for c in out.iter_mut().filter(|c| removed(c)) {
+        if done.contains(&c.leftover.namespace) {
+            continue;
+        }
+        done.push(c.leftover.namespace.clone());
+        match broker.remove(&c.leftover.namespace).await {
+            Ok(n) => c.action += &format!("; queue {} deleted ({n} messages)", queue_name(&c.leftover.namespace)),
+            Err(e) => c.action += &format!("; queue {} not deleted: {e}", queue_name(&c.leftover.namespace)),
+        }
+    }
+    Ok(())
 }
 
 /// The marker file of a run's temporary SQLite folder.
