@@ -83,6 +83,11 @@ fn malformed_input_is_located() {
             "bad.toml:12:6:",
             "op applies to crash_after_commit and error_before_commit only, not flusher_crash",
         ),
+        (
+            &format!("{GOOD}[redis]\nsettle_timeout_ms = 500\ncache_delay_ms = 500\n"),
+            "bad.toml:11:18:",
+            "cache_delay_ms (below settle_timeout_ms) must be in 1..=499, got 500",
+        ),
         (&GOOD.replace("users = 10", "users = 0"), "bad.toml:2:9:", "users must be in 1..="),
         (&GOOD.replace("workers = 2", "workers = 0"), "bad.toml:5:11:", "workers must be in 1..="),
         (&GOOD.replace("mark_read = 1", "mark_read = 0"), "bad.toml:7:1:", "every mix weight is 0"),

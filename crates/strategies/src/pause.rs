@@ -92,7 +92,55 @@ impl Strategy for Pausable {
     fn figures(&self) -> Vec<(&'static str, f64)> {
         self.inner.figures()
     }
+    fn read_lag(&self) -> Option<Duration> {
+        self.inner.read_lag()
+    }
     async fn teardown(&self) -> Result<(), OpError> {
         self.inner.teardown().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use counterlab_core::{ErrorClass, Guarantee, Outcome};
+
+    /// A strategy that only declares a read lag and figures (its ops are never called).
+    struct Lagging;
+
+    #[async_trait]
+    impl Strategy for Lagging {
+        fn info(&self) -> StrategyInfo {
+            StrategyInfo { name: "lagging", guarantee: Guarantee::Exact, summary: "" }
+        }
+        async fn create(&self, _: UserId) -> Result<NotificationId, OpError> {
+            Err(OpError::new(ErrorClass::Other, Outcome::Fail, "unused"))
+        }
+        async fn mark_read(&self, _: UserId, _: NotificationId) -> Result<bool, OpError> {
+            Ok(false)
+        }
+        async fn delete(&self, _: UserId, _: NotificationId) -> Result<bool, OpError> {
+            Ok(false)
+        }
+        async fn mark_all_read(&self, _: UserId) -> Result<u64, OpError> {
+            Ok(0)
+        }
+        async fn read_count(&self, _: UserId) -> Result<i64, OpError> {
+            Ok(0)
+        }
+        fn read_lag(&self) -> Option<Duration> {
+            Some(Duration::from_millis(150))
+        }
+        fn figures(&self) -> Vec<(&'static str, f64)> {
+            vec![("x", 1.0)]
+        }
+    }
+
+    #[test]
+    fn the_wrapper_keeps_what_the_strategy_declares() {
+        let p = Pausable::new(Arc::new(Lagging));
+        assert_eq!(p.read_lag(), Some(Duration::from_millis(150)), "a pause must not change how reads are judged");
+        assert_eq!(p.figures(), vec![("x", 1.0)]);
+        assert_eq!(p.info().name, "lagging");
     }
 }

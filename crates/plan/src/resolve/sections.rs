@@ -47,6 +47,12 @@ pub(crate) fn redis(src: &Src<'_>, raw: Option<&Spanned<RawRedis>>) -> Result<Re
     let Some(r) = raw.map(|r| r.get_ref()) else { return Ok(DEFAULT_REDIS) };
     let d = DEFAULT_REDIS;
     let ms = 1..=MAX_INTERVAL_MS;
+    let settle_timeout_ms = within(src, &r.settle_timeout_ms, "settle_timeout_ms", ms.clone(), d.settle_timeout_ms)?;
+    // Settle waits for cache-aside's second deletes: the delay must fit inside it.
+    let delay_what = "cache_delay_ms (below settle_timeout_ms)";
+    let delays = 1..=settle_timeout_ms.saturating_sub(1).max(1);
+    let cache_delay_ms =
+        within(src, &r.cache_delay_ms, delay_what, delays, d.cache_delay_ms.min(settle_timeout_ms / 2))?;
     Ok(RedisPlan {
         flush_interval_ms: within(src, &r.flush_interval_ms, "flush_interval_ms", ms.clone(), d.flush_interval_ms)?,
         flush_batch: within(src, &r.flush_batch, "flush_batch", 1..=MAX_FLUSH_BATCH, d.flush_batch)?,
@@ -54,8 +60,8 @@ pub(crate) fn redis(src: &Src<'_>, raw: Option<&Spanned<RawRedis>>) -> Result<Re
             None => None,
             Some(v) => Some(within_at(src, v, "reconcile_interval_ms", ms.clone())?),
         },
-        settle_timeout_ms: within(src, &r.settle_timeout_ms, "settle_timeout_ms", ms.clone(), d.settle_timeout_ms)?,
-        cache_delay_ms: within(src, &r.cache_delay_ms, "cache_delay_ms", ms.clone(), d.cache_delay_ms)?,
+        settle_timeout_ms,
+        cache_delay_ms,
         cache_ttl_ms: within(src, &r.cache_ttl_ms, "cache_ttl_ms", ms, d.cache_ttl_ms)?,
     })
 }

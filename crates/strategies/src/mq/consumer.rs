@@ -58,7 +58,10 @@ impl Shared {
     async fn consume_channel(&self, round: u32, stop: &mut tokio::sync::watch::Receiver<bool>) -> Result<End, OpError> {
         let (ch, mut consumer) = self.space.consume(&format!("consumer-{round}"), self.cfg.prefetch).await?;
         let end = loop {
+            // A delivery already buffered wins over stop: settle stops the consumer only
+            // once every confirmed delta is acked, and nothing taken is dropped.
             let next = tokio::select! {
+                biased;
                 d = consumer.next() => d,
                 _ = stop.wait_for(|s| *s) => break Ok(End::Stopped),
             };
@@ -67,14 +70,17 @@ impl Shared {
                 Ok(d) => d,
                 Err(e) => break Err(classify_amqp(e)),
             };
-            match self.handle(delivery).await {
+            self.ledger.lock().unwrap_or_else(|e| e.into_inner()).in_hand += 1;
+            let handled = self.handle(delivery).await;
+            self.ledger.lock().unwrap_or_else(|e| e.into_inner()).in_hand -= 1;
+            match handled {
                 Ok(true) => {}
                 Ok(false) => break Ok(End::Crashed),
                 Err(e) => break Err(e),
             }
         };
         // Closing the channel hands every unacked delivery back to the broker.
-        ch.close(200, "consumer done".into()).await.ok();
+        super::within(self.space.timeout, "close", ch.close(200, "consumer done".into())).await.ok();
         end
     }
 

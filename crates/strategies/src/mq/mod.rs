@@ -86,7 +86,7 @@ impl AmqpServer {
         let err = |d: String| BackendError::Connect { backend: "rabbitmq", url: location.clone(), source: d.into() };
         check_url(url, &["amqp", "amqps"], "amqp://user:password@host[:port]/vhost").map_err(err)?;
         let conn = open(url, "counterlab preflight", timeout).await.map_err(|e| err(e.message))?;
-        conn.close(200, "preflight done".into()).await.ok();
+        within(timeout, "close", conn.close(200, "preflight done".into())).await.ok();
         Ok(AmqpServer { url: url.to_string(), location, timeout })
     }
 
@@ -124,7 +124,7 @@ impl AmqpServer {
             args.insert("x-expires".into(), AMQPValue::LongInt(QUEUE_EXPIRES_MS));
             let declare = ch.queue_declare(space.queue.as_str().into(), QueueDeclareOptions::default(), args);
             within(self.timeout, "declare the queue", declare).await?;
-            ch.close(200, "declared".into()).await.ok();
+            within(self.timeout, "close", ch.close(200, "declared".into())).await.ok();
             let mut publish = Vec::new();
             for _ in 0..n_channels.clamp(1, MAX_PUBLISH_CHANNELS) {
                 let ch = within(self.timeout, "open a channel", space.conn.create_channel()).await?;
@@ -155,7 +155,7 @@ impl AmqpServer {
             within(self.timeout, "delete the queue", del).await
         }
         .await;
-        conn.close(200, "clean done".into()).await.ok();
+        within(self.timeout, "close", conn.close(200, "clean done".into())).await.ok();
         deleted
     }
 
@@ -168,7 +168,7 @@ impl AmqpServer {
             Ok(ch) => within(self.timeout, "passive declare", passive(&ch, &queue_name(namespace))).await,
             Err(e) => Err(e),
         };
-        conn.close(200, "checked".into()).await.ok();
+        within(self.timeout, "close", conn.close(200, "checked".into())).await.ok();
         match q {
             Ok(_) => Ok(true),
             Err(e) if e.message.contains("NOT_FOUND") => Ok(false),
@@ -237,7 +237,7 @@ impl MqSpace {
     pub(crate) async fn depth(&self) -> Result<u32, OpError> {
         let ch = within(self.timeout, "open a channel", self.conn.create_channel()).await?;
         let q = within(self.timeout, "passive declare", passive(&ch, &self.queue)).await;
-        ch.close(200, "depth read".into()).await.ok();
+        within(self.timeout, "close", ch.close(200, "depth read".into())).await.ok();
         Ok(q?.message_count())
     }
 
@@ -261,7 +261,7 @@ impl MqSpace {
             .await
         }
         .await;
-        conn.close(200, "teardown".into()).await.ok();
+        within(self.timeout, "close", conn.close(200, "teardown".into())).await.ok();
         deleted.map(|_| ())
     }
 }

@@ -77,7 +77,10 @@ impl Strategy for MqStrategy {
         let sh = &self.shared;
         let deadline = Instant::now() + bound;
         let drained = loop {
-            let depth = sh.sample_depth().await;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let depth = tokio::time::timeout(left, sh.sample_depth())
+                .await
+                .unwrap_or_else(|_| Err(other("amqp: no depth within settle's bound".into())));
             if sh.all_acked() && matches!(depth, Ok(0)) {
                 break Ok(());
             }

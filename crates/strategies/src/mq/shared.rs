@@ -48,8 +48,12 @@ pub(super) struct Figures {
 /// not the design: the naive design reads none of it). Bounded by the messages published.
 #[derive(Default)]
 pub(super) struct Ledger {
+    /// Ids whose publish the broker confirmed.
+    pub(super) confirmed: HashSet<i64>,
     pub(super) applied: HashSet<i64>,
     pub(super) acked: HashSet<i64>,
+    /// Deliveries the consumer took and has not yet acked or nacked.
+    pub(super) in_hand: u64,
 }
 
 /// Everything the ops and the consumer task share.
@@ -169,6 +173,7 @@ impl Shared {
         match self.space.publish(&m.encode()).await {
             Ok(()) => {
                 self.figures.published.fetch_add(1, Ordering::Relaxed);
+                self.ledger.lock().unwrap_or_else(|e| e.into_inner()).confirmed.insert(id);
                 Ok(())
             }
             Err(e) => {
@@ -179,10 +184,12 @@ impl Shared {
         }
     }
 
-    /// Whether every published message has been acked and none waits in the queue.
+    /// Whether every message whose publish was confirmed has been acked (by id: a
+    /// message whose confirm was lost may be acked too, and must not stand in for
+    /// another) and no delivery is in the consumer's hands.
     pub(super) fn all_acked(&self) -> bool {
-        let acked = self.ledger.lock().unwrap_or_else(|e| e.into_inner()).acked.len() as u64;
-        acked >= self.figures.published.load(Ordering::Relaxed)
+        let l = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        l.in_hand == 0 && l.confirmed.is_subset(&l.acked)
     }
 
     /// Published deltas not yet applied (first applies counted).

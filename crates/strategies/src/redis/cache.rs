@@ -91,13 +91,10 @@ impl CacheAside {
             while later.try_join_next().is_some() {}
             later.spawn(async move {
                 tokio::time::sleep_until(due.into()).await;
-                let late = due.elapsed().as_micros() as u64;
-                f.late_max_us.fetch_max(late, Ordering::Relaxed);
-                let mut c = space.conn();
-                let counter = match c.del::<_, ()>(key).await {
-                    Ok(()) => &f.second_deletes,
-                    Err(_) => &f.second_delete_errors,
-                };
+                let done = second_delete(&space, &key).await;
+                // Late by the time the DEL is done: until then a stale entry may be read.
+                f.late_max_us.fetch_max(due.elapsed().as_micros() as u64, Ordering::Relaxed);
+                let counter = if done { &f.second_deletes } else { &f.second_delete_errors };
                 counter.fetch_add(1, Ordering::Relaxed);
             });
             later.len() > MAX_PENDING_DELETES
@@ -107,6 +104,24 @@ impl CacheAside {
             oldest.join_all().await;
         }
     }
+}
+
+/// Attempts at a second delete that fails on the connection (a reconnect in between).
+const SECOND_DELETE_ATTEMPTS: u32 = 3;
+
+/// The second delete, retried (bounded) when the connection failed; whether it ran.
+async fn second_delete(space: &RedisSpace, key: &str) -> bool {
+    for attempt in 1..=SECOND_DELETE_ATTEMPTS {
+        let mut c = space.conn();
+        match c.del::<_, ()>(key).await {
+            Ok(()) => return true,
+            Err(e) if attempt < SECOND_DELETE_ATTEMPTS && (e.is_io_error() || e.is_connection_dropped()) => {
+                tokio::time::sleep(Duration::from_millis(10 * u64::from(attempt))).await;
+            }
+            Err(_) => return false,
+        }
+    }
+    false
 }
 
 fn other(msg: String) -> OpError {

@@ -1,11 +1,13 @@
 //! watch-multi's Redis step: after the SQL conditional UPDATE has decided, the user's
 //! counter key moves by an optimistic read-modify-write on a dedicated connection (WATCH,
 //! GET, MULTI, SET, EXEC). A nil EXEC means another client changed the key in between:
-//! nothing was written and the step runs again, up to `MAX_WATCH_ATTEMPTS` tries; the
+//! nothing was written and the step runs again after a short jittered wait, up to
+//! `MAX_WATCH_ATTEMPTS` tries; the
 //! unwatched mutant runs the same steps without the WATCH, so a concurrent update is
 //! silently overwritten.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use counterlab_core::{ErrorClass, OpError, Outcome, UserId};
 use redis::AsyncCommands;
@@ -42,6 +44,17 @@ async fn rmw_once(c: &mut MultiplexedConnection, key: &str, delta: i64, watched:
     Ok(r.is_some())
 }
 
+/// Before try `attempt` (1..) on `user`'s counter: a wait spread over up to 0.1 ms
+/// times 2^attempt (capped at 6.4 ms), so writers that just collided do not collide again
+/// in lockstep. Spread by user, attempt and the clock; it shapes timing only, never an
+/// op stream, so runs stay reproducible from their seed.
+async fn backoff(user: UserId, attempt: u32) {
+    let cap_us = 100u64 << attempt.min(6);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let spread = (user as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(nanos) ^ u64::from(attempt);
+    tokio::time::sleep(Duration::from_micros(spread % cap_us.max(1))).await;
+}
+
 impl Shared {
     /// counter += delta by WATCH ... EXEC (`watched`) or by GET then MULTI/SET/EXEC (the
     /// mutant). A connection error before EXEC drops that connection and tries again on
@@ -54,7 +67,10 @@ impl Shared {
         }
         let key = self.k(user, "unread");
         let mut wire_error = None;
-        for _ in 0..MAX_WATCH_ATTEMPTS {
+        for attempt in 0..MAX_WATCH_ATTEMPTS {
+            if attempt > 0 {
+                backoff(user, attempt).await;
+            }
             let mut lease = match self.space.dedicated().await {
                 Ok(l) => l,
                 Err(e) if e.class == ErrorClass::Connection => {
