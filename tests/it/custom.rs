@@ -219,11 +219,61 @@ fn bad_strategy_definitions_are_located() {
             "give exactly one of sql, redis, lua, lua_file",
         ),
     ];
-    for (src, at, words) in cases {
+    for (src, at, words) in cases.into_iter().chain(new_syntax_cases()) {
         let e = err(&src);
         assert!(e.starts_with(at), "expected {at:?}, got {e:?}\n--- input:\n{src}");
         assert!(e.contains(words), "expected {words:?} in {e:?}");
     }
+}
+
+/// Expressions, retry groups and Redis counter reads (issue 19), located.
+fn new_syntax_cases() -> Vec<(String, &'static str, &'static str)> {
+    let retry = |step: &str, table: &str| format!("{}{table}", with_step(step));
+    let update = "sql = \"UPDATE notifications SET is_read = TRUE WHERE id = :id\"";
+    vec![
+        (with_step(&format!("{update}\nwhen = \"(user % 2 == 0\"")), "byo.toml:15:8:", "`(` without `)`"),
+        (with_step(&format!("{update}\nwhen = \"user and or id\"")), "byo.toml:15:8:", "expected a value, found `or`"),
+        (
+            with_step("redis = \"GET\"\nkeys = [\"k:{user % nope}\"]"),
+            "byo.toml:14:9:",
+            "unknown parameter `nope`",
+        ),
+        (with_step(&format!("{update}\ngroup = \"g\"")), "byo.toml:15:9:", "group: no [retry.g] table"),
+        (
+            retry(&format!("{update}\ngroup = \"g\""), "[strategy.mine.retry.g]\nuntil = \"s1.rows = 1\"\n"),
+            "byo.toml:30:9:",
+            "mark_read step 1: until: cannot read `s1.rows = 1`",
+        ),
+        (
+            retry(update, "[strategy.mine.retry.g]\nuntil = \"s1.rows == 1\"\n"),
+            "byo.toml:28:1:",
+            "retry.g: no step has group = \"g\"",
+        ),
+        (
+            retry(
+                &format!("{update}\ngroup = \"g\""),
+                "[strategy.mine.retry.g]\nuntil = \"s1.rows == 1\"\nmax_attempts = 0\n",
+            ),
+            "byo.toml:31:16:",
+            "retry.g.max_attempts: 1..=1000",
+        ),
+        (
+            with_step(update).replace(
+                "guarantee = \"exact\"\n",
+                "guarantee = \"exact\"\nredis_counters = { command = \"SADD\", key = \"s:{user}\" }\n",
+            ),
+            "byo.toml:11:30:",
+            "redis_counters.command: `SADD` is not a read-only command; a counter is read with GET",
+        ),
+        (
+            with_step(update).replace(
+                "guarantee = \"exact\"\n",
+                "guarantee = \"exact\"\nredis_counters = { lua = \"return redis.call('INCR', KEYS[1])\", key = \"c\" }\n",
+            ),
+            "byo.toml:11:26:",
+            "redis_counters.lua: line 1: `INCR` is not a read-only command",
+        ),
+    ]
 }
 
 fn byo_redis(strategies: &[&str], ops: u64, extra: &str) -> counterlab::scenario::RunPlan {

@@ -100,20 +100,20 @@ impl CustomStrategy {
             Exec::Redis { command, keys, args, writes } => {
                 let mut cmd = ::redis::cmd(command);
                 for k in keys {
-                    cmd.arg(expand(k, prefix, env, vals));
+                    cmd.arg(expand(k, prefix, env, vals).map_err(other)?);
                 }
                 for a in args {
-                    cmd.arg(expand(a, "", env, vals));
+                    cmd.arg(expand(a, "", env, vals).map_err(other)?);
                 }
                 (cmd.query_async(&mut conn).await.map_err(classify_redis)?, *writes)
             }
             Exec::Lua { script, keys, args, .. } => {
                 let mut inv = script.prepare_invoke();
                 for k in keys {
-                    inv.key(expand(k, prefix, env, vals));
+                    inv.key(expand(k, prefix, env, vals).map_err(other)?);
                 }
                 for a in args {
-                    inv.arg(expand(a, "", env, vals));
+                    inv.arg(expand(a, "", env, vals).map_err(other)?);
                 }
                 (inv.invoke_async(&mut conn).await.map_err(classify_redis)?, true)
             }
@@ -141,78 +141,118 @@ impl CustomStrategy {
                 .get(op)
                 .copied(),
         };
-        let r = self.steps(steps, env, &mut st).await;
-        match r {
-            Ok(()) => Ok(if op == SEED { 0 } else { eval(&self.c.results[op], &env, &st.vals) }),
-            Err(e) if st.effects => Err(half_applied(e)),
+        let r = match self.steps(op, env, &mut st).await {
+            Ok(()) if op == SEED => Ok(0),
+            Ok(()) => eval(&self.c.results[op], &env, &st.vals).map_err(|e| other(format!("result: {e}"))),
             Err(e) => Err(e),
+        };
+        match r {
+            Err(e) if st.effects => Err(half_applied(e)),
+            r => r,
         }
     }
 
-    async fn steps(&self, steps: &[Step], env: Env, st: &mut Run) -> Result<(), OpError> {
-        for (i, s) in steps.iter().enumerate() {
-            if s.when.as_ref().is_some_and(|w| eval(w, &env, &st.vals) == 0) {
+    /// Runs the op's steps in order; at the last step of a retry group, its `until` is
+    /// read, and while it is false the group runs again from its first step (its outputs
+    /// back to 0), at most `max_attempts` times in all.
+    async fn steps(&self, op: usize, env: Env, st: &mut Run) -> Result<(), OpError> {
+        let steps = &self.c.steps[op];
+        let groups = &self.c.groups[op];
+        let mut attempts = vec![1u32; groups.len()];
+        let mut i = 0;
+        while i < steps.len() {
+            let s = &steps[i];
+            let guard = match &s.when {
+                Some(w) => eval(w, &env, &st.vals).map_err(|e| other(format!("{} when: {e}", s.name)))? != 0,
+                None => true,
+            };
+            if guard {
+                self.step(i, s, i + 1 < steps.len(), env, st).await?;
+            }
+            i += 1;
+            let Some(k) = groups.iter().position(|g| g.end == i) else { continue };
+            let g = &groups[k];
+            if eval(&g.until, &env, &st.vals).map_err(|e| other(format!("retry {} until: {e}", g.name)))? != 0 {
                 continue;
             }
-            let elements: Vec<Option<i64>> = match s.each {
-                None => vec![None],
-                Some(src) => {
-                    let list = st.lists[src].clone().unwrap_or_default();
-                    if list.len() > MAX_EACH {
-                        return Err(other(format!("`each` over {} elements (at most {MAX_EACH})", list.len())));
-                    }
-                    list.into_iter().map(Some).collect()
-                }
-            };
-            let mut out = vec![0i64; s.width];
-            for e in elements {
-                let env = Env { each: e.unwrap_or(0), ..env };
-                match &s.exec {
-                    Exec::Sql { sql, args, returns, returning_id, writes } => {
-                        let args: Vec<i64> = args.iter().map(|a| eval_ref(*a, &env, &st.vals)).collect();
-                        let tx = match &mut st.open {
-                            Some(tx) => tx,
-                            None => st.open.insert(self.db.begin(self.begin).await?),
-                        };
-                        let v = Self::sql_step(tx, sql, *returns, *returning_id, &args).await?;
-                        st.open_writes |= *writes;
-                        if !self.transaction {
-                            // After the last step a crash would only lose the reply.
-                            self.commit_open(st, &s.name, i + 1 < steps.len()).await?;
-                        }
-                        out[0] = out[0].saturating_add(v[0]);
-                        out[1..].copy_from_slice(&v[1..]);
-                    }
-                    exec => {
-                        let (value, list, writes) = self.redis_call(exec, &env, &st.vals).await?;
-                        st.effects |= writes;
-                        if writes
-                            && self
-                                .replies_to_lose
-                                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                                .is_ok()
-                        {
-                            self.lost_replies.fetch_add(1, Ordering::Relaxed);
-                            return Err(OpError::new(
-                                ErrorClass::Timeout,
-                                Outcome::Unknown,
-                                "redis: reply lost after the command ran (injected)",
-                            ));
-                        }
-                        out[0] = out[0].saturating_add(value);
-                        for (slot, v) in out[1..].iter_mut().zip(list.iter().flatten().chain(std::iter::repeat(&0))) {
-                            *slot = *v;
-                        }
-                        st.lists[i] = list;
-                    }
-                }
+            if attempts[k] >= g.max_attempts {
+                self.give_ups.fetch_add(1, Ordering::Relaxed);
+                return Err(OpError::new(
+                    ErrorClass::Serialization,
+                    Outcome::Fail,
+                    format!("retry {}: `until` still false after {} attempts", g.name, g.max_attempts),
+                ));
             }
-            st.vals[i] = out;
-            if s.commit {
-                self.commit_open(st, &s.name, true).await?;
+            attempts[k] += 1;
+            self.retries.fetch_add(1, Ordering::Relaxed);
+            for v in &mut st.vals[g.start..g.end] {
+                v.fill(0);
             }
+            i = g.start;
         }
         self.commit_open(st, "the last step", true).await
+    }
+
+    /// Runs step `i` (once, or once per element of its `each` list) and stores its
+    /// outputs; `more`: steps follow it.
+    async fn step(&self, i: usize, s: &Step, more: bool, env: Env, st: &mut Run) -> Result<(), OpError> {
+        let elements: Vec<Option<i64>> = match s.each {
+            None => vec![None],
+            Some(src) => {
+                let list = st.lists[src].clone().unwrap_or_default();
+                if list.len() > MAX_EACH {
+                    return Err(other(format!("`each` over {} elements (at most {MAX_EACH})", list.len())));
+                }
+                list.into_iter().map(Some).collect()
+            }
+        };
+        let mut out = vec![0i64; s.width];
+        for e in elements {
+            let env = Env { each: e.unwrap_or(0), ..env };
+            match &s.exec {
+                Exec::Sql { sql, args, returns, returning_id, writes } => {
+                    let args: Vec<i64> = args.iter().map(|a| eval_ref(*a, &env, &st.vals)).collect();
+                    let tx = match &mut st.open {
+                        Some(tx) => tx,
+                        None => st.open.insert(self.db.begin(self.begin).await?),
+                    };
+                    let v = Self::sql_step(tx, sql, *returns, *returning_id, &args).await?;
+                    st.open_writes |= *writes;
+                    if !self.transaction {
+                        // After the last step a crash would only lose the reply.
+                        self.commit_open(st, &s.name, more).await?;
+                    }
+                    out[0] = out[0].saturating_add(v[0]);
+                    out[1..].copy_from_slice(&v[1..]);
+                }
+                exec => {
+                    let (value, list, writes) = self.redis_call(exec, &env, &st.vals).await?;
+                    st.effects |= writes;
+                    if writes {
+                        self.maybe_lose_reply()?;
+                    }
+                    out[0] = out[0].saturating_add(value);
+                    for (slot, v) in out[1..].iter_mut().zip(list.iter().flatten().chain(std::iter::repeat(&0))) {
+                        *slot = *v;
+                    }
+                    st.lists[i] = list;
+                }
+            }
+        }
+        st.vals[i] = out;
+        if s.commit {
+            self.commit_open(st, &s.name, true).await?;
+        }
+        Ok(())
+    }
+
+    /// An armed `redis_timeout`: the write ran, its reply is lost.
+    fn maybe_lose_reply(&self) -> Result<(), OpError> {
+        if self.replies_to_lose.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_err() {
+            return Ok(());
+        }
+        self.lost_replies.fetch_add(1, Ordering::Relaxed);
+        Err(OpError::new(ErrorClass::Timeout, Outcome::Unknown, "redis: reply lost after the command ran (injected)"))
     }
 
     /// Commits the op's open transaction, if any, through the two commit fault points.
