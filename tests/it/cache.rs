@@ -21,18 +21,19 @@ async fn redis_conn() -> redis::aio::MultiplexedConnection {
     redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.expect("test Redis is up")
 }
 
-/// On one namespace, step by step: the entry a miss fills, a hit that shows what the
-/// entry holds, the delete right after a write, and the second delete that settle waits for.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reads_go_through_the_entry_and_a_write_deletes_it_twice() {
+/// A cache-aside namespace of two users with 3 unread rows each; the strategy named
+/// `name`, and its user 1's cache key.
+async fn one_namespace(
+    name: &str,
+) -> (counterlab_strategies::Namespace, std::sync::Arc<dyn counterlab_core::Strategy>, String) {
     let pg = Server::connect_postgres(&util::pg_url(), Duration::from_secs(5)).await.unwrap();
     let rs = RedisServer::connect(&crate::redis::redis_url(), Duration::from_secs(5)).await.unwrap();
-    let name = counterlab::run::namespace_name(&counterlab::run::new_run_id(), "cache_steps");
+    let ns_name = counterlab::run::namespace_name(&counterlab::run::new_run_id(), "cache_steps");
     let spec =
         PoolSpec { max_connections: 4, acquire_timeout: Duration::from_secs(5), isolation: Isolation::ReadCommitted };
-    let ns = pg.create_namespace(&name, spec).await.unwrap();
+    let ns = pg.create_namespace(&ns_name, spec).await.unwrap();
     ns.seed(SeedSpec { n_users: 2, notifications_per_user: 3, initial_read_per_user: 0 }).await.unwrap();
-    let space = rs.space(&name, Duration::from_secs(5), 2).await.unwrap();
+    let space = rs.space(&ns_name, Duration::from_secs(5), 2).await.unwrap();
     let cfg = RedisConfig {
         n_users: 2,
         flush_interval: Duration::from_millis(100),
@@ -41,33 +42,43 @@ async fn reads_go_through_the_entry_and_a_write_deletes_it_twice() {
         cache_delay: Duration::from_millis(300),
         cache_ttl: Duration::from_secs(20),
     };
-    let s = build_redis("cache-aside", ns.db().clone(), space, cfg).unwrap();
-    let key = format!("cl:{name}:{{u:1}}:cache");
-    let mut c = redis_conn().await;
+    let s = build_redis(name, ns.db().clone(), space, cfg).unwrap();
+    (ns, s, format!("cl:{ns_name}:{{u:1}}:cache"))
+}
 
-    assert_eq!(s.read_count(1).await.unwrap(), 3, "a miss reads SQL");
-    let ttl: i64 = c.pttl(&key).await.unwrap();
-    assert!((1..=20_000).contains(&ttl), "the entry is filled with the TTL: {ttl} ms");
-    let _: () = c.set(&key, 42).await.unwrap();
-    assert_eq!(s.read_count(1).await.unwrap(), 42, "a hit shows the entry, not SQL");
+/// Step by step on both designs: the entry a miss fills, a hit that shows what the entry
+/// holds, the delete right after a write; then an old count cached as a read racing the
+/// write would (after the first delete): the double delete's second delete, which settle
+/// waits for, removes it; the delete-first mutant has none, so its reads stay stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_go_through_the_entry_and_only_the_second_delete_clears_a_racing_refill() {
+    for (name, cleared) in [("cache-aside", true), ("cache-aside-delete-first", false)] {
+        let (ns, s, key) = one_namespace(name).await;
+        let mut c = redis_conn().await;
+        assert_eq!(s.read_count(1).await.unwrap(), 3, "{name}: a miss reads SQL");
+        let ttl: i64 = c.pttl(&key).await.unwrap();
+        assert!((1..=20_000).contains(&ttl), "{name}: the entry is filled with the TTL: {ttl} ms");
+        let _: () = c.set(&key, 42).await.unwrap();
+        assert_eq!(s.read_count(1).await.unwrap(), 42, "{name}: a hit shows the entry, not SQL");
 
-    assert!(s.mark_read(1, 1).await.unwrap());
-    assert!(!c.exists::<_, bool>(&key).await.unwrap(), "deleted right after the commit");
-    // A read that raced the write caches the old count after the first delete...
-    let _: () = c.set(&key, 3).await.unwrap();
-    assert_eq!(s.read_count(1).await.unwrap(), 3);
-    // ... until the second delete, which settle waits for.
-    s.settle(Duration::from_secs(5)).await.unwrap();
-    assert!(!c.exists::<_, bool>(&key).await.unwrap(), "the second delete ran");
-    assert_eq!(s.read_count(1).await.unwrap(), 2);
-    let figures: std::collections::HashMap<&str, f64> = s.figures().into_iter().collect();
-    assert_eq!((figures["cache_hits"], figures["second_deletes"]), (2.0, 1.0), "{figures:?}");
-    assert!(s.read_lag().unwrap() >= Duration::from_millis(300));
+        assert!(s.mark_read(1, 1).await.unwrap());
+        assert!(!c.exists::<_, bool>(&key).await.unwrap(), "{name}: no entry right after the write");
+        let _: () = c.set(&key, 3).await.unwrap();
+        assert_eq!(s.read_count(1).await.unwrap(), 3);
+        s.settle(Duration::from_secs(5)).await.unwrap();
+        assert_eq!(!c.exists::<_, bool>(&key).await.unwrap(), cleared, "{name}: second delete");
+        assert_eq!(s.read_count(1).await.unwrap(), if cleared { 2 } else { 3 }, "{name}");
+        let figures: std::collections::HashMap<&str, f64> = s.figures().into_iter().collect();
+        let seconds = if cleared { 1.0 } else { 0.0 };
+        assert_eq!((figures["cache_hits"], figures["second_deletes"]), (3.0 - seconds, seconds), "{name}: {figures:?}");
+        assert!(s.read_lag().unwrap() >= Duration::from_millis(300));
 
-    s.teardown().await.unwrap();
-    ns.drop_namespace().await.unwrap();
-    let left: Vec<String> = c.keys(format!("cl:{name}:*")).await.unwrap();
-    assert!(left.is_empty(), "{left:?}");
+        s.teardown().await.unwrap();
+        let prefix = key.split("{u:").next().unwrap().to_string();
+        ns.drop_namespace().await.unwrap();
+        let left: Vec<String> = c.keys(format!("{prefix}*")).await.unwrap();
+        assert!(left.is_empty(), "{left:?}");
+    }
 }
 
 /// The pair on every SQL backend: the double delete passes with its reads within the
@@ -91,9 +102,16 @@ async fn the_pair_on_every_sql_backend() {
             assert_eq!(s.check.verdict, "pass", "{at}: {:?} {names:?}", s.check);
             assert!(fig("second_deletes") > 0.0 && fig("stale_read_max_ms") == 0.0, "{at}: {:?}", s.figures);
         } else if s.backend.starts_with("postgres") || s.backend.starts_with("mysql") {
-            assert_eq!(s.check.verdict, "FAIL: reads", "{at}: {names:?}");
-            assert!(names.contains(&"stale_cache_read"), "{at}: {names:?}");
-            assert!(fig("stale_read_max_ms") > fig("read_lag_allowed_ms"), "{at}: {:?}", s.figures);
+            // Whether the race lands in 1.5 s is the machine's (the zoo measures how often,
+            // over seeds; the step test above shows the mechanism): what it shows is a
+            // stale read, staler than allowed, and the verdict fails on reads.
+            assert!(names.iter().all(|n| n.starts_with("stale_")), "{at}: {names:?}");
+            if !names.is_empty() {
+                assert_eq!(s.check.verdict, "FAIL: reads", "{at}: {names:?}");
+            }
+            if names.contains(&"stale_cache_read") {
+                assert!(fig("stale_read_max_ms") > fig("read_lag_allowed_ms"), "{at}: {:?}", s.figures);
+            }
         }
     }
     let mut c = redis_conn().await;

@@ -434,6 +434,11 @@ async fn after_sigkill_clean_removes_the_marked_leftovers_and_nothing_else() {
     for ns in [&pg, &my] {
         let k: Vec<String> = redis::AsyncCommands::keys(&mut redis, keys(ns)).await.unwrap();
         assert!(!k.is_empty(), "{ns}: no Redis keys left to clean?");
+        // Even unclean, the killed run's keys go by themselves: each has an expiry.
+        for key in &k {
+            let ttl: i64 = redis::AsyncCommands::ttl(&mut redis, key).await.unwrap();
+            assert!(ttl > 0, "{key}: TTL {ttl}, the killed run's key would never expire");
+        }
     }
     let dry = counterlab(&["clean"]);
     assert_eq!(dry.status.code(), Some(0), "{}", text(&dry));

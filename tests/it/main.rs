@@ -19,6 +19,10 @@ mod matrix;
 /// Redis strategies: convergence, flusher crash, data loss and the reconciler.
 mod redis;
 
+/// watch-multi, redis-hash and redis-set on PostgreSQL, MariaDB and SQLite: exact, and
+/// nothing left behind.
+mod redis_designs;
+
 /// Scenario files: every shipped scenario runs at small size; bad input is located.
 mod scenarios;
 
@@ -54,8 +58,8 @@ mod verdicts;
 /// The registry: a test-only strategy added with one row runs like a built-in.
 mod registry;
 
-/// SQL servers failing under a run: connections terminated during the load and the
-/// check, once and persistently.
+/// Servers failing under a run: SQL connections terminated during the load, settle and
+/// the check, once and persistently; a private Redis restarted mid-load.
 mod failures;
 
 /// cache-aside: the delayed double delete and its delete-first mutant, on every SQL backend.

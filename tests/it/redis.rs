@@ -3,6 +3,7 @@
 //! reconciler; every assertion also reads the real Redis keys and SQL rows.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use counterlab_report::StrategyReport;
 use redis::AsyncCommands;
@@ -18,7 +19,7 @@ pub fn redis_url() -> String {
         .unwrap_or_else(|| "redis://127.0.0.1:6379".into())
 }
 
-async fn redis_conn() -> redis::aio::MultiplexedConnection {
+pub async fn redis_conn() -> redis::aio::MultiplexedConnection {
     redis::Client::open(redis_url()).unwrap().get_multiplexed_async_connection().await.expect("test Redis is up")
 }
 
@@ -49,7 +50,7 @@ async fn run_and_verify(toml: &str, n_users: i64) -> Vec<StrategyReport> {
         let stored = util::stored_drift_and_drop("postgres", &s.namespace, None).await;
         let truth: HashMap<i64, i64> = stored.iter().map(|(u, _, t)| (*u, *t)).collect();
         let shown: Vec<(i64, i64)> = match s.strategy.as_str() {
-            "lua-script" | "redis-counter" => {
+            "lua-script" | "redis-counter" | "watch-multi" => {
                 redis_counters.iter().enumerate().map(|(i, c)| (i as i64 + 1, c.unwrap_or(0))).collect()
             }
             _ => {
@@ -171,7 +172,7 @@ async fn a_run_removes_its_keys_and_touches_no_other() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_replies_are_unknown_outcomes_that_still_applied() {
     let toml = format!(
-        "strategies = [\"redis-counter\", \"zset-buffer-durable\"]\nbackends = [\"postgres\"]\n\
+        "strategies = [\"redis-counter\", \"zset-buffer-durable\", \"watch-multi\"]\nbackends = [\"postgres\"]\n\
          [redis]\nflush_interval_ms = 20\n[[faults]]\nkind = \"redis_timeout\"\nat_ms = 100\ntimes = 5\n\
          {DATA}[workload]\nworkers = 4\nduration_s = 1\n[workload.mix]\ncreate = 1\nmark_read = 1\n"
     );
@@ -191,7 +192,7 @@ async fn disconnect_kills_only_the_runs_connections_and_the_load_goes_on() {
     let mut c = redis_conn().await;
     let id_before: i64 = redis::cmd("CLIENT").arg("ID").query_async(&mut c).await.unwrap();
     let toml = format!(
-        "strategies = [\"redis-counter\", \"lua-script\"]\nbackends = [\"postgres\"]\n\
+        "strategies = [\"redis-counter\", \"lua-script\", \"watch-multi\"]\nbackends = [\"postgres\"]\n\
          [[faults]]\nkind = \"redis_disconnect\"\nat_ms = 300\n\
          {DATA}[workload]\nworkers = 4\nduration_s = 1\n[workload.mix]\ncreate = 1\nmark_read = 1\nread_count = 1\n"
     );
@@ -201,6 +202,10 @@ async fn disconnect_kills_only_the_runs_connections_and_the_load_goes_on() {
         assert!(f.fired_at_ms.is_some(), "{f:?}");
         let killed: u64 = f.outcome.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0);
         assert!(killed >= 1, "{}: {}", s.strategy, f.outcome);
+        if s.strategy == "watch-multi" {
+            // Its 4 lent connections and the dedicated ones its WATCHes ran on.
+            assert!(killed > 4, "the dedicated connections were killed too: {}", f.outcome);
+        }
         assert!(s.ops_total > 100, "{}: the load went on after the kill", s.strategy);
         // Ops cut by the kill may have run: each such op must be an unknown outcome of the
         // connection or timeout class, never silently counted as failed or ok.
@@ -211,4 +216,101 @@ async fn disconnect_kills_only_the_runs_connections_and_the_load_goes_on() {
     // Our own test connection was not among the killed.
     let id_after: i64 = redis::cmd("CLIENT").arg("ID").query_async(&mut c).await.unwrap();
     assert_eq!(id_before, id_after);
+}
+
+/// The remaining time to live (ms) of each key under `cl:<ns>:`: (data keys, marker).
+async fn pttls(ns: &str) -> (Vec<(String, i64)>, i64) {
+    let mut c = redis_conn().await;
+    let keys: Vec<String> = c.keys(format!("cl:{ns}:*")).await.unwrap();
+    let mut data = Vec::new();
+    let mut marker = -2;
+    for k in keys {
+        let t: i64 = c.pttl(&k).await.unwrap();
+        if k == format!("cl:{ns}:meta") {
+            marker = t;
+        } else {
+            data.push((k, t));
+        }
+    }
+    (data, marker)
+}
+
+/// As the load starts (right after the seed) every key of a run's namespace expires
+/// within `KEY_TTL`, so a killed run's keys go by themselves; the marker keeps its own,
+/// longer expiry; the run still removes everything at its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_key_of_a_seeded_run_expires_within_the_ttl() {
+    let plan = util::plan(&format!(
+        "strategies = [\"redis-counter\", \"lua-script\"]\nbackends = [\"postgres\"]\n{DATA}[workload]\nworkers = 2\nops = 100\n[workload.mix]\ncreate = 1\nmark_read = 1\n"
+    ));
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut opts = util::options(false, None);
+    let s2 = seen.clone();
+    opts.on_phase = Some(std::sync::Arc::new(move |p: counterlab::run::Phase, ns: &str| {
+        if p != counterlab::run::Phase::Load {
+            return;
+        }
+        // The hook runs on the run's thread: read Redis from a thread of our own.
+        let ns = ns.to_string();
+        let got = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(pttls(&ns))
+        })
+        .join()
+        .unwrap();
+        s2.lock().unwrap().push(got);
+    }));
+    let report = counterlab::run::run_plan(&plan, &opts, &mut |_| {}).await.unwrap();
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    assert_eq!(seen.len(), 2);
+    let ttl = counterlab_strategies::KEY_TTL.as_millis() as i64;
+    for ((data, marker), s) in seen.iter().zip(&report.strategies) {
+        assert!(data.len() >= 60, "{}: one key per user at least: {}", s.strategy, data.len());
+        let bad: Vec<_> = data.iter().filter(|(_, t)| *t <= 0 || *t > ttl).collect();
+        let some: Vec<_> = bad.iter().take(3).collect();
+        assert!(bad.is_empty(), "{}: {} keys without an expiry within {ttl} ms: {some:?}", s.strategy, bad.len());
+        assert!(*marker > ttl, "{}: the marker keeps its own expiry: {marker}", s.strategy);
+        let (left, _) = pttls(&s.namespace).await;
+        assert!(left.is_empty(), "{}: {left:?}", s.strategy);
+    }
+}
+
+/// One refresher pass gives a key made after the seed its deadline and moves the run's
+/// own deadlines on; a key with an expiry of its own (a design's EXPIRE) and the marker
+/// are left alone; `--keep` takes the run's deadlines off again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_refresher_moves_only_the_runs_own_deadlines() {
+    let server = counterlab_strategies::RedisServer::connect(&redis_url(), Duration::from_secs(5)).await.unwrap();
+    let ns = format!("cl_test_ttl_{}", counterlab::run::new_run_id());
+    let space = server.space(&ns, Duration::from_secs(5), 1).await.unwrap();
+    let mut c = redis_conn().await;
+    let key = |w: &str| format!("cl:{ns}:{w}");
+    let expiry = |k: String| redis::cmd("PEXPIRETIME").arg(k).to_owned();
+    c.set::<_, _, ()>(key("a"), 1).await.unwrap();
+    c.set_ex::<_, _, ()>(key("own"), 1, 300).await.unwrap();
+    let own_at: i64 = expiry(key("own")).query_async(&mut c).await.unwrap();
+    let marker_at: i64 = expiry(key("meta")).query_async(&mut c).await.unwrap();
+    assert_eq!(space.keep_alive().await.unwrap(), 1, "only the key without an expiry");
+    let ttl = counterlab_strategies::KEY_TTL.as_millis() as i64;
+    let a_ttl: i64 = c.pttl(key("a")).await.unwrap();
+    assert!(a_ttl > 0 && a_ttl <= ttl, "{a_ttl}");
+    let a_at: i64 = expiry(key("a")).query_async(&mut c).await.unwrap();
+    // A key the load makes, and the deadline a millisecond later (PEXPIREAT is in ms).
+    c.set::<_, _, ()>(key("b"), 1).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(space.refresh_expiry().await.unwrap(), 2, "a moved on, b given one");
+    let (a_now, b_ttl): (i64, i64) =
+        (expiry(key("a")).query_async(&mut c).await.unwrap(), c.pttl(key("b")).await.unwrap());
+    assert!(a_now > a_at && b_ttl > 0 && b_ttl <= ttl, "{a_at} -> {a_now}, b {b_ttl}");
+    for (k, at) in [("own", own_at), ("meta", marker_at)] {
+        let now: i64 = expiry(key(k)).query_async(&mut c).await.unwrap();
+        assert_eq!(now, at, "{k}'s expiry is not the run's to move");
+    }
+    space.mark_kept().await.unwrap();
+    for (k, persistent) in [("a", true), ("b", true), ("own", false), ("meta", true)] {
+        let t: i64 = c.pttl(key(k)).await.unwrap();
+        assert_eq!(t == -1, persistent, "{k}: {t}");
+    }
+    space.delete_all().await.unwrap();
+    space.release().await.unwrap();
 }

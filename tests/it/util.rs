@@ -191,27 +191,48 @@ pub fn heavy_blocking() -> tokio::sync::RwLockReadGuard<'static, ()> {
 }
 
 /// A Redis of the test's own on a free loopback port (never the shared one), killed on
-/// drop; `tls`: TLS only (Debian's snakeoil certificate), no plain-text port at all.
-pub struct PrivateRedis(pub std::process::Child, pub u16);
+/// drop; `tls`: TLS only (Debian's snakeoil certificate), no plain-text port at all. With
+/// a folder (`start_persistent`) it keeps its data there (AOF, fsync on every write) and
+/// its ACL users in an ACL file, so a restart finds both again.
+pub struct PrivateRedis(pub std::process::Child, pub u16, Option<PathBuf>);
 
 impl PrivateRedis {
     pub fn start(tls: bool) -> PrivateRedis {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        PrivateRedis::start_on(port, tls)
+        PrivateRedis::start_on(free_port(), tls)
+    }
+
+    /// A Redis whose data (AOF) and ACL file live in `dir`.
+    pub fn start_persistent(dir: &std::path::Path) -> PrivateRedis {
+        std::fs::write(dir.join("users.acl"), "").expect("an empty ACL file");
+        PrivateRedis::spawn(free_port(), false, Some(dir.to_path_buf()))
     }
 
     /// Stops this server and starts a fresh one on the same port: a restart without
-    /// persistence (every key and ACL user gone).
+    /// persistence (every key and ACL user gone), or with it when started persistent.
     pub fn restart(&mut self) {
+        self.stop();
+        *self = PrivateRedis::spawn(self.1, false, self.2.take());
+    }
+
+    /// Kills the server (SIGKILL) and reaps it; `restart` starts it again.
+    pub fn stop(&mut self) {
         self.0.kill().ok();
         self.0.wait().ok();
-        // The old child is reaped: dropping it signals nothing.
-        *self = PrivateRedis::start_on(self.1, false);
     }
 
     pub fn start_on(port: u16, tls: bool) -> PrivateRedis {
+        PrivateRedis::spawn(port, tls, None)
+    }
+
+    fn spawn(port: u16, tls: bool, dir: Option<PathBuf>) -> PrivateRedis {
         let mut cmd = std::process::Command::new("redis-server");
-        cmd.args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
+        cmd.args(["--bind", "127.0.0.1", "--save", ""]);
+        match &dir {
+            Some(d) => cmd
+                .args(["--dir", d.to_str().unwrap(), "--appendonly", "yes", "--appendfsync", "always"])
+                .args(["--aclfile", d.join("users.acl").to_str().unwrap()]),
+            None => cmd.args(["--appendonly", "no"]),
+        };
         if tls {
             cmd.args(["--port", "0", "--tls-port", &port.to_string(), "--tls-auth-clients", "no"])
                 .args(["--tls-cert-file", "/etc/ssl/certs/ssl-cert-snakeoil.pem"])
@@ -220,7 +241,7 @@ impl PrivateRedis {
             cmd.args(["--port", &port.to_string()]);
         }
         let child = cmd.stdout(std::process::Stdio::null()).spawn().expect("redis-server (Debian's package) starts");
-        let mut redis = PrivateRedis(child, port);
+        let mut redis = PrivateRedis(child, port, dir);
         // Bounded: the port accepts within 5 s or the test fails.
         for _ in 0..100 {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
@@ -228,16 +249,18 @@ impl PrivateRedis {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        redis.0.kill().ok();
-        redis.0.wait().ok();
+        redis.stop();
         panic!("the private Redis did not listen within 5 s");
     }
 }
 
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
 impl Drop for PrivateRedis {
     fn drop(&mut self) {
-        self.0.kill().ok();
-        self.0.wait().ok();
+        self.stop();
     }
 }
 

@@ -29,7 +29,8 @@ pub use error::{BackendError, Cause, redact_url};
 pub use leftover::{Leftover, Marker, REDIS_MARKER_TTL_S};
 pub use pause::Pausable;
 pub use redis::{
-    DEFAULT_REDIS_URL, Lease, RedisConfig, RedisDesign, RedisServer, RedisSpace, RedisStrategy, classify_redis,
+    DEFAULT_REDIS_URL, KEY_TTL, Lease, REFRESH_EVERY, RedisConfig, RedisDesign, RedisServer, RedisSpace, RedisStrategy,
+    classify_redis,
 };
 pub use sandbox::{Identity, mysql_user, stable_hash};
 

@@ -111,6 +111,42 @@ pub const BUILTINS: &[Builtin] = &[
         Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::RedisCounter)),
     ),
     row(
+        "watch-multi",
+        Guarantee::Exact,
+        "SQL conditional UPDATE decides; the user's Redis counter moves optimistically (WATCH, GET, MULTI, SET, EXEC on a dedicated connection), retried on a conflict up to 16 tries; exact while Redis keeps its data",
+        Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::WatchMulti)),
+    ),
+    row(
+        "watch-multi-unwatched",
+        Guarantee::None,
+        "mutant: watch-multi without the WATCH (GET, then MULTI/SET/EXEC): two overlapping updates read one value and the later SET overwrites the other, a lost update",
+        Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::WatchMultiUnwatched)),
+    ),
+    row(
+        "redis-hash",
+        Guarantee::Exact,
+        "SQL conditional UPDATE decides, HINCRBY on the user's field of one of 16 shard hashes follows; exact while Redis keeps its data and every reply arrives",
+        Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::RedisHash)),
+    ),
+    row(
+        "redis-hash-read-then-set",
+        Guarantee::None,
+        "mutant: redis-hash reading the field and writing it back (HGET, then HSET) instead of HINCRBY: overlapping updates overwrite each other, a lost update",
+        Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::RedisHashReadThenSet)),
+    ),
+    row(
+        "redis-set",
+        Guarantee::Exact,
+        "the user's unread ids as a Redis set decide (SADD, SREM whose reply moves the count, SMEMBERS + DEL in one MULTI), SQL rows written after; the count is SCARD; exact while Redis keeps its data",
+        Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::RedisSet)),
+    ),
+    row(
+        "redis-set-check-then-remove",
+        Guarantee::None,
+        "mutant: redis-set serving a separate counter key, SISMEMBER then SREM then DECR when the check said member: two racing mark_reads both see the id and both decrement",
+        Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::RedisSetCheckThenRemove)),
+    ),
+    row(
         "cache-aside",
         Guarantee::Exact,
         "the conditional design in SQL; reads through a Redis cache filled on a miss (TTL `redis.cache_ttl_ms`); a write deletes the entry after its commit and again `redis.cache_delay_ms` later (delayed double delete): reads may lag that long, no longer",

@@ -121,6 +121,13 @@ async fn measure(
         source: e.into(),
     })?;
     let seed_s = started.elapsed().as_secs_f64();
+    // The keys' expiry (not timed as seeding) only cleans up after a killed run: the run
+    // goes on without it.
+    if let Some(space) = &made.space
+        && let Err(e) = space.keep_alive().await
+    {
+        log(&format!("{}: the run's Redis keys got no expiry yet ({e}); the refresher retries", cell.label()));
+    }
     let identity = match &made.space {
         Some(space) => format!("{}; Redis: {}", ns.identity().describe(), space.identity().describe()),
         None => ns.identity().describe(),
@@ -132,7 +139,7 @@ async fn measure(
         cell.t.seed.n_users * cell.t.seed.notifications_per_user,
         cell.ns_name
     ));
-    let loaded = drive(cell, strategy, cfg).await;
+    let loaded = drive(cell, ns, strategy, cfg, log).await;
     cell.enter(Phase::Check);
     let found = match check(cell, ns, &loaded, log).await {
         Ok(found) => found,
@@ -200,8 +207,16 @@ struct Loaded {
     series: Series,
 }
 
-/// Runs the load with the sampler and the scheduled faults, then settles.
-async fn drive(cell: &Cell<'_>, strategy: Arc<dyn Strategy>, cfg: &DriverConfig) -> Loaded {
+/// Runs the load with the sampler and the scheduled faults, then settles (retried, like
+/// the check's reads, while a lost connection is what failed: a buffered design's settle
+/// drains Redis into SQL, and its claims make a replay harmless).
+async fn drive(
+    cell: &Cell<'_>,
+    ns: &Namespace,
+    strategy: Arc<dyn Strategy>,
+    cfg: &DriverConfig,
+    log: &mut dyn FnMut(&str),
+) -> Loaded {
     let (plan, seed) = (cell.plan, cell.t.seed);
     // A scheduled pause needs the wrapper that stalls every op.
     let strategy: Arc<dyn Strategy> = match plan.faults_for(cell.t.name).any(|f| f.fault.takes_duration()) {
@@ -241,7 +256,7 @@ async fn drive(cell: &Cell<'_>, strategy: Arc<dyn Strategy>, cfg: &DriverConfig)
     let settle_start = Instant::now();
     monitor.set_phase(counterlab_sim::SETTLE);
     let bound = Duration::from_millis(plan.redis.settle_timeout_ms);
-    let settle_error = strategy.settle(bound).await.err().map(|e| e.to_string());
+    let settle_error = retry_lost("settle", Some(ns.db()), log, || strategy.settle(bound)).await.err();
     let settle_s = settle_start.elapsed().as_secs_f64();
     let series = sampler.finish().await;
     Loaded { strategy, load, faults, settle_s, settle_error, series }
@@ -463,6 +478,9 @@ async fn teardown(
     log: &mut dyn FnMut(&str),
 ) -> Result<Row, BackendError> {
     cell.enter(Phase::Teardown);
+    if let Some(space) = &made.space {
+        space.stop_refresher();
+    }
     let mut failed = Vec::new();
     if let Some(space) = &made.space
         && let Err(e) = retry_lost("drop the ACL user", None, log, || space.release()).await

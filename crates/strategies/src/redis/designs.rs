@@ -44,7 +44,7 @@ impl Scripts {
     }
 }
 
-/// The five Redis designs.
+/// The Redis designs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RedisDesign {
     /// Deltas buffered in a sorted set; the flusher takes them (ZSCORE + ZREM) and then
@@ -61,12 +61,65 @@ pub enum RedisDesign {
     LuaScript,
     /// SQL conditional UPDATE decides, INCRBY/DECRBY on the user's key follows.
     RedisCounter,
+    /// SQL conditional UPDATE decides; the user's counter key moves by an optimistic
+    /// read-modify-write on a dedicated connection (WATCH, GET, MULTI, SET, EXEC), run
+    /// again when EXEC reports a conflict, up to `MAX_WATCH_ATTEMPTS` tries.
+    WatchMulti,
+    /// The mutant of watch-multi without the WATCH: GET, then MULTI/SET/EXEC, so two
+    /// overlapping updates read one value and the later SET overwrites the other.
+    WatchMultiUnwatched,
+    /// SQL conditional UPDATE decides; HINCRBY on the user's field of a shard hash.
+    RedisHash,
+    /// The mutant of redis-hash: HGET, then HSET of the field (read-modify-write).
+    RedisHashReadThenSet,
+    /// The user's unread ids as a Redis set: SADD on create, SREM decides mark_read and
+    /// delete, SMEMBERS + DEL (one MULTI) mark_all_read; SCARD is the count; SQL follows.
+    RedisSet,
+    /// The mutant of redis-set: SISMEMBER, then SREM, then DECR of a separate counter
+    /// key when the check said member; two racing mark_reads both decrement.
+    RedisSetCheckThenRemove,
+}
+
+/// Where a design keeps the number `read_count` and the check read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Served {
+    /// The user's `{u:<id>}:unread` key.
+    UserKey,
+    /// The user's field in its shard hash `{h:<shard>}:unread`.
+    ShardField,
+    /// SCARD of the user's `{u:<id>}:unread_ids` set.
+    SetCard,
+    /// The SQL counter plus the buffered and claimed deltas.
+    Buffer,
 }
 
 impl RedisDesign {
     /// Designs that buffer deltas and flush them to SQL.
     pub fn buffered(self) -> bool {
         matches!(self, RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable | RedisDesign::ZsetBufferReplay)
+    }
+
+    /// Designs whose ops are decided by the id set (SQL follows).
+    pub(super) fn set_based(self) -> bool {
+        matches!(self, RedisDesign::RedisSet | RedisDesign::RedisSetCheckThenRemove)
+    }
+
+    /// Designs with a `redis_timeout` fault point (a lost reply after their Redis write).
+    pub(super) fn loses_replies(self) -> bool {
+        !matches!(self, RedisDesign::LuaScript) && !self.set_based()
+    }
+
+    pub(super) fn served(self) -> Served {
+        match self {
+            RedisDesign::LuaScript
+            | RedisDesign::RedisCounter
+            | RedisDesign::WatchMulti
+            | RedisDesign::WatchMultiUnwatched
+            | RedisDesign::RedisSetCheckThenRemove => Served::UserKey,
+            RedisDesign::RedisHash | RedisDesign::RedisHashReadThenSet => Served::ShardField,
+            RedisDesign::RedisSet => Served::SetCard,
+            RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable | RedisDesign::ZsetBufferReplay => Served::Buffer,
+        }
     }
 }
 
@@ -89,6 +142,10 @@ pub(super) struct Figures {
     /// Milliseconds from the last data loss to the first reconcile pass that found every
     /// user consistent; -1 until then.
     pub(super) heal_ms: AtomicI64,
+    /// watch-multi: EXECs that found the watched key changed (each one more try).
+    pub(super) watch_conflicts: AtomicU64,
+    /// watch-multi: ops that gave up after `MAX_WATCH_ATTEMPTS` conflicts.
+    pub(super) watch_give_ups: AtomicU64,
 }
 
 /// Everything the ops and the background loops (flusher, reconciler) share.
@@ -136,6 +193,19 @@ pub struct RedisStrategy {
     pub(super) tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
+/// An error after the op's SQL write committed: half applied, so unknown (a retry of
+/// the whole op would find the row already changed and never move the counter).
+pub(super) fn after_sql(e: OpError) -> OpError {
+    OpError::new(e.class, Outcome::Unknown, format!("after the SQL write committed: {}", e.message))
+}
+
+/// An error after the op already changed Redis (the designs where Redis decides): half
+/// applied, so unknown, never a retryable fail: a retry would see Redis already changed
+/// and report no transition, leaving the counter off for good.
+pub(super) fn half_applied(e: OpError) -> OpError {
+    OpError::new(e.class, Outcome::Unknown, format!("after Redis changed: {}", e.message))
+}
+
 /// A Redis number (an integer, or a sorted-set score such as `3` or `-1.0`) as an
 /// integer; anything unreadable counts as 0.
 pub(super) fn parse_delta(v: &str) -> i64 {
@@ -179,24 +249,20 @@ impl RedisStrategy {
         RedisStrategy { shared: Arc::new(shared), tasks: Mutex::new(Vec::new()) }
     }
 
-    /// Loads the Redis side of the seeded data (see `SeedSpec`): counters, and for
-    /// lua-script the per-user unread state. Buffered designs start with empty buffers.
+    /// Loads the Redis side of the seeded data (see `SeedSpec`): what each design serves
+    /// (a counter key, a shard hash field, an id set) and the state it decides with
+    /// (lua-script's hash, the check-then-remove mutant's id set). Buffered designs start
+    /// with empty buffers.
     pub(crate) async fn seed_redis(&self, spec: SeedSpec) -> Result<(), OpError> {
         let sh = &self.shared;
         if sh.design.buffered() {
             return Ok(());
         }
         let mut conn = sh.space.conn();
-        let unread = spec.unread_at_start() as i64;
         let mut pipe = redis::pipe();
         let mut queued = 0;
         for user in 1..=spec.n_users as i64 {
-            pipe.set(sh.space.user_key(user, "unread"), unread).ignore();
-            if sh.design == RedisDesign::LuaScript && spec.notifications_per_user > 0 {
-                let items: Vec<(i64, &str)> =
-                    spec.rows_of(user).map(|(id, read)| (id, if read { "1" } else { "0" })).collect();
-                pipe.hset_multiple(sh.space.user_key(user, "state"), &items).ignore();
-            }
+            sh.seed_user(&mut pipe, user, spec);
             queued += 1;
             if queued == 500 {
                 pipe.query_async::<()>(&mut conn).await.map_err(classify_redis)?;
@@ -225,6 +291,29 @@ impl RedisStrategy {
 impl Shared {
     pub(super) fn k(&self, user: UserId, what: &str) -> String {
         self.space.user_key(user, what)
+    }
+
+    /// Queues one user's seeded Redis state (see `seed_redis`).
+    fn seed_user(&self, pipe: &mut redis::Pipeline, user: UserId, spec: SeedSpec) {
+        let unread = spec.unread_at_start() as i64;
+        let ids: Vec<i64> = spec.rows_of(user).filter(|(_, read)| !read).map(|(id, _)| id).collect();
+        match self.design.served() {
+            Served::UserKey => {
+                pipe.set(self.k(user, "unread"), unread).ignore();
+            }
+            Served::ShardField => {
+                pipe.hset(self.shard_key(user), user, unread).ignore();
+            }
+            Served::SetCard | Served::Buffer => {}
+        }
+        if self.design.set_based() && !ids.is_empty() {
+            pipe.sadd(self.k(user, "unread_ids"), &ids).ignore();
+        }
+        if self.design == RedisDesign::LuaScript && spec.notifications_per_user > 0 {
+            let items: Vec<(i64, &str)> =
+                spec.rows_of(user).map(|(id, read)| (id, if read { "1" } else { "0" })).collect();
+            pipe.hset_multiple(self.k(user, "state"), &items).ignore();
+        }
     }
 
     pub(super) async fn guard_begin(&self, user: UserId, on: bool) -> Result<(), OpError> {
@@ -280,17 +369,24 @@ impl Shared {
         r
     }
 
-    /// The Redis step of the SQL-decided designs: counter or buffer moves by `delta`.
+    /// The Redis step of the SQL-decided designs, after their SQL write committed: counter
+    /// or buffer moves by `delta`. An error here leaves the op half applied (its rows
+    /// changed, the counter did not, or did unseen): unknown, never a fail.
     pub(super) async fn apply_delta(&self, user: UserId, delta: i64, guarded: bool) -> Result<(), OpError> {
-        match self.design {
+        let r = match self.design {
             RedisDesign::RedisCounter => self.counter_apply(user, delta, guarded).await,
+            RedisDesign::WatchMulti => self.watch_apply(user, delta, true).await,
+            RedisDesign::WatchMultiUnwatched => self.watch_apply(user, delta, false).await,
+            RedisDesign::RedisHash => self.hash_apply(user, delta, false).await,
+            RedisDesign::RedisHashReadThenSet => self.hash_apply(user, delta, true).await,
             _ => self.buffer(user, delta).await,
-        }
+        };
+        r.map_err(|e| OpError::new(e.class, Outcome::Unknown, format!("after the SQL write committed: {}", e.message)))
     }
 
     /// Fault point "after the Redis command ran, before its reply arrived": when a
     /// `redis_timeout` is armed, the command has run and the caller gets an unknown.
-    fn lose_reply(&self) -> Result<(), OpError> {
+    pub(super) fn lose_reply(&self) -> Result<(), OpError> {
         if self.replies_to_lose.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok() {
             self.figures.lost_replies.fetch_add(1, Ordering::Relaxed);
             return Err(OpError::new(

@@ -4,15 +4,23 @@
 //! prefix with a hash tag per user (`cl:<namespace>:{u:42}:unread`) or for the buffer
 //! (`cl:<namespace>:{buf}:pending`), so scripts and MULTI also work on Redis Cluster.
 //!
-//! This file holds the server, a run's key space and its connection pool; the designs
-//! are in `designs.rs` (state, shared steps) and `ops.rs` (the `Strategy` ops), the
-//! background loops in `flusher.rs` and `reconciler.rs`.
+//! This file holds the server, a run's key space and its connection pool (and, in
+//! `dedicated.rs`, the pool of unshared connections WATCH needs); the designs are in
+//! `designs.rs` (state, shared steps) and `ops.rs` (the `Strategy` ops), with
+//! watch-multi's optimistic update in `watch.rs`, redis-hash's shard hashes in
+//! `hash.rs`, redis-set's id sets in `set.rs` and cache-aside in `cache.rs`; the
+//! background loops in `flusher.rs` and `reconciler.rs`, the keys' expiry in `ttl.rs`.
 
 mod cache;
+mod dedicated;
 mod designs;
 mod flusher;
+mod hash;
 mod ops;
 mod reconciler;
+mod set;
+mod ttl;
+mod watch;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,9 +32,11 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::{BackendError, check_url, redact_url};
 use crate::sandbox::Identity;
+use dedicated::{Dedicated, DedicatedLease};
 
 pub use cache::CacheAside;
 pub use designs::{RedisDesign, RedisStrategy};
+pub use ttl::{KEY_TTL, REFRESH_EVERY};
 
 /// The local Redis used when nothing else is configured.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
@@ -152,14 +162,8 @@ impl RedisServer {
             .set_response_timeout(Some(response_timeout))
             .set_connection_timeout(Some(response_timeout))
             .set_number_of_retries(3);
-        let mut space = RedisSpace {
-            client: self.client.clone(),
-            idle: Arc::new(Mutex::new(Vec::new())),
-            conns: Arc::new(Vec::new()),
-            next: Arc::new(AtomicUsize::new(0)),
-            prefix: format!("cl:{namespace}:"),
-            identity,
-        };
+        let mut space = RedisSpace::bare(self.client.clone(), namespace, identity);
+        space.dedicated = Arc::new(Dedicated::new(client.clone(), response_timeout, n_conns.clamp(1, MAX_REDIS_CONNS)));
         let mut conns = Vec::new();
         for _ in 0..n_conns.clamp(1, MAX_REDIS_CONNS) {
             match ConnectionManager::new_with_config(client.clone(), config.clone()).await {
@@ -223,14 +227,8 @@ impl RedisServer {
     /// Deletes a leftover's keys (`cl:<namespace>:*`) and its ACL user.
     pub async fn remove(&self, l: &crate::leftover::Leftover) -> Result<u64, OpError> {
         assert!(crate::leftover::is_namespace_name(&l.namespace), "leftovers come from `leftovers`");
-        let space = RedisSpace {
-            client: self.client.clone(),
-            conns: Arc::new(Vec::new()),
-            idle: Arc::new(Mutex::new(Vec::new())),
-            next: Arc::new(AtomicUsize::new(0)),
-            prefix: format!("cl:{}:", l.namespace),
-            identity: Identity::Own { kind: "ACL user", name: l.namespace.clone(), caveat: None },
-        };
+        let identity = Identity::Own { kind: "ACL user", name: l.namespace.clone(), caveat: None };
+        let space = RedisSpace::bare(self.client.clone(), &l.namespace, identity);
         let deleted = space.delete_all().await?;
         if self.sandbox.is_ok() {
             space.release().await?;
@@ -269,11 +267,15 @@ pub const MAX_REDIS_CONNS: u32 = 64;
 #[derive(Clone)]
 pub struct RedisSpace {
     client: redis::Client,
+    /// Unshared connections as the namespace's identity, for WATCH (see `dedicated.rs`).
+    dedicated: Arc<Dedicated>,
     conns: Arc<Vec<ConnectionManager>>,
     idle: Arc<Mutex<Vec<ConnectionManager>>>,
     next: Arc<AtomicUsize>,
     prefix: String,
     identity: Identity,
+    /// The keys' expiry and its refresher (`ttl.rs`).
+    expiry: Arc<ttl::Expiry>,
 }
 
 /// A connection lent to one op, back to the idle list when dropped. Measured on two
@@ -313,6 +315,20 @@ impl redis::aio::ConnectionLike for Lease {
 }
 
 impl RedisSpace {
+    /// The space of `namespace` with no connection of its own yet.
+    fn bare(client: redis::Client, namespace: &str, identity: Identity) -> RedisSpace {
+        RedisSpace {
+            dedicated: Arc::new(Dedicated::new(client.clone(), Duration::from_secs(5), 1)),
+            client,
+            conns: Arc::new(Vec::new()),
+            idle: Arc::new(Mutex::new(Vec::new())),
+            next: Arc::new(AtomicUsize::new(0)),
+            prefix: format!("cl:{namespace}:"),
+            identity,
+            expiry: Arc::default(),
+        }
+    }
+
     pub fn prefix(&self) -> &str {
         &self.prefix
     }
@@ -322,9 +338,10 @@ impl RedisSpace {
         &self.identity
     }
 
-    /// For `--keep`: the marker key becomes a note, so `counterlab clean` leaves the kept
-    /// keys alone.
+    /// For `--keep`: the keys lose the run's expiry and the marker key becomes a note, so
+    /// the kept keys stay and `counterlab clean` leaves them alone.
     pub async fn mark_kept(&self) -> Result<(), OpError> {
+        self.persist_keys().await?;
         let mut admin = self.client.get_multiplexed_async_connection().await.map_err(classify_redis)?;
         let key = format!("{}meta", self.prefix);
         admin.set::<_, _, ()>(key, "kept by counterlab --keep").await.map_err(classify_redis)
@@ -347,6 +364,16 @@ impl RedisSpace {
         format!("{}{{buf}}:{what}", self.prefix)
     }
 
+    /// A key shared by a shard of users (redis-hash): `cl:<namespace>:{h:<shard>}:<what>`.
+    fn shard_key(&self, shard: u64, what: &str) -> String {
+        format!("{}{{h:{shard}}}:{what}", self.prefix)
+    }
+
+    /// A connection no other op uses while this op holds it (for WATCH ... EXEC).
+    async fn dedicated(&self) -> Result<DedicatedLease, OpError> {
+        self.dedicated.take().await.map_err(classify_redis)
+    }
+
     /// A connection for one op: an idle one when there is one (so each worker talks on
     /// its own connection, as a client pool would), else a shared one.
     pub fn conn(&self) -> Lease {
@@ -362,9 +389,10 @@ impl RedisSpace {
 
     /// Kills every connection of this space on the server (`CLIENT ID` on each, then
     /// `CLIENT KILL ID` from another): only the run's own clients, never anyone else's.
-    /// The connection managers reconnect on their next command.
+    /// The connection managers reconnect on their next command; a killed dedicated
+    /// connection fails its next command and is replaced.
     pub async fn kill_connections(&self) -> Result<u64, OpError> {
-        let mut ids = Vec::new();
+        let mut ids = self.dedicated.client_ids();
         for c in self.conns.iter() {
             let mut c = c.clone();
             let id: i64 = redis::cmd("CLIENT").arg("ID").query_async(&mut c).await.map_err(classify_redis)?;

@@ -10,15 +10,8 @@ use counterlab_core::{ErrorClass, Fault, NotificationId, OpError, Outcome, SeedS
 use redis::AsyncCommands;
 
 use super::classify_redis;
-use super::designs::{RedisDesign, RedisStrategy, parse_delta};
+use super::designs::{RedisDesign, RedisStrategy, Served, half_applied, parse_delta};
 use crate::db::Begin;
-
-/// An error after a script already changed Redis: the op is half applied, so its
-/// outcome is unknown (never a retryable fail: a retry would see Redis already changed
-/// and report no transition, leaving the counter off for good).
-fn half_applied(e: OpError) -> OpError {
-    OpError::new(e.class, Outcome::Unknown, format!("after the script changed Redis: {}", e.message))
-}
 
 fn other(msg: String) -> OpError {
     OpError::new(ErrorClass::Other, Outcome::Fail, msg)
@@ -32,6 +25,9 @@ impl Strategy for RedisStrategy {
 
     async fn create(&self, user: UserId) -> Result<NotificationId, OpError> {
         let sh = &self.shared;
+        if sh.design.set_based() {
+            return sh.set_create(user).await;
+        }
         let g = self.guarded();
         sh.guard_begin(user, g).await?;
         let id = sh
@@ -53,6 +49,9 @@ impl Strategy for RedisStrategy {
 
     async fn mark_read(&self, user: UserId, id: NotificationId) -> Result<bool, OpError> {
         let sh = &self.shared;
+        if sh.design.set_based() {
+            return sh.set_mark_read(user, id).await;
+        }
         let g = self.guarded();
         sh.guard_begin(user, g).await?;
         if sh.design == RedisDesign::LuaScript {
@@ -86,6 +85,9 @@ impl Strategy for RedisStrategy {
 
     async fn delete(&self, user: UserId, id: NotificationId) -> Result<bool, OpError> {
         let sh = &self.shared;
+        if sh.design.set_based() {
+            return sh.set_delete(user, id).await;
+        }
         let g = self.guarded();
         sh.guard_begin(user, g).await?;
         if sh.design == RedisDesign::LuaScript {
@@ -120,6 +122,9 @@ impl Strategy for RedisStrategy {
 
     async fn mark_all_read(&self, user: UserId) -> Result<u64, OpError> {
         let sh = &self.shared;
+        if sh.design.set_based() {
+            return sh.set_mark_all_read(user).await;
+        }
         let g = self.guarded();
         sh.guard_begin(user, g).await?;
         if sh.design == RedisDesign::LuaScript {
@@ -152,11 +157,18 @@ impl Strategy for RedisStrategy {
 
     async fn read_count(&self, user: UserId) -> Result<i64, OpError> {
         let sh = &self.shared;
-        match sh.design {
-            RedisDesign::LuaScript | RedisDesign::RedisCounter => {
-                Ok(sh.get_i64(sh.k(user, "unread")).await?.unwrap_or(0))
+        match sh.design.served() {
+            Served::UserKey => Ok(sh.get_i64(sh.k(user, "unread")).await?.unwrap_or(0)),
+            Served::ShardField => {
+                let mut c = sh.space.conn();
+                let v: Option<String> = c.hget(sh.shard_key(user), user).await.map_err(classify_redis)?;
+                Ok(v.as_deref().map_or(0, parse_delta))
             }
-            RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable | RedisDesign::ZsetBufferReplay => {
+            Served::SetCard => {
+                let mut c = sh.space.conn();
+                c.scard(sh.k(user, "unread_ids")).await.map_err(classify_redis)
+            }
+            Served::Buffer => {
                 let base = sh.db.opt_i64(sh.sql.counter_read, &[user]).await?.unwrap_or(0);
                 let mut c = sh.space.conn();
                 let pending: Option<f64> = c.zscore(sh.space.buf_key("pending"), user).await.map_err(classify_redis)?;
@@ -236,21 +248,26 @@ impl Strategy for RedisStrategy {
 
     async fn counters(&self, n_users: u64) -> Result<Option<Vec<Option<i64>>>, OpError> {
         let sh = &self.shared;
-        match sh.design {
-            RedisDesign::LuaScript | RedisDesign::RedisCounter => {
+        let served = sh.design.served();
+        match served {
+            Served::UserKey | Served::ShardField | Served::SetCard => {
                 let mut c = sh.space.conn();
                 let mut out = Vec::with_capacity(n_users as usize);
                 for chunk in (1..=n_users as i64).collect::<Vec<_>>().chunks(1000) {
                     let mut pipe = redis::pipe();
                     for u in chunk {
-                        pipe.get(sh.k(*u, "unread"));
+                        match served {
+                            Served::UserKey => pipe.get(sh.k(*u, "unread")),
+                            Served::ShardField => pipe.hget(sh.shard_key(*u), *u),
+                            _ => pipe.scard(sh.k(*u, "unread_ids")),
+                        };
                     }
                     let vals: Vec<Option<String>> = pipe.query_async(&mut c).await.map_err(classify_redis)?;
                     out.extend(vals.into_iter().map(|v| v.map(|s| parse_delta(&s))));
                 }
                 Ok(Some(out))
             }
-            RedisDesign::ZsetBuffer | RedisDesign::ZsetBufferDurable | RedisDesign::ZsetBufferReplay => {
+            Served::Buffer => {
                 // Conservation: SQL counter + pending + claimed-but-unapplied, per user.
                 let mut out: Vec<Option<i64>> = vec![None; n_users as usize];
                 for (u, v) in sh.db.rows::<(i64, i64)>(sh.sql.counters_all, &[]).await? {
@@ -289,7 +306,7 @@ impl Strategy for RedisStrategy {
                 let n = sh.space.kill_connections().await?;
                 Ok(format!("killed {n} of the run's Redis connections (CLIENT KILL ID); they reconnect"))
             }
-            Fault::RedisTimeout if sh.design != RedisDesign::LuaScript => {
+            Fault::RedisTimeout if sh.design.loses_replies() => {
                 sh.replies_to_lose.fetch_add(1, Ordering::Relaxed);
                 Ok("the next Redis write runs but its reply is lost: outcome unknown".into())
             }
@@ -334,8 +351,12 @@ impl Strategy for RedisStrategy {
                 ("replayed_claims_skipped", g(&f.replayed_claims_skipped)),
             ]);
         }
-        if self.shared.design == RedisDesign::RedisCounter {
+        let design = self.shared.design;
+        if design.loses_replies() && !design.buffered() {
             v.push(("lost_replies", g(&f.lost_replies)));
+        }
+        if matches!(design, RedisDesign::WatchMulti | RedisDesign::WatchMultiUnwatched) {
+            v.extend([("watch_conflicts", g(&f.watch_conflicts)), ("watch_give_ups", g(&f.watch_give_ups))]);
         }
         if self.guarded() {
             v.extend([
