@@ -1,7 +1,8 @@
-//! File-defined strategies on the real backends: the conditional-update, select-for-update
-//! and lua-script twins give their built-ins' verdicts on the same seed, the racy files
-//! (SQL and Redis) are caught, the slotted counter is exact by its own table, Redis faults
-//! reach file strategies, and each load-time validation error is located.
+//! File-defined strategies on the real backends: the conditional-update, select-for-update,
+//! lua-script, watch-multi and redis-set twins give their built-ins' verdicts on the same
+//! seed, the racy files (SQL and Redis, an unwatched read-modify-write) are caught, the
+//! slotted counter is exact by its own table, Redis faults reach file strategies, and
+//! each load-time validation error is located.
 
 use std::path::Path;
 
@@ -334,6 +335,64 @@ async fn the_lua_twin_gives_the_built_in_verdict_and_redis_holds_what_the_check_
         s.ops_total + s.ops.values().map(|o| o.skipped).sum::<u64>()
     };
     assert_eq!(planned("lua-script"), planned("lua-script-file"));
+}
+
+/// The designs re-expressed as files (`bring-your-own-redis-designs.toml`) beside their
+/// built-ins, plus watch-multi-file with its WATCH replaced by a plain read (so EXEC never
+/// aborts and racing updates overwrite each other): the twins pass with exactly the
+/// built-ins' counters, the retry group ran, and the unwatched copy drifts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watch_multi_and_redis_set_files_give_their_built_ins_verdicts() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let f = dir.join("bring-your-own-redis-designs.toml");
+    let unwatched = std::fs::read_to_string(dir.join("strategies/watch-multi.toml"))
+        .unwrap()
+        .replace("watch-multi-file", "watch-multi-unwatched-file")
+        .replace("guarantee = \"exact\"", "guarantee = \"none\"")
+        .replace("redis = \"WATCH\"", "redis = \"EXISTS\"");
+    let text = std::fs::read_to_string(&f)
+        .unwrap()
+        .replace("\"redis-set-file\"]", "\"redis-set-file\", \"watch-multi-unwatched-file\"]")
+        + &unwatched;
+    let plan = parse(&f.display().to_string(), &text, "byo-designs", &Overrides::default(), &util::known(), 91)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let report = util::run_kept(&plan, None).await;
+    let mut seen = Vec::new();
+    for s in &report.strategies {
+        let key = match s.strategy.as_str() {
+            "watch-multi" => Some("{u:%}:unread"),
+            "watch-multi-file" | "watch-multi-unwatched-file" => Some("c:%"),
+            _ => None,
+        };
+        let counters = match key {
+            Some(k) => redis_counters(&s.namespace, k, 10).await,
+            None => redis_cards(&s.namespace, if s.strategy == "redis-set" { "{u:%}:unread_ids" } else { "s:%" }).await,
+        };
+        let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, None).await;
+        let mismatched = stored.iter().zip(&counters).filter(|((_, _, truth), c)| Some(*truth) != **c).count() as u64;
+        assert_eq!(mismatched, s.check.users_mismatched, "{}: the checker and Redis disagree", s.strategy);
+        seen.push((s.strategy.as_str(), mismatched, s.check.verdict.as_str(), s.ops_total));
+    }
+    let [watch, watch_file, set, set_file, unwatched] = seen[..] else { panic!("{seen:?}") };
+    for (b, t) in [(watch, watch_file), (set, set_file)] {
+        assert_eq!((b.1, b.2), (0, "pass"), "{seen:?}");
+        assert_eq!((t.1, t.2, t.3), (b.1, b.2, b.3), "the twin's verdict differs: {seen:?}");
+    }
+    assert!(unwatched.1 > 0 && unwatched.2 == "drift-expected", "lost updates missed without WATCH: {seen:?}");
+    let file = report.strategies.iter().find(|s| s.strategy == "watch-multi-file").unwrap();
+    assert_eq!(file.figures["group_give_ups"], 0.0, "{:?}", file.figures);
+    assert!(file.figures["group_retries"] > 0.0, "no nil EXEC was retried: {:?}", file.figures);
+}
+
+/// SCARD of each of the 10 users' sets (`key` with `%` for the user), under the run's prefix.
+async fn redis_cards(namespace: &str, key: &str) -> Vec<Option<i64>> {
+    use redis::AsyncCommands;
+    let mut c = crate::redis::redis_conn().await;
+    let mut out = Vec::new();
+    for u in 1..=10 {
+        out.push(Some(c.scard(format!("cl:{namespace}:{}", key.replace('%', &u.to_string()))).await.unwrap()));
+    }
+    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

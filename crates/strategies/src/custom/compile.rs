@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::ast::{Expr, Ref, parse};
 use super::expr::{Template, parse_expr, parse_value, resolve};
-use super::redis_steps::{self, Piece};
+use super::redis_steps::{self, Piece, TxCmd};
 use super::spec::{Action, CUSTOM_OPS, CountersSpec, CustomSpec, MAX_RETRY_ATTEMPTS, SEED, StepSpec, leak, op_name};
 use super::sql::{bind_params, check_names, words};
 use crate::db::Dialect;
@@ -91,6 +91,8 @@ pub(super) enum Exec {
         keys: Vec<Template>,
         args: Vec<Template>,
         writes: bool,
+        /// A transaction command (WATCH, MULTI, EXEC...).
+        tx: Option<TxCmd>,
     },
     Lua {
         origin: String,
@@ -147,6 +149,9 @@ pub struct Compiled {
     pub(super) steps: Vec<Vec<Step>>,
     /// Per op (the seed last), its retry groups in step order.
     pub(super) groups: Vec<Vec<Group>>,
+    /// Per op (the seed last): it sends WATCH or MULTI, so its Redis steps share one
+    /// dedicated connection.
+    pub(super) dedicated: Vec<bool>,
     pub(super) results: Vec<Expr>,
     pub(super) setup: Vec<String>,
     pub(super) counters: Option<Counters>,
@@ -182,6 +187,45 @@ fn step_refs(st: &Step) -> Vec<Ref> {
 
 /// A Redis or Lua step's key and argument templates, or why one is wrong.
 type TemplatesResult = Result<(Vec<Template>, Vec<Template>), String>;
+
+/// The transaction command a step sends, if any.
+fn tx_of(s: &StepSpec) -> Option<TxCmd> {
+    match &s.action {
+        Action::Redis { command, .. } => TxCmd::of(command),
+        _ => None,
+    }
+}
+
+/// Where step `idx` stands in the op's MULTI ... EXEC blocks (in step order): MULTI opens
+/// one that a later EXEC or DISCARD closes, and no MULTI nests; inside one, only plain
+/// Redis commands (queued: no WATCH, Lua, `each`); a transaction command has no `each`.
+fn check_transaction(steps: &[StepSpec], idx: usize) -> Result<(), String> {
+    let in_multi = steps[..idx].iter().fold(false, |open, s| match tx_of(s) {
+        Some(TxCmd::Multi) => true,
+        Some(TxCmd::Exec | TxCmd::Discard) => false,
+        _ => open,
+    });
+    let s = &steps[idx];
+    let tx = tx_of(s);
+    if tx.is_some() && s.each.is_some() {
+        return Err("a transaction command takes no `each`".into());
+    }
+    match tx {
+        Some(TxCmd::Multi) if in_multi => Err("MULTI inside MULTI: close the first with EXEC or DISCARD".into()),
+        Some(TxCmd::Multi)
+            if !steps[idx + 1..].iter().any(|s| matches!(tx_of(s), Some(TxCmd::Exec | TxCmd::Discard))) =>
+        {
+            Err("MULTI without a later EXEC or DISCARD".into())
+        }
+        Some(t @ (TxCmd::Exec | TxCmd::Discard)) if !in_multi => Err(format!("{} without an earlier MULTI", t.name())),
+        Some(TxCmd::Watch | TxCmd::Unwatch) if in_multi => Err("WATCH and UNWATCH go before MULTI".into()),
+        None if in_multi && matches!(s.action, Action::Lua { .. }) => {
+            Err("a Lua step cannot be queued between MULTI and EXEC".into())
+        }
+        None if in_multi && s.each.is_some() => Err("a step between MULTI and EXEC takes no `each`".into()),
+        _ => Ok(()),
+    }
+}
 
 /// The step an `each` loops over: an earlier Redis or Lua step, by index.
 fn each_source(steps: &[StepSpec], idx: usize, src: &str) -> Result<usize, String> {
@@ -231,6 +275,7 @@ impl CustomSpec {
             .map(|src| each_source(steps, idx, src))
             .transpose()
             .map_err(CompileError::at(Part::Each))?;
+        check_transaction(steps, idx).map_err(CompileError::at(Part::Step))?;
         let exec = match &s.action {
             Action::Sql(per) => self.compile_sql(per.get(dialect), op, idx, dialect),
             Action::Redis { command, keys, args } => self.compile_redis(command, keys, args, op, idx),
@@ -268,6 +313,15 @@ impl CustomSpec {
         op: usize,
         idx: usize,
     ) -> Result<Exec, String> {
+        if let Some(tx) = TxCmd::of(command) {
+            let keys_ok = if tx == TxCmd::Watch { (1..=16).contains(&keys.len()) } else { keys.is_empty() };
+            if !keys_ok || !args.is_empty() {
+                let takes = if tx == TxCmd::Watch { "1..=16 keys and no args" } else { "no keys and no args" };
+                return Err(format!("{} takes {takes}", tx.name()));
+            }
+            let (keys, _) = self.templates(keys, &[], op, idx)?;
+            return Ok(Exec::Redis { command: tx.name(), keys, args: Vec::new(), writes: false, tx: Some(tx) });
+        }
         let c = redis_steps::command(command)?;
         if keys.is_empty() || keys.len() > 16 {
             return Err(format!("{} needs 1..=16 keys", c.name));
@@ -279,7 +333,7 @@ impl CustomSpec {
             return Err("at most 64 args".into());
         }
         let (keys, args) = self.templates(keys, args, op, idx)?;
-        Ok(Exec::Redis { command: c.name, keys, args, writes: c.writes })
+        Ok(Exec::Redis { command: c.name, keys, args, writes: c.writes, tx: None })
     }
 
     /// A Lua step: a script that passes `check_lua`, its keys and arguments within bounds.
@@ -352,6 +406,12 @@ impl CustomSpec {
         if dialect == Dialect::Postgres {
             self.check_last_id(&steps)?;
         }
+        let dedicated = steps
+            .iter()
+            .map(|list| {
+                list.iter().any(|s| matches!(s.exec, Exec::Redis { tx: Some(TxCmd::Watch | TxCmd::Multi), .. }))
+            })
+            .collect();
         let groups = (0..=SEED)
             .map(|op| self.groups(op).map_err(|e| CompileError::new(e.part, format!("{}: {}", op_name(op), e.msg))))
             .collect::<Result<Vec<_>, _>>()?;
@@ -365,7 +425,7 @@ impl CustomSpec {
             setup.push(sql.to_string());
         }
         let counters = self.compile_counters(dialect)?;
-        Ok(Compiled { steps, groups, results, setup, counters })
+        Ok(Compiled { steps, groups, dedicated, results, setup, counters })
     }
 
     /// Op `op`'s retry groups: each a run of consecutive steps naming a `retry` table,
@@ -610,6 +670,51 @@ mod tests {
             e.to_string(),
             "until: create: cannot read `a.value = 1`: `=` is not an operator: compare with `==`"
         );
+    }
+
+    #[test]
+    fn transactions_open_with_multi_and_close_with_exec_or_discard() {
+        let r = |name: &str, cmd: &str, keys: &[&str]| redis_step(name, cmd, keys, &[]);
+        let ok = spec(
+            vec![
+                r("w", "WATCH", &["c"]),
+                r("g", "GET", &["c"]),
+                r("m", "multi", &[]),
+                r("s", "SET", &["c"]),
+                r("x", "EXEC", &[]),
+            ],
+            "x.nil + x.value",
+        );
+        let c = ok.compile(Dialect::Sqlite).unwrap();
+        assert_eq!(c.dedicated, [true, false, false, false, false, false]);
+        let Exec::Redis { tx: Some(TxCmd::Multi), command: "MULTI", .. } = c.steps[0][2].exec else { panic!() };
+        assert_eq!(ok.steps[0][4].fields(), ["value", "nil"]);
+        for (steps, at, msg) in [
+            (vec![r("x", "EXEC", &[])], 0, "EXEC without an earlier MULTI"),
+            (vec![r("m", "MULTI", &[])], 0, "MULTI without a later EXEC or DISCARD"),
+            (vec![r("m", "MULTI", &[]), r("n", "MULTI", &[]), r("x", "EXEC", &[])], 1, "MULTI inside MULTI"),
+            (
+                vec![r("m", "MULTI", &[]), r("w", "WATCH", &["c"]), r("x", "EXEC", &[])],
+                1,
+                "WATCH and UNWATCH go before",
+            ),
+            (vec![r("w", "WATCH", &[])], 0, "WATCH takes 1..=16 keys and no args"),
+            (vec![r("m", "MULTI", &["c"]), r("x", "EXEC", &[])], 0, "MULTI takes no keys and no args"),
+        ] {
+            let e = spec(steps, "0").check_step(0, at, Dialect::Sqlite).unwrap_err();
+            assert!(e.part == Part::Step && e.msg.starts_with(msg), "{msg}: {e}");
+        }
+        let lua = StepSpec {
+            action: Action::Lua {
+                origin: "inline".into(),
+                script: "return 1".into(),
+                keys: Vec::new(),
+                args: Vec::new(),
+            },
+            ..r("l", "GET", &[])
+        };
+        let e = spec(vec![r("m", "MULTI", &[]), lua, r("x", "EXEC", &[])], "0").check_step(0, 1, Dialect::Sqlite);
+        assert_eq!(e, Err(err(Part::Step, "a Lua step cannot be queued between MULTI and EXEC")));
     }
 
     #[test]

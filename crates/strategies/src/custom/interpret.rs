@@ -8,11 +8,11 @@ use counterlab_core::{ErrorClass, OpError, OpKind, Outcome, SeedSpec};
 use futures_util::StreamExt;
 
 use super::compile::{Exec, Step};
-use super::expr::{Env, eval, eval_ref, expand};
+use super::expr::{Env, eval, eval_ref};
+use super::redis_exec::RedisState;
 use super::spec::{MAX_EACH, SEED};
-use super::{CustomStrategy, other, redis_steps};
+use super::{CustomStrategy, other};
 use crate::db::Tx;
-use crate::redis::classify_redis;
 
 /// An error after an earlier step took effect (a committed write, a Redis write): the op
 /// is half applied, so its outcome is unknown and it is never retried as a whole.
@@ -37,6 +37,8 @@ struct Run {
     effects: bool,
     /// The op being run (None: the Redis seed).
     kind: Option<OpKind>,
+    /// Its dedicated Redis connection and transaction state (ops with WATCH or MULTI).
+    redis: RedisState,
 }
 
 impl CustomStrategy {
@@ -86,44 +88,6 @@ impl CustomStrategy {
         }
     }
 
-    /// One Redis or Lua call; returns the reply's value and elements.
-    async fn redis_call(
-        &self,
-        exec: &Exec,
-        env: &Env,
-        vals: &[Vec<i64>],
-    ) -> Result<(i64, Option<Vec<i64>>, bool), OpError> {
-        let space = self.redis.as_ref().expect("checked at build");
-        let prefix = space.prefix();
-        let mut conn = space.conn();
-        let (reply, writes): (::redis::Value, bool) = match exec {
-            Exec::Redis { command, keys, args, writes } => {
-                let mut cmd = ::redis::cmd(command);
-                for k in keys {
-                    cmd.arg(expand(k, prefix, env, vals).map_err(other)?);
-                }
-                for a in args {
-                    cmd.arg(expand(a, "", env, vals).map_err(other)?);
-                }
-                (cmd.query_async(&mut conn).await.map_err(classify_redis)?, *writes)
-            }
-            Exec::Lua { script, keys, args, .. } => {
-                let mut inv = script.prepare_invoke();
-                for k in keys {
-                    inv.key(expand(k, prefix, env, vals).map_err(other)?);
-                }
-                for a in args {
-                    inv.arg(expand(a, "", env, vals).map_err(other)?);
-                }
-                (inv.invoke_async(&mut conn).await.map_err(classify_redis)?, true)
-            }
-            Exec::Sql { .. } => unreachable!("not a Redis step"),
-        };
-        let (value, list) = redis_steps::decode(&reply)
-            .map_err(|e| OpError::new(ErrorClass::Other, if writes { Outcome::Unknown } else { Outcome::Fail }, e))?;
-        Ok((value, list, writes))
-    }
-
     /// Runs op `op`'s steps and returns its result.
     pub(super) async fn run(&self, op: usize, user: i64, id: i64) -> Result<i64, OpError> {
         self.run_env(op, Env { user, id, ..Env::default() }).await
@@ -137,6 +101,7 @@ impl CustomStrategy {
             open: None,
             open_writes: false,
             effects: false,
+            redis: RedisState::new(self.c.dedicated[op]),
             kind: [OpKind::Create, OpKind::MarkRead, OpKind::Delete, OpKind::MarkAllRead, OpKind::ReadCount]
                 .get(op)
                 .copied(),
@@ -146,6 +111,7 @@ impl CustomStrategy {
             Ok(()) => eval(&self.c.results[op], &env, &st.vals).map_err(|e| other(format!("result: {e}"))),
             Err(e) => Err(e),
         };
+        st.redis.end(r.is_ok());
         match r {
             Err(e) if st.effects => Err(half_applied(e)),
             r => r,
@@ -226,16 +192,17 @@ impl CustomStrategy {
                     out[1..].copy_from_slice(&v[1..]);
                 }
                 exec => {
-                    let (value, list, writes) = self.redis_call(exec, &env, &st.vals).await?;
-                    st.effects |= writes;
-                    if writes {
+                    let r = self.redis_call(exec, &env, &st.vals, &mut st.redis).await?;
+                    st.effects |= r.writes;
+                    if r.writes {
                         self.maybe_lose_reply()?;
                     }
-                    out[0] = out[0].saturating_add(value);
-                    for (slot, v) in out[1..].iter_mut().zip(list.iter().flatten().chain(std::iter::repeat(&0))) {
-                        *slot = *v;
+                    out[0] = out[0].saturating_add(r.value);
+                    let mut rest = r.flags.iter().chain(r.list.iter().flatten()).chain(std::iter::repeat(&0));
+                    for slot in out[1..].iter_mut() {
+                        *slot = *rest.next().expect("endless");
                     }
-                    st.lists[i] = list;
+                    st.lists[i] = r.list;
                 }
             }
         }

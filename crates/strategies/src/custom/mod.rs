@@ -17,6 +17,7 @@ mod compile;
 mod counters;
 mod expr;
 mod interpret;
+mod redis_exec;
 mod redis_steps;
 mod spec;
 mod sql;

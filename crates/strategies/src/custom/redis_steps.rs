@@ -71,9 +71,41 @@ pub(super) fn command(name: &str) -> Result<Command, String> {
     match COMMANDS.iter().find(|(n, _, _)| *n == upper) {
         Some((n, w, m)) => Ok(Command { name: n, writes: *w, many: *m }),
         None => Err(format!(
-            "Redis command `{name}` is not allowed; a step may send {} (keys first), or be a Lua step",
-            COMMANDS.iter().map(|c| c.0).collect::<Vec<_>>().join(" ")
+            "Redis command `{name}` is not allowed; a step may send {} (keys first), {}, or be a Lua step",
+            COMMANDS.iter().map(|c| c.0).collect::<Vec<_>>().join(" "),
+            TxCmd::ALL.map(TxCmd::name).join(" ")
         )),
+    }
+}
+
+/// Redis transaction commands a step may send: WATCH (keys only), then MULTI, queued
+/// commands, and EXEC or DISCARD; UNWATCH. Their state lives on the connection, so an op
+/// that sends any runs all its Redis steps on one dedicated connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TxCmd {
+    Watch,
+    Unwatch,
+    Multi,
+    Exec,
+    Discard,
+}
+
+impl TxCmd {
+    pub(super) const ALL: [TxCmd; 5] = [TxCmd::Watch, TxCmd::Unwatch, TxCmd::Multi, TxCmd::Exec, TxCmd::Discard];
+
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            TxCmd::Watch => "WATCH",
+            TxCmd::Unwatch => "UNWATCH",
+            TxCmd::Multi => "MULTI",
+            TxCmd::Exec => "EXEC",
+            TxCmd::Discard => "DISCARD",
+        }
+    }
+
+    /// The transaction command `name` is (any case), if it is one.
+    pub(super) fn of(name: &str) -> Option<TxCmd> {
+        TxCmd::ALL.into_iter().find(|t| t.name().eq_ignore_ascii_case(name))
     }
 }
 

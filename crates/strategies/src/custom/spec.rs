@@ -93,8 +93,10 @@ pub struct StepSpec {
 impl StepSpec {
     /// The outputs a later step can read, in `vals` order.
     pub(super) fn fields(&self) -> Vec<&str> {
-        let base: &[&str] = match self.action {
+        let base: &[&str] = match &self.action {
             Action::Sql(_) => &["rows", "last_id"],
+            // EXEC: `nil` is 1 when the transaction was aborted (a WATCHed key changed).
+            Action::Redis { command, .. } if command.eq_ignore_ascii_case("EXEC") => &["value", "nil"],
             _ => &["value"],
         };
         base.iter().copied().chain(self.returns.iter().map(|r| r.as_str())).collect()
