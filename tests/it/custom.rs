@@ -274,6 +274,12 @@ fn new_syntax_cases() -> Vec<(String, &'static str, &'static str)> {
             "byo.toml:11:26:",
             "redis_counters.lua: line 1: `INCR` is not a read-only command",
         ),
+        (with_step("redis = \"EXEC\""), "byo.toml:14:9:", "EXEC without an earlier MULTI"),
+        (
+            with_step("redis = \"MULTI\"\n[[strategy.mine.mark_read]]\nredis = \"WATCH\"\nkeys = [\"c\"]"),
+            "byo.toml:14:9:",
+            "MULTI without a later EXEC or DISCARD",
+        ),
     ]
 }
 
@@ -382,6 +388,26 @@ async fn the_watch_multi_and_redis_set_files_give_their_built_ins_verdicts() {
     let file = report.strategies.iter().find(|s| s.strategy == "watch-multi-file").unwrap();
     assert_eq!(file.figures["group_give_ups"], 0.0, "{:?}", file.figures);
     assert!(file.figures["group_retries"] > 0.0, "no nil EXEC was retried: {:?}", file.figures);
+}
+
+/// A retry group whose `until` never holds: every mark_read runs its group 3 times, is
+/// counted as 2 retries and a give-up, and fails with a conflict-class error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_group_that_never_succeeds_gives_up_after_its_bound() {
+    let src = with_step("redis = \"GET\"\nkeys = [\"k:{user % 4}\"]\ngroup = \"g\"")
+        .replace("mark_read = \"s1.rows\"", "mark_read = \"s1.value\"")
+        + "[strategy.mine.retry.g]\nuntil = \"s1.value == 1 and 1 / (user - user) == 0\"\nmax_attempts = 3\n";
+    let overrides =
+        Overrides { strategies: vec!["mine".into()], backends: vec!["postgres".into()], ..Overrides::default() };
+    let plan = parse("byo.toml", &src, "byo", &overrides, &util::known(), 3).unwrap_or_else(|e| panic!("{e}"));
+    let report = counterlab::run::run_plan(&plan, &util::options(false, None), &mut |_| {}).await.unwrap();
+    let s = &report.strategies[0];
+    let ops = &s.ops["mark_read"];
+    // `and` reads no further than its false left side: no division by zero.
+    assert!(ops.fail > 0 && ops.fail == ops.errors && ops.ok == 0, "{:?}", s.ops);
+    let give_ups = s.figures["group_give_ups"];
+    assert_eq!(give_ups, (ops.fail + ops.retries) as f64, "each attempt the driver made gave up once: {:?}", s.figures);
+    assert_eq!(s.figures["group_retries"], 2.0 * give_ups, "{:?}", s.figures);
 }
 
 /// SCARD of each of the 10 users' sets (`key` with `%` for the user), under the run's prefix.
