@@ -345,8 +345,9 @@ async fn the_lua_twin_gives_the_built_in_verdict_and_redis_holds_what_the_check_
 
 /// The designs re-expressed as files (`bring-your-own-redis-designs.toml`) beside their
 /// built-ins, plus watch-multi-file with its WATCH replaced by a plain read (so EXEC never
-/// aborts and racing updates overwrite each other): the twins pass with exactly the
-/// built-ins' counters, the retry group ran, and the unwatched copy drifts.
+/// aborts and racing updates overwrite each other) and its counter read by a Lua script:
+/// the twins pass with exactly the built-ins' counters, the retry group ran, and the
+/// unwatched copy drifts, as the script read it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watch_multi_and_redis_set_files_give_their_built_ins_verdicts() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
@@ -355,7 +356,13 @@ async fn the_watch_multi_and_redis_set_files_give_their_built_ins_verdicts() {
         .unwrap()
         .replace("watch-multi-file", "watch-multi-unwatched-file")
         .replace("guarantee = \"exact\"", "guarantee = \"none\"")
-        .replace("redis = \"WATCH\"", "redis = \"EXISTS\"");
+        .replace("redis = \"WATCH\"", "redis = \"EXISTS\"")
+        // Its counter read by a script, which the check's count must match.
+        .replace(
+            "redis_counters = { key = \"c:{user}\" }",
+            "redis_counters = { lua = \"return redis.call('GET', KEYS[1])\", key = \"c:{user}\" }",
+        );
+    assert!(unwatched.contains("redis_counters = { lua"), "the script read was not put in");
     let text = std::fs::read_to_string(&f)
         .unwrap()
         .replace("\"redis-set-file\"]", "\"redis-set-file\", \"watch-multi-unwatched-file\"]")
