@@ -1,7 +1,8 @@
-//! File-defined strategies on the real backends: the conditional-update, select-for-update
-//! and lua-script twins give their built-ins' verdicts on the same seed, the racy files
-//! (SQL and Redis) are caught, the slotted counter is exact by its own table, Redis faults
-//! reach file strategies, and each load-time validation error is located.
+//! File-defined strategies on the real backends: the conditional-update, select-for-update,
+//! lua-script, watch-multi and redis-set twins give their built-ins' verdicts on the same
+//! seed, the racy files (SQL and Redis, an unwatched read-modify-write) are caught, the
+//! slotted counter is exact by its own table, Redis faults reach file strategies, and
+//! each load-time validation error is located.
 
 use std::path::Path;
 
@@ -219,11 +220,67 @@ fn bad_strategy_definitions_are_located() {
             "give exactly one of sql, redis, lua, lua_file",
         ),
     ];
-    for (src, at, words) in cases {
+    for (src, at, words) in cases.into_iter().chain(new_syntax_cases()) {
         let e = err(&src);
         assert!(e.starts_with(at), "expected {at:?}, got {e:?}\n--- input:\n{src}");
         assert!(e.contains(words), "expected {words:?} in {e:?}");
     }
+}
+
+/// Expressions, retry groups and Redis counter reads (issue 19), located.
+fn new_syntax_cases() -> Vec<(String, &'static str, &'static str)> {
+    let retry = |step: &str, table: &str| format!("{}{table}", with_step(step));
+    let update = "sql = \"UPDATE notifications SET is_read = TRUE WHERE id = :id\"";
+    vec![
+        (with_step(&format!("{update}\nwhen = \"(user % 2 == 0\"")), "byo.toml:15:8:", "`(` without `)`"),
+        (with_step(&format!("{update}\nwhen = \"user and or id\"")), "byo.toml:15:8:", "expected a value, found `or`"),
+        (
+            with_step("redis = \"GET\"\nkeys = [\"k:{user % nope}\"]"),
+            "byo.toml:14:9:",
+            "unknown parameter `nope`",
+        ),
+        (with_step(&format!("{update}\ngroup = \"g\"")), "byo.toml:15:9:", "group: no [retry.g] table"),
+        (
+            retry(&format!("{update}\ngroup = \"g\""), "[strategy.mine.retry.g]\nuntil = \"s1.rows = 1\"\n"),
+            "byo.toml:30:9:",
+            "mark_read step 1: until: cannot read `s1.rows = 1`",
+        ),
+        (
+            retry(update, "[strategy.mine.retry.g]\nuntil = \"s1.rows == 1\"\n"),
+            "byo.toml:28:1:",
+            "retry.g: no step has group = \"g\"",
+        ),
+        (
+            retry(
+                &format!("{update}\ngroup = \"g\""),
+                "[strategy.mine.retry.g]\nuntil = \"s1.rows == 1\"\nmax_attempts = 0\n",
+            ),
+            "byo.toml:31:16:",
+            "retry.g.max_attempts: 1..=1000",
+        ),
+        (
+            with_step(update).replace(
+                "guarantee = \"exact\"\n",
+                "guarantee = \"exact\"\nredis_counters = { command = \"SADD\", key = \"s:{user}\" }\n",
+            ),
+            "byo.toml:11:30:",
+            "redis_counters.command: `SADD` is not a read-only command; a counter is read with GET",
+        ),
+        (
+            with_step(update).replace(
+                "guarantee = \"exact\"\n",
+                "guarantee = \"exact\"\nredis_counters = { lua = \"return redis.call('INCR', KEYS[1])\", key = \"c\" }\n",
+            ),
+            "byo.toml:11:26:",
+            "redis_counters.lua: line 1: `INCR` is not a read-only command",
+        ),
+        (with_step("redis = \"EXEC\""), "byo.toml:14:9:", "EXEC without an earlier MULTI"),
+        (
+            with_step("redis = \"MULTI\"\n[[strategy.mine.mark_read]]\nredis = \"WATCH\"\nkeys = [\"c\"]"),
+            "byo.toml:14:9:",
+            "MULTI without a later EXEC or DISCARD",
+        ),
+    ]
 }
 
 fn byo_redis(strategies: &[&str], ops: u64, extra: &str) -> counterlab::scenario::RunPlan {
@@ -284,6 +341,91 @@ async fn the_lua_twin_gives_the_built_in_verdict_and_redis_holds_what_the_check_
         s.ops_total + s.ops.values().map(|o| o.skipped).sum::<u64>()
     };
     assert_eq!(planned("lua-script"), planned("lua-script-file"));
+}
+
+/// The designs re-expressed as files (`bring-your-own-redis-designs.toml`) beside their
+/// built-ins, plus watch-multi-file with its WATCH replaced by a plain read (so EXEC never
+/// aborts and racing updates overwrite each other) and its counter read by a Lua script:
+/// the twins pass with exactly the built-ins' counters, the retry group ran, and the
+/// unwatched copy drifts, as the script read it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watch_multi_and_redis_set_files_give_their_built_ins_verdicts() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let f = dir.join("bring-your-own-redis-designs.toml");
+    let unwatched = std::fs::read_to_string(dir.join("strategies/watch-multi.toml"))
+        .unwrap()
+        .replace("watch-multi-file", "watch-multi-unwatched-file")
+        .replace("guarantee = \"exact\"", "guarantee = \"none\"")
+        .replace("redis = \"WATCH\"", "redis = \"EXISTS\"")
+        // Its counter read by a script, which the check's count must match.
+        .replace(
+            "redis_counters = { key = \"c:{user}\" }",
+            "redis_counters = { lua = \"return redis.call('GET', KEYS[1])\", key = \"c:{user}\" }",
+        );
+    assert!(unwatched.contains("redis_counters = { lua"), "the script read was not put in");
+    let text = std::fs::read_to_string(&f)
+        .unwrap()
+        .replace("\"redis-set-file\"]", "\"redis-set-file\", \"watch-multi-unwatched-file\"]")
+        + &unwatched;
+    let plan = parse(&f.display().to_string(), &text, "byo-designs", &Overrides::default(), &util::known(), 91)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let report = util::run_kept(&plan, None).await;
+    let mut seen = Vec::new();
+    for s in &report.strategies {
+        let key = match s.strategy.as_str() {
+            "watch-multi" => Some("{u:%}:unread"),
+            "watch-multi-file" | "watch-multi-unwatched-file" => Some("c:%"),
+            _ => None,
+        };
+        let counters = match key {
+            Some(k) => redis_counters(&s.namespace, k, 10).await,
+            None => redis_cards(&s.namespace, if s.strategy == "redis-set" { "{u:%}:unread_ids" } else { "s:%" }).await,
+        };
+        let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, None).await;
+        let mismatched = stored.iter().zip(&counters).filter(|((_, _, truth), c)| Some(*truth) != **c).count() as u64;
+        assert_eq!(mismatched, s.check.users_mismatched, "{}: the checker and Redis disagree", s.strategy);
+        seen.push((s.strategy.as_str(), mismatched, s.check.verdict.as_str(), s.ops_total));
+    }
+    let [watch, watch_file, set, set_file, unwatched] = seen[..] else { panic!("{seen:?}") };
+    for (b, t) in [(watch, watch_file), (set, set_file)] {
+        assert_eq!((b.1, b.2), (0, "pass"), "{seen:?}");
+        assert_eq!((t.1, t.2, t.3), (b.1, b.2, b.3), "the twin's verdict differs: {seen:?}");
+    }
+    assert!(unwatched.1 > 0 && unwatched.2 == "drift-expected", "lost updates missed without WATCH: {seen:?}");
+    let file = report.strategies.iter().find(|s| s.strategy == "watch-multi-file").unwrap();
+    assert_eq!(file.figures["group_give_ups"], 0.0, "{:?}", file.figures);
+    assert!(file.figures["group_retries"] > 0.0, "no nil EXEC was retried: {:?}", file.figures);
+}
+
+/// A retry group whose `until` never holds: every mark_read runs its group 3 times, is
+/// counted as 2 retries and a give-up, and fails with a conflict-class error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_group_that_never_succeeds_gives_up_after_its_bound() {
+    let src = with_step("redis = \"GET\"\nkeys = [\"k:{user % 4}\"]\ngroup = \"g\"")
+        .replace("mark_read = \"s1.rows\"", "mark_read = \"s1.value\"")
+        + "[strategy.mine.retry.g]\nuntil = \"s1.value == 1 and 1 / (user - user) == 0\"\nmax_attempts = 3\n";
+    let overrides =
+        Overrides { strategies: vec!["mine".into()], backends: vec!["postgres".into()], ..Overrides::default() };
+    let plan = parse("byo.toml", &src, "byo", &overrides, &util::known(), 3).unwrap_or_else(|e| panic!("{e}"));
+    let report = counterlab::run::run_plan(&plan, &util::options(false, None), &mut |_| {}).await.unwrap();
+    let s = &report.strategies[0];
+    let ops = &s.ops["mark_read"];
+    // `and` reads no further than its false left side: no division by zero.
+    assert!(ops.fail > 0 && ops.fail == ops.errors && ops.ok == 0, "{:?}", s.ops);
+    let give_ups = s.figures["group_give_ups"];
+    assert_eq!(give_ups, (ops.fail + ops.retries) as f64, "each attempt the driver made gave up once: {:?}", s.figures);
+    assert_eq!(s.figures["group_retries"], 2.0 * give_ups, "{:?}", s.figures);
+}
+
+/// SCARD of each of the 10 users' sets (`key` with `%` for the user), under the run's prefix.
+async fn redis_cards(namespace: &str, key: &str) -> Vec<Option<i64>> {
+    use redis::AsyncCommands;
+    let mut c = crate::redis::redis_conn().await;
+    let mut out = Vec::new();
+    for u in 1..=10 {
+        out.push(Some(c.scard(format!("cl:{namespace}:{}", key.replace('%', &u.to_string()))).await.unwrap()));
+    }
+    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,8 @@ use std::ops::Range;
 use std::path::Path;
 
 use counterlab_strategies::{
-    Action, CUSTOM_OPS, CompileError, CompilePart, CountersSpec, CustomSpec, Dialect, PerDialect, StepSpec,
+    Action, CUSTOM_OPS, CompileError, CompilePart, CountersSpec, CustomSpec, DEFAULT_RETRY_ATTEMPTS, Dialect,
+    MAX_RETRY_ATTEMPTS, PerDialect, RetrySpec, StepSpec,
 };
 use serde::Deserialize;
 use toml::Spanned;
@@ -43,6 +44,15 @@ pub(crate) struct RawStrategy {
     mark_all_read: Spanned<Vec<Spanned<RawStep>>>,
     read_count: Spanned<Vec<Spanned<RawStep>>>,
     result: Spanned<RawResults>,
+    /// Retry groups by name: `[strategy.<name>.retry.<group>]`.
+    retry: Option<BTreeMap<String, Spanned<RawRetry>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRetry {
+    until: Spanned<String>,
+    max_attempts: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize)]
@@ -59,6 +69,7 @@ struct RawStep {
     when: Option<Spanned<String>>,
     each: Option<Spanned<String>>,
     commit: Option<bool>,
+    group: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -66,6 +77,9 @@ struct RawStep {
 struct RawRedisCounters {
     key: Spanned<String>,
     field: Option<Spanned<String>>,
+    command: Option<Spanned<String>>,
+    lua: Option<Spanned<String>>,
+    args: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -149,6 +163,7 @@ fn raw_steps(op: &str, list: &Spanned<Vec<Spanned<RawStep>>>, src: &Src<'_>) -> 
             when: st.when.as_ref().map(|w| w.get_ref().clone()),
             each: st.each.as_ref().map(|w| w.get_ref().clone()),
             commit: st.commit.unwrap_or(false),
+            group: st.group.as_ref().map(|g| g.get_ref().clone()),
             at: src.location(step_span(raw, None)),
         });
     }
@@ -288,6 +303,7 @@ pub(crate) fn check(
         steps,
         redis_seed,
         results: result_spans(res).iter().map(|s| s.get_ref().clone()).collect(),
+        retries: retries(r, src)?,
     };
     // Every statement, guard and result, for every dialect the spec covers.
     let dialects = spec.dialects();
@@ -297,12 +313,57 @@ pub(crate) fn check(
         );
     }
     check_steps(&spec, r, &dialects, src)?;
+    check_groups(&spec, r, src)?;
     check_aux_sql(r, &dialects, src)?;
     // What spans steps (e.g. `last_id` on PostgreSQL needs INSERT ... RETURNING).
     for d in &dialects {
         spec.compile(*d).map_err(|e| src.at(here.clone(), format!("{name} ({}): {e}", dialect_name(*d))))?;
     }
     Ok(spec)
+}
+
+/// The retry groups: each used by some op's steps, with 1..=MAX_RETRY_ATTEMPTS attempts.
+fn retries(r: &RawStrategy, src: &Src<'_>) -> Result<BTreeMap<String, RetrySpec>, ScenarioError> {
+    let mut out = BTreeMap::new();
+    for (name, raw) in r.retry.iter().flatten() {
+        let used = op_lists(r)
+            .into_iter()
+            .chain(r.redis_seed.as_ref())
+            .flat_map(|l| l.get_ref())
+            .any(|st| st.get_ref().group.as_ref().is_some_and(|g| g.get_ref() == name));
+        if !used {
+            return Err(src.at(raw.span(), format!("retry.{name}: no step has group = {name:?}")));
+        }
+        let max_attempts = match &raw.get_ref().max_attempts {
+            Some(m) if !(1..=MAX_RETRY_ATTEMPTS).contains(m.get_ref()) => {
+                return Err(src.at(m.span(), format!("retry.{name}.max_attempts: 1..={MAX_RETRY_ATTEMPTS}")));
+            }
+            Some(m) => *m.get_ref(),
+            None => DEFAULT_RETRY_ATTEMPTS,
+        };
+        out.insert(name.clone(), RetrySpec { until: raw.get_ref().until.get_ref().clone(), max_attempts });
+    }
+    Ok(out)
+}
+
+/// Every op's retry groups, an error located at the step's `group` or the table's `until`.
+fn check_groups(spec: &CustomSpec, r: &RawStrategy, src: &Src<'_>) -> Result<(), ScenarioError> {
+    let seed = r.redis_seed.iter();
+    for (op, list) in op_lists(r).into_iter().chain(seed).enumerate() {
+        let op_name = CUSTOM_OPS.get(op).copied().unwrap_or("redis_seed");
+        let Err(e) = spec.check_groups(op) else { continue };
+        let (CompilePart::Group(i) | CompilePart::Until(i)) = e.part else { return Err(src.at(list.span(), e.msg)) };
+        let step = &list.get_ref()[i];
+        let group = step.get_ref().group.as_ref().expect("a grouped step");
+        let span = match e.part {
+            CompilePart::Until(_) => {
+                r.retry.as_ref().and_then(|t| t.get(group.get_ref())).map(|t| t.get_ref().until.span())
+            }
+            _ => None,
+        };
+        return Err(src.at(span.unwrap_or_else(|| group.span()), format!("{op_name} step {}: {e}", i + 1)));
+    }
+    Ok(())
 }
 
 fn check_name(name: &str, builtin: &[&str], here: Range<usize>, src: &Src<'_>) -> Result<(), ScenarioError> {
@@ -334,21 +395,40 @@ fn counters_spec(r: &RawStrategy, src: &Src<'_>) -> Result<Option<CountersSpec>,
             return Err(src.at(c.span(), "give counters (an SQL query) or redis_counters, not both"));
         }
         (Some(c), None) => Some(CountersSpec::Sql(c.get_ref().per_dialect())),
-        (None, Some(c)) => {
-            let c = c.get_ref();
-            CustomSpec::check_counter_template(c.key.get_ref(), true)
-                .map_err(|e| src.at(c.key.span(), format!("redis_counters.key: {e}")))?;
-            if let Some(f) = &c.field {
-                CustomSpec::check_counter_template(f.get_ref(), false)
-                    .map_err(|e| src.at(f.span(), format!("redis_counters.field: {e}")))?;
-            }
-            Some(CountersSpec::Redis {
-                key: c.key.get_ref().clone(),
-                field: c.field.as_ref().map(|f| f.get_ref().clone()),
-            })
-        }
+        (None, Some(c)) => Some(redis_counters(c, src)?),
         (None, None) => None,
     })
+}
+
+/// `redis_counters`: `{ key }` (GET), `{ key, field }` (HGET), `{ command, key, args }`
+/// (a read-only command) or `{ lua, key, args }` (a script reading KEYS[1]).
+fn redis_counters(raw: &Spanned<RawRedisCounters>, src: &Src<'_>) -> Result<CountersSpec, ScenarioError> {
+    let c = raw.get_ref();
+    let templates =
+        c.args.iter().flatten().map(|a| (a, false, "args")).chain(c.field.iter().map(|f| (f, false, "field")));
+    for (t, key, what) in std::iter::once((&c.key, true, "key")).chain(templates) {
+        CustomSpec::check_counter_template(t.get_ref(), key)
+            .map_err(|e| src.at(t.span(), format!("redis_counters.{what}: {e}")))?;
+    }
+    let args: Vec<String> = c.args.iter().flatten().map(|a| a.get_ref().clone()).collect();
+    let key = c.key.get_ref().clone();
+    match (&c.field, &c.command, &c.lua) {
+        (None, None, None) if c.args.is_some() => {
+            Err(src.at(raw.span(), "redis_counters: `args` go with `command` or `lua`"))
+        }
+        (field, None, None) => Ok(CountersSpec::Redis { key, field: field.as_ref().map(|f| f.get_ref().clone()) }),
+        (None, Some(cmd), None) => {
+            CustomSpec::check_counter_read(Some(cmd.get_ref()), None)
+                .map_err(|e| src.at(cmd.span(), format!("redis_counters.command: {e}")))?;
+            Ok(CountersSpec::RedisCommand { command: cmd.get_ref().clone(), key, args })
+        }
+        (None, None, Some(lua)) => {
+            CustomSpec::check_counter_read(None, Some(lua.get_ref()))
+                .map_err(|e| src.at(lua.span(), format!("redis_counters.lua: {e}")))?;
+            Ok(CountersSpec::RedisLua { script: lua.get_ref().clone(), key, args })
+        }
+        _ => Err(src.at(raw.span(), "redis_counters: give at most one of field, command, lua")),
+    }
 }
 
 /// Every step of every op (and the Redis seed) on every dialect, and every op's result.

@@ -6,9 +6,10 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::expr::{Expr, Ref, Template, parse_expr, resolve};
-use super::redis_steps::{self, Piece};
-use super::spec::{Action, CUSTOM_OPS, CountersSpec, CustomSpec, SEED, StepSpec, leak, op_name};
+use super::ast::{Expr, Ref, parse};
+use super::expr::{Template, parse_expr, parse_value, resolve};
+use super::redis_steps::{self, Piece, TxCmd};
+use super::spec::{Action, CUSTOM_OPS, CountersSpec, CustomSpec, MAX_RETRY_ATTEMPTS, SEED, StepSpec, leak, op_name};
 use super::sql::{bind_params, check_names, words};
 use crate::db::Dialect;
 
@@ -31,6 +32,10 @@ pub enum Part {
     Setup,
     /// The counters query or key.
     Counters,
+    /// The `group` of the op's step at this index (unknown, or its steps not consecutive).
+    Group(usize),
+    /// The `until` of the group whose first step is at this index.
+    Until(usize),
 }
 
 /// A spec that does not compile: the part at fault and why. It prints as the errors
@@ -58,6 +63,8 @@ impl fmt::Display for CompileError {
         match self.part {
             Part::When => write!(f, "when: {}", self.msg),
             Part::Each => write!(f, "each: {}", self.msg),
+            Part::Group(_) => write!(f, "group: {}", self.msg),
+            Part::Until(_) => write!(f, "until: {}", self.msg),
             _ => f.write_str(&self.msg),
         }
     }
@@ -84,6 +91,8 @@ pub(super) enum Exec {
         keys: Vec<Template>,
         args: Vec<Template>,
         writes: bool,
+        /// A transaction command (WATCH, MULTI, EXEC...).
+        tx: Option<TxCmd>,
     },
     Lua {
         origin: String,
@@ -107,11 +116,30 @@ pub(super) struct Step {
     pub(super) name: String,
 }
 
-/// Where the check reads the counters, compiled.
+/// A retry group of an op, compiled: steps `start..end` run again while `until` is false,
+/// at most `max_attempts` times in all.
+#[derive(Clone, Debug)]
+pub(super) struct Group {
+    pub(super) name: String,
+    pub(super) start: usize,
+    pub(super) end: usize,
+    pub(super) until: Expr,
+    pub(super) max_attempts: u32,
+}
+
+/// Where the check reads the counters, compiled: a query, or a Redis read per user (GET,
+/// HGET and any other read-only command, or a script) with `key` first.
 #[derive(Clone, Debug)]
 pub(super) enum Counters {
     Sql(&'static str),
-    Redis { key: Template, field: Option<Template> },
+    Redis { read: RedisRead, key: Template, args: Vec<Template> },
+}
+
+/// How a Redis counter is read.
+#[derive(Clone, Debug)]
+pub(super) enum RedisRead {
+    Command(&'static str),
+    Lua(Arc<::redis::Script>),
 }
 
 /// A spec compiled for one dialect.
@@ -119,14 +147,23 @@ pub(super) enum Counters {
 pub struct Compiled {
     /// Per op, then the seed steps last (index `SEED`).
     pub(super) steps: Vec<Vec<Step>>,
+    /// Per op (the seed last), its retry groups in step order.
+    pub(super) groups: Vec<Vec<Group>>,
+    /// Per op (the seed last): it sends WATCH or MULTI, so its Redis steps share one
+    /// dedicated connection.
+    pub(super) dedicated: Vec<bool>,
     pub(super) results: Vec<Expr>,
     pub(super) setup: Vec<String>,
     pub(super) counters: Option<Counters>,
 }
 
-/// The values a Redis counters key or field may read: `{user}` only.
-fn user_only(w: &str) -> Result<Ref, String> {
-    if w == "user" { Ok(Ref::User) } else { Err(format!("{{{w}}}: only {{user}}")) }
+/// A Redis counters placeholder: an expression over `user` only (`{user}`, `{user % 16}`).
+fn user_only(text: &str) -> Result<Expr, String> {
+    parse(text, |w| match w.parse::<i64>() {
+        Ok(n) => Ok(Ref::Const(n)),
+        Err(_) if w == "user" => Ok(Ref::User),
+        Err(_) => Err(format!("{{{text}}}: the counters key reads only {{user}}")),
+    })
 }
 
 /// Every value a compiled step reads: its SQL parameters, or its keys' and arguments'
@@ -138,9 +175,9 @@ fn step_refs(st: &Step) -> Vec<Ref> {
             .iter()
             .chain(args)
             .flatten()
-            .filter_map(|p| match p {
-                Piece::Val(r) => Some(*r),
-                Piece::Lit(_) => None,
+            .flat_map(|p| match p {
+                Piece::Val(e) => e.refs(),
+                Piece::Lit(_) => Vec::new(),
             })
             .collect(),
     };
@@ -150,6 +187,45 @@ fn step_refs(st: &Step) -> Vec<Ref> {
 
 /// A Redis or Lua step's key and argument templates, or why one is wrong.
 type TemplatesResult = Result<(Vec<Template>, Vec<Template>), String>;
+
+/// The transaction command a step sends, if any.
+fn tx_of(s: &StepSpec) -> Option<TxCmd> {
+    match &s.action {
+        Action::Redis { command, .. } => TxCmd::of(command),
+        _ => None,
+    }
+}
+
+/// Where step `idx` stands in the op's MULTI ... EXEC blocks (in step order): MULTI opens
+/// one that a later EXEC or DISCARD closes, and no MULTI nests; inside one, only plain
+/// Redis commands (queued: no WATCH, Lua, `each`); a transaction command has no `each`.
+fn check_transaction(steps: &[StepSpec], idx: usize) -> Result<(), String> {
+    let in_multi = steps[..idx].iter().fold(false, |open, s| match tx_of(s) {
+        Some(TxCmd::Multi) => true,
+        Some(TxCmd::Exec | TxCmd::Discard) => false,
+        _ => open,
+    });
+    let s = &steps[idx];
+    let tx = tx_of(s);
+    if tx.is_some() && s.each.is_some() {
+        return Err("a transaction command takes no `each`".into());
+    }
+    match tx {
+        Some(TxCmd::Multi) if in_multi => Err("MULTI inside MULTI: close the first with EXEC or DISCARD".into()),
+        Some(TxCmd::Multi)
+            if !steps[idx + 1..].iter().any(|s| matches!(tx_of(s), Some(TxCmd::Exec | TxCmd::Discard))) =>
+        {
+            Err("MULTI without a later EXEC or DISCARD".into())
+        }
+        Some(t @ (TxCmd::Exec | TxCmd::Discard)) if !in_multi => Err(format!("{} without an earlier MULTI", t.name())),
+        Some(TxCmd::Watch | TxCmd::Unwatch) if in_multi => Err("WATCH and UNWATCH go before MULTI".into()),
+        None if in_multi && matches!(s.action, Action::Lua { .. }) => {
+            Err("a Lua step cannot be queued between MULTI and EXEC".into())
+        }
+        None if in_multi && s.each.is_some() => Err("a step between MULTI and EXEC takes no `each`".into()),
+        _ => Ok(()),
+    }
+}
 
 /// The step an `each` loops over: an earlier Redis or Lua step, by index.
 fn each_source(steps: &[StepSpec], idx: usize, src: &str) -> Result<usize, String> {
@@ -168,7 +244,7 @@ impl CustomSpec {
 
     fn template(&self, text: &str, key: bool, op: usize, idx: usize) -> Result<Template, String> {
         let steps = self.op_steps(op);
-        redis_steps::template(text, key, |w| resolve(w, op, steps, idx))
+        redis_steps::template(text, key, |w| parse_value(w, op, steps, idx))
     }
 
     /// A Redis or Lua step's keys and arguments as templates, keys first.
@@ -199,6 +275,7 @@ impl CustomSpec {
             .map(|src| each_source(steps, idx, src))
             .transpose()
             .map_err(CompileError::at(Part::Each))?;
+        check_transaction(steps, idx).map_err(CompileError::at(Part::Step))?;
         let exec = match &s.action {
             Action::Sql(per) => self.compile_sql(per.get(dialect), op, idx, dialect),
             Action::Redis { command, keys, args } => self.compile_redis(command, keys, args, op, idx),
@@ -236,6 +313,15 @@ impl CustomSpec {
         op: usize,
         idx: usize,
     ) -> Result<Exec, String> {
+        if let Some(tx) = TxCmd::of(command) {
+            let keys_ok = if tx == TxCmd::Watch { (1..=16).contains(&keys.len()) } else { keys.is_empty() };
+            if !keys_ok || !args.is_empty() {
+                let takes = if tx == TxCmd::Watch { "1..=16 keys and no args" } else { "no keys and no args" };
+                return Err(format!("{} takes {takes}", tx.name()));
+            }
+            let (keys, _) = self.templates(keys, &[], op, idx)?;
+            return Ok(Exec::Redis { command: tx.name(), keys, args: Vec::new(), writes: false, tx: Some(tx) });
+        }
         let c = redis_steps::command(command)?;
         if keys.is_empty() || keys.len() > 16 {
             return Err(format!("{} needs 1..=16 keys", c.name));
@@ -247,7 +333,7 @@ impl CustomSpec {
             return Err("at most 64 args".into());
         }
         let (keys, args) = self.templates(keys, args, op, idx)?;
-        Ok(Exec::Redis { command: c.name, keys, args, writes: c.writes })
+        Ok(Exec::Redis { command: c.name, keys, args, writes: c.writes, tx: None })
     }
 
     /// A Lua step: a script that passes `check_lua`, its keys and arguments within bounds.
@@ -290,10 +376,18 @@ impl CustomSpec {
 
     /// Checks a Redis counters key or field template (`{user}` only).
     pub fn check_counter_template(text: &str, key: bool) -> Result<(), String> {
-        redis_steps::template(text, key, |w| {
-            if w == "user" { Ok(Ref::User) } else { Err(format!("the counters key takes only {{user}}, not {{{w}}}")) }
-        })
-        .map(|_| ())
+        redis_steps::template(text, key, user_only).map(|_| ())
+    }
+
+    /// Checks a Redis counters read: a read-only command, or a script calling only those.
+    pub fn check_counter_read(command: Option<&str>, lua: Option<&str>) -> Result<(), String> {
+        if let Some(c) = command {
+            redis_steps::read_only(c)?;
+        }
+        if let Some(l) = lua {
+            redis_steps::check_read_lua(l, 1)?;
+        }
+        Ok(())
     }
 
     /// Everything compiled for `dialect`; the first problem otherwise.
@@ -312,6 +406,15 @@ impl CustomSpec {
         if dialect == Dialect::Postgres {
             self.check_last_id(&steps)?;
         }
+        let dedicated = steps
+            .iter()
+            .map(|list| {
+                list.iter().any(|s| matches!(s.exec, Exec::Redis { tx: Some(TxCmd::Watch | TxCmd::Multi), .. }))
+            })
+            .collect();
+        let groups = (0..=SEED)
+            .map(|op| self.groups(op).map_err(|e| CompileError::new(e.part, format!("{}: {}", op_name(op), e.msg))))
+            .collect::<Result<Vec<_>, _>>()?;
         let results = (0..CUSTOM_OPS.len()).map(|op| self.result(op)).collect::<Result<Vec<_>, _>>()?;
         let mut setup = Vec::new();
         for s in &self.setup {
@@ -322,7 +425,64 @@ impl CustomSpec {
             setup.push(sql.to_string());
         }
         let counters = self.compile_counters(dialect)?;
-        Ok(Compiled { steps, results, setup, counters })
+        Ok(Compiled { steps, groups, dedicated, results, setup, counters })
+    }
+
+    /// Op `op`'s retry groups: each a run of consecutive steps naming a `retry` table,
+    /// its `until` read after the group's last step.
+    pub(super) fn groups(&self, op: usize) -> Result<Vec<Group>, CompileError> {
+        let steps = self.op_steps(op);
+        let mut out: Vec<Group> = Vec::new();
+        for (i, s) in steps.iter().enumerate() {
+            let Some(g) = &s.group else { continue };
+            let Some(spec) = self.retries.get(g) else {
+                let known = self.retries.keys().map(String::as_str).collect::<Vec<_>>().join(", ");
+                return Err(CompileError::new(
+                    Part::Group(i),
+                    format!(
+                        "no [retry.{g}] table (the strategy has: {})",
+                        if known.is_empty() { "none" } else { &known }
+                    ),
+                ));
+            };
+            if let Some(last) = out.last_mut()
+                && last.name == *g
+                && last.end == i
+            {
+                last.end = i + 1;
+                continue;
+            }
+            if out.iter().any(|o| o.name == *g) {
+                return Err(CompileError::new(Part::Group(i), format!("the steps of group `{g}` must be consecutive")));
+            }
+            out.push(Group {
+                name: g.clone(),
+                start: i,
+                end: i + 1,
+                until: Expr::Val(Ref::Const(1)),
+                max_attempts: spec.max_attempts.clamp(1, MAX_RETRY_ATTEMPTS),
+            });
+        }
+        for g in &mut out {
+            g.until = parse_expr(&self.retries[&g.name].until, op, steps, g.end)
+                .map_err(|m| CompileError::new(Part::Until(g.start), m))?;
+        }
+        Ok(out)
+    }
+
+    /// Checks op `op`'s retry groups (`Part::Group`/`Part::Until` say which step's).
+    pub fn check_groups(&self, op: usize) -> Result<(), CompileError> {
+        self.groups(op).map(|_| ())
+    }
+
+    /// A Redis counters read with its key and argument templates (`{user}` only).
+    fn redis_counters(read: RedisRead, key: &str, args: &[String]) -> Result<Counters, String> {
+        if args.len() > 16 {
+            return Err("redis_counters takes at most 16 args".into());
+        }
+        let key = redis_steps::template(key, true, user_only)?;
+        let args = args.iter().map(|a| redis_steps::template(a, false, user_only)).collect::<Result<_, _>>()?;
+        Ok(Counters::Redis { read, key, args })
     }
 
     /// PostgreSQL reports no last-insert id: `last_id` there needs INSERT ... RETURNING,
@@ -335,7 +495,7 @@ impl CustomSpec {
             };
             let in_steps = list.iter().any(|st| step_refs(st).iter().any(used));
             let result = self.result(op)?;
-            if in_steps || result.refs().any(|r| used(&r)) {
+            if in_steps || result.refs().iter().any(used) {
                 return Err(CompileError::new(
                     Part::Op,
                     format!(
@@ -358,10 +518,22 @@ impl CustomSpec {
                 Self::check_aux(sql, false).map_err(&at)?;
                 Some(Counters::Sql(leak(sql.to_string())))
             }
-            Some(CountersSpec::Redis { key, field }) => Some(Counters::Redis {
-                key: redis_steps::template(key, true, user_only).map_err(&at)?,
-                field: field.as_deref().map(|f| redis_steps::template(f, false, user_only)).transpose().map_err(&at)?,
-            }),
+            Some(CountersSpec::Redis { key, field }) => {
+                let (command, args) = match field {
+                    None => ("GET", Vec::new()),
+                    Some(f) => ("HGET", vec![f.clone()]),
+                };
+                Some(Self::redis_counters(RedisRead::Command(command), key, &args).map_err(&at)?)
+            }
+            Some(CountersSpec::RedisCommand { command, key, args }) => {
+                let c = redis_steps::read_only(command).map_err(&at)?;
+                Some(Self::redis_counters(RedisRead::Command(c.name), key, args).map_err(&at)?)
+            }
+            Some(CountersSpec::RedisLua { script, key, args }) => {
+                redis_steps::check_read_lua(script, 1).map_err(|e| at(format!("redis_counters.lua: {e}")))?;
+                let read = RedisRead::Lua(Arc::new(::redis::Script::new(script)));
+                Some(Self::redis_counters(read, key, args).map_err(&at)?)
+            }
         })
     }
 }
@@ -456,6 +628,95 @@ mod tests {
         assert_eq!(e, err(Part::Step, "create step 2: when: step `a` has no output `nope`; it has value"));
     }
 
+    fn grouped(name: &str, g: &str) -> StepSpec {
+        StepSpec { group: Some(g.into()), ..redis_step(name, "GET", &["k"], &[]) }
+    }
+
+    fn retry(until: &str, max_attempts: u32) -> crate::custom::spec::RetrySpec {
+        crate::custom::spec::RetrySpec { until: until.into(), max_attempts }
+    }
+
+    #[test]
+    fn retry_groups_are_consecutive_steps_with_a_table() {
+        let mut s = spec(
+            vec![redis_step("a", "GET", &["k"], &[]), grouped("b", "g"), grouped("c", "g"), grouped("d", "h")],
+            "0",
+        );
+        s.retries.insert("g".into(), retry("c.value != 0 and b.value > 0", 5));
+        s.retries.insert("h".into(), retry("d.value == 1", 5000));
+        let gs = s.groups(0).unwrap();
+        assert_eq!(
+            gs.iter().map(|g| (g.name.as_str(), g.start, g.end)).collect::<Vec<_>>(),
+            [("g", 1, 3), ("h", 3, 4)]
+        );
+        assert_eq!(gs[1].max_attempts, MAX_RETRY_ATTEMPTS);
+        s.retries.remove("h");
+        assert_eq!(s.check_groups(0), Err(err(Part::Group(3), "no [retry.h] table (the strategy has: g)")));
+        s.steps[0][3].group = Some("g".into());
+        s.steps[0][2].group = None;
+        assert_eq!(s.check_groups(0), Err(err(Part::Group(3), "the steps of group `g` must be consecutive")));
+        assert_eq!(err(Part::Group(3), "x").to_string(), "group: x");
+    }
+
+    #[test]
+    fn until_reads_the_group_and_the_steps_before_it() {
+        let mut s = spec(vec![grouped("a", "g"), redis_step("b", "GET", &["k"], &[])], "0");
+        s.retries.insert("g".into(), retry("b.value == 1", 3));
+        assert_eq!(s.check_groups(0), Err(err(Part::Until(0), "`b.value` refers to step `b`, which runs later")));
+        s.retries.insert("g".into(), retry("a.value = 1", 3));
+        assert!(s.check_groups(0).unwrap_err().msg.starts_with("cannot read `a.value = 1`"));
+        let e = s.compile(Dialect::Sqlite).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "until: create: cannot read `a.value = 1`: `=` is not an operator: compare with `==`"
+        );
+    }
+
+    #[test]
+    fn transactions_open_with_multi_and_close_with_exec_or_discard() {
+        let r = |name: &str, cmd: &str, keys: &[&str]| redis_step(name, cmd, keys, &[]);
+        let ok = spec(
+            vec![
+                r("w", "WATCH", &["c"]),
+                r("g", "GET", &["c"]),
+                r("m", "multi", &[]),
+                r("s", "SET", &["c"]),
+                r("x", "EXEC", &[]),
+            ],
+            "x.nil + x.value",
+        );
+        let c = ok.compile(Dialect::Sqlite).unwrap();
+        assert_eq!(c.dedicated, [true, false, false, false, false, false]);
+        let Exec::Redis { tx: Some(TxCmd::Multi), command: "MULTI", .. } = c.steps[0][2].exec else { panic!() };
+        assert_eq!(ok.steps[0][4].fields(), ["value", "nil"]);
+        for (steps, at, msg) in [
+            (vec![r("x", "EXEC", &[])], 0, "EXEC without an earlier MULTI"),
+            (vec![r("m", "MULTI", &[])], 0, "MULTI without a later EXEC or DISCARD"),
+            (vec![r("m", "MULTI", &[]), r("n", "MULTI", &[]), r("x", "EXEC", &[])], 1, "MULTI inside MULTI"),
+            (
+                vec![r("m", "MULTI", &[]), r("w", "WATCH", &["c"]), r("x", "EXEC", &[])],
+                1,
+                "WATCH and UNWATCH go before",
+            ),
+            (vec![r("w", "WATCH", &[])], 0, "WATCH takes 1..=16 keys and no args"),
+            (vec![r("m", "MULTI", &["c"]), r("x", "EXEC", &[])], 0, "MULTI takes no keys and no args"),
+        ] {
+            let e = spec(steps, "0").check_step(0, at, Dialect::Sqlite).unwrap_err();
+            assert!(e.part == Part::Step && e.msg.starts_with(msg), "{msg}: {e}");
+        }
+        let lua = StepSpec {
+            action: Action::Lua {
+                origin: "inline".into(),
+                script: "return 1".into(),
+                keys: Vec::new(),
+                args: Vec::new(),
+            },
+            ..r("l", "GET", &[])
+        };
+        let e = spec(vec![r("m", "MULTI", &[]), lua, r("x", "EXEC", &[])], "0").check_step(0, 1, Dialect::Sqlite);
+        assert_eq!(e, Err(err(Part::Step, "a Lua step cannot be queued between MULTI and EXEC")));
+    }
+
     #[test]
     fn last_id_on_postgres_needs_insert_returning() {
         let insert = sql_step("ins", "insert into notifications (user_id) values (:user)", &[]);
@@ -479,10 +740,43 @@ mod tests {
         assert_eq!(s.compile(Dialect::Sqlite).unwrap_err().part, Part::Setup);
         s.setup.clear();
         s.counters = Some(CountersSpec::Redis { key: "c:{id}".into(), field: None });
-        assert_eq!(s.compile(Dialect::Sqlite).unwrap_err(), err(Part::Counters, "{id}: only {user}"));
+        assert_eq!(
+            s.compile(Dialect::Sqlite).unwrap_err(),
+            err(Part::Counters, "{id}: the counters key reads only {user}")
+        );
         s.counters = Some(CountersSpec::Sql(PerDialect { postgres: None, mysql: None, sqlite: None }));
         assert_eq!(s.compile(Dialect::Sqlite).unwrap_err(), err(Part::Counters, "no sqlite counters query"));
         s.counters = Some(CountersSpec::Redis { key: "c:{user}".into(), field: Some("f".into()) });
         s.compile(Dialect::Sqlite).unwrap();
+    }
+
+    #[test]
+    fn redis_counters_read_with_any_read_only_command_or_script() {
+        let mut s = spec(Vec::new(), "0");
+        let cmd = |command: &str, args: &[&str]| CountersSpec::RedisCommand {
+            command: command.into(),
+            key: "s:{user % 4}".into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+        };
+        s.counters = Some(cmd("scard", &[]));
+        let Some(Counters::Redis { read: RedisRead::Command("SCARD"), .. }) =
+            s.compile(Dialect::Sqlite).unwrap().counters
+        else {
+            panic!("SCARD")
+        };
+        s.counters = Some(cmd("ZSCORE", &["{user}"]));
+        s.compile(Dialect::Sqlite).unwrap();
+        s.counters = Some(cmd("ZSCORE", &["{id}"]));
+        assert_eq!(s.compile(Dialect::Sqlite).unwrap_err().msg, "{id}: the counters key reads only {user}");
+        s.counters = Some(cmd("SADD", &["1"]));
+        let e = s.compile(Dialect::Sqlite).unwrap_err();
+        assert!(e.part == Part::Counters && e.msg.starts_with("`SADD` is not a read-only command"), "{e}");
+        let lua = |script: &str| CountersSpec::RedisLua { script: script.into(), key: "s:{user}".into(), args: vec![] };
+        s.counters = Some(lua("return redis.call('SCARD', KEYS[1])"));
+        s.compile(Dialect::Sqlite).unwrap();
+        s.counters = Some(lua("return redis.call('DEL', KEYS[1])"));
+        let e = s.compile(Dialect::Sqlite).unwrap_err();
+        assert!(e.msg.starts_with("redis_counters.lua: line 1: `DEL` is not a read-only command"), "{e}");
+        assert!(s.needs_redis());
     }
 }

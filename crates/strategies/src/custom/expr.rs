@@ -1,50 +1,15 @@
 //! The expression language of file-defined strategies: the values a `when` guard, an
-//! op's result and a step's parameters or templates read (`user`, `id`, `each`, a seed
-//! parameter, an integer, `step.field`), sums of them, one comparison, and their
-//! evaluation while an op runs.
+//! op's result, a retry's `until` and a step's parameters or templates read (`user`,
+//! `id`, `each`, a seed parameter, an integer, `step.field`), resolved against the op's
+//! steps, and their evaluation while an op runs (integer arithmetic saturates; a
+//! division by zero is an error, never a panic). The syntax is in `ast.rs`.
 
+use super::ast::{Cmp, Expr, Op, Ref, parse};
 use super::redis_steps::Piece;
 use super::spec::{SEED, SEED_PARAMS, StepSpec, op_name};
 
-/// A value an expression reads: the op's user or notification id, the element of an
-/// `each` loop, a seed parameter, or a step's output.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Ref {
-    User,
-    Id,
-    Each,
-    Seed(usize),
-    Field { step: usize, field: usize },
-    Const(i64),
-}
-
-/// A comparison operator: `==`, `!=`, `<`, `<=`, `>`, `>=`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Cmp {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
-
-/// `left` alone (nonzero is true), or `left <cmp> right`; each side a sum of values.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Expr {
-    pub(super) left: Vec<Ref>,
-    pub(super) cmp: Option<(Cmp, Vec<Ref>)>,
-}
-
-impl Expr {
-    /// Every value the expression reads, both sides.
-    pub(super) fn refs(&self) -> impl Iterator<Item = Ref> + '_ {
-        self.left.iter().chain(self.cmp.iter().flat_map(|(_, r)| r.iter())).copied()
-    }
-}
-
-/// A key or argument template: literal text and values.
-pub(super) type Template = Vec<Piece<Ref>>;
+/// A key or argument template: literal text and expressions.
+pub(super) type Template = Vec<Piece<Expr>>;
 
 /// Resolves `user`, `id`, `each`, a seed parameter, an integer, or `step.field` against
 /// the steps before `upto` (`upto` = the step being compiled; `steps.len()` for results).
@@ -87,34 +52,17 @@ pub(super) fn resolve(word: &str, op: usize, steps: &[StepSpec], upto: usize) ->
     }
 }
 
-/// `a`, `a + b ...`, or either compared with another: `a <op> b`.
+/// A guard, a result or a retry's `until`: an expression over the values before step
+/// `upto` (see `ast.rs` for the syntax); `each` is refused (a guard is read before its
+/// step's loop runs).
 pub(super) fn parse_expr(text: &str, op: usize, steps: &[StepSpec], upto: usize) -> Result<Expr, String> {
-    let words: Vec<&str> = text.split_whitespace().collect();
-    let cmp = |w: &str| match w {
-        "==" => Some(Cmp::Eq),
-        "!=" => Some(Cmp::Ne),
-        "<" => Some(Cmp::Lt),
-        "<=" => Some(Cmp::Le),
-        ">" => Some(Cmp::Gt),
-        ">=" => Some(Cmp::Ge),
-        _ => None,
-    };
-    let sum = |side: &[&str]| -> Result<Vec<Ref>, String> {
-        if side.is_empty() || side.len().is_multiple_of(2) || side.iter().skip(1).step_by(2).any(|w| *w != "+") {
-            return Err(format!(
-                "cannot read `{text}`: write values joined by ` + `, optionally compared (== != < <= > >=) with another"
-            ));
-        }
-        // A guard is read before its own step runs: `each` means nothing there.
-        side.iter().step_by(2).map(|w| resolve(w, op, steps, upto).and_then(no_each)).collect()
-    };
-    match words.iter().position(|w| cmp(w).is_some()) {
-        None => Ok(Expr { left: sum(&words)?, cmp: None }),
-        Some(i) => {
-            let c = cmp(words[i]).expect("found above");
-            Ok(Expr { left: sum(&words[..i])?, cmp: Some((c, sum(&words[i + 1..])?)) })
-        }
-    }
+    parse(text, |w| resolve(w, op, steps, upto).and_then(no_each))
+}
+
+/// A template placeholder (`{user % 16}`, `{get.value + 1}`): an expression over the
+/// values step `upto` can read, `each` included.
+pub(super) fn parse_value(text: &str, op: usize, steps: &[StepSpec], upto: usize) -> Result<Expr, String> {
+    parse(text, |w| resolve(w, op, steps, upto))
 }
 
 /// Refuses `each` in a guard (see `parse_expr`).
@@ -147,14 +95,33 @@ pub(super) fn eval_ref(r: Ref, env: &Env, vals: &[Vec<i64>]) -> i64 {
     }
 }
 
-/// An expression's value: the sum (saturating), or 1/0 for a comparison.
-pub(super) fn eval(e: &Expr, env: &Env, vals: &[Vec<i64>]) -> i64 {
-    let sum = |side: &[Ref]| side.iter().fold(0i64, |acc, r| acc.saturating_add(eval_ref(*r, env, vals)));
-    let a = sum(&e.left);
-    match &e.cmp {
-        None => a,
-        Some((c, right)) => {
-            let b = sum(right);
+/// An expression's value: arithmetic saturates at the i64 bounds, comparisons and
+/// `and`/`or`/`not` give 1 or 0 (`and`/`or` read their right side only when needed);
+/// a division or remainder by zero is an error.
+pub(super) fn eval(e: &Expr, env: &Env, vals: &[Vec<i64>]) -> Result<i64, String> {
+    Ok(match e {
+        Expr::Val(r) => eval_ref(*r, env, vals),
+        Expr::Neg(a) => eval(a, env, vals)?.saturating_neg(),
+        Expr::Not(a) => (eval(a, env, vals)? == 0) as i64,
+        Expr::Bin(Op::And, a, b) => (eval(a, env, vals)? != 0 && eval(b, env, vals)? != 0) as i64,
+        Expr::Bin(Op::Or, a, b) => (eval(a, env, vals)? != 0 || eval(b, env, vals)? != 0) as i64,
+        Expr::Bin(op, a, b) => binary(*op, eval(a, env, vals)?, eval(b, env, vals)?)?,
+    })
+}
+
+/// `a <op> b` for the arithmetic and comparison operators.
+fn binary(op: Op, a: i64, b: i64) -> Result<i64, String> {
+    Ok(match op {
+        Op::Add => a.saturating_add(b),
+        Op::Sub => a.saturating_sub(b),
+        Op::Mul => a.saturating_mul(b),
+        Op::Div | Op::Rem if b == 0 => {
+            return Err(format!("division by zero: {a} {} 0", if op == Op::Div { "/" } else { "%" }));
+        }
+        Op::Div => a.saturating_div(b),
+        // i64::MIN % -1 overflows in Rust; the remainder is 0.
+        Op::Rem => a.checked_rem(b).unwrap_or(0),
+        Op::Cmp(c) => {
             (match c {
                 Cmp::Eq => a == b,
                 Cmp::Ne => a != b,
@@ -164,19 +131,20 @@ pub(super) fn eval(e: &Expr, env: &Env, vals: &[Vec<i64>]) -> i64 {
                 Cmp::Ge => a >= b,
             }) as i64
         }
-    }
+        Op::And | Op::Or => unreachable!("short-circuited in eval"),
+    })
 }
 
 /// A template's text: the literal pieces and the values, with `prefix` in front (keys).
-pub(super) fn expand(t: &Template, prefix: &str, env: &Env, vals: &[Vec<i64>]) -> String {
+pub(super) fn expand(t: &Template, prefix: &str, env: &Env, vals: &[Vec<i64>]) -> Result<String, String> {
     let mut s = String::from(prefix);
     for p in t {
         match p {
             Piece::Lit(l) => s.push_str(l),
-            Piece::Val(r) => s.push_str(&eval_ref(*r, env, vals).to_string()),
+            Piece::Val(e) => s.push_str(&eval(e, env, vals)?.to_string()),
         }
     }
-    s
+    Ok(s)
 }
 
 #[cfg(test)]
@@ -189,8 +157,6 @@ mod tests {
     const DELETE: usize = 2;
     const MARK_ALL_READ: usize = 3;
     const READ_COUNT: usize = 4;
-
-    const SYNTAX: &str = "write values joined by ` + `, optionally compared (== != < <= > >=) with another";
 
     /// `sel` (SQL, returns is_read) then `get` (Redis, returns a, b).
     fn two_steps() -> Vec<StepSpec> {
@@ -206,21 +172,34 @@ mod tests {
         Ref::Field { step, field }
     }
 
+    fn val(r: Ref) -> Expr {
+        Expr::Val(r)
+    }
+
+    fn bin(op: Op, a: Expr, b: Expr) -> Expr {
+        Expr::Bin(op, Box::new(a), Box::new(b))
+    }
+
     #[test]
     fn a_lone_value_is_an_expression() {
         let none: &[StepSpec] = &[];
-        assert_eq!(result("user", CREATE, none), Ok(Expr { left: vec![Ref::User], cmp: None }));
-        assert_eq!(result("42", CREATE, none), Ok(Expr { left: vec![Ref::Const(42)], cmp: None }));
-        assert_eq!(result("-3", READ_COUNT, none), Ok(Expr { left: vec![Ref::Const(-3)], cmp: None }));
-        assert_eq!(result("  id  ", MARK_READ, none), Ok(Expr { left: vec![Ref::Id], cmp: None }));
-        assert_eq!(result("id", DELETE, none), Ok(Expr { left: vec![Ref::Id], cmp: None }));
+        assert_eq!(result("user", CREATE, none), Ok(val(Ref::User)));
+        assert_eq!(result("42", CREATE, none), Ok(val(Ref::Const(42))));
+        assert_eq!(result("-3", READ_COUNT, none), Ok(val(Ref::Const(-3))));
+        assert_eq!(result("  id  ", MARK_READ, none), Ok(val(Ref::Id)));
+        assert_eq!(result("id", DELETE, none), Ok(val(Ref::Id)));
     }
 
     #[test]
     fn sums_join_values_with_plus() {
         let steps = two_steps();
         let e = result("sel.rows + 1 + user + get.b", CREATE, &steps).unwrap();
-        assert_eq!(e, Expr { left: vec![field(0, 0), Ref::Const(1), Ref::User, field(1, 2)], cmp: None });
+        let want = bin(
+            Op::Add,
+            bin(Op::Add, bin(Op::Add, val(field(0, 0)), val(Ref::Const(1))), val(Ref::User)),
+            val(field(1, 2)),
+        );
+        assert_eq!(e, want);
     }
 
     #[test]
@@ -230,7 +209,7 @@ mod tests {
             [("==", Cmp::Eq), ("!=", Cmp::Ne), ("<", Cmp::Lt), ("<=", Cmp::Le), (">", Cmp::Gt), (">=", Cmp::Ge)]
         {
             let e = result(&format!("sel.is_read {text} 0"), CREATE, &steps).unwrap();
-            assert_eq!(e, Expr { left: vec![field(0, 2)], cmp: Some((cmp, vec![Ref::Const(0)])) }, "{text}");
+            assert_eq!(e, bin(Op::Cmp(cmp), val(field(0, 2)), val(Ref::Const(0))), "{text}");
         }
     }
 
@@ -238,9 +217,8 @@ mod tests {
     fn both_sides_of_a_comparison_may_be_sums() {
         let steps = two_steps();
         let e = result("get.a + get.b >= sel.rows + 1", CREATE, &steps).unwrap();
-        assert_eq!(e.left, [field(1, 1), field(1, 2)]);
-        assert_eq!(e.cmp, Some((Cmp::Ge, vec![field(0, 0), Ref::Const(1)])));
-        assert_eq!(e.refs().collect::<Vec<_>>(), [field(1, 1), field(1, 2), field(0, 0), Ref::Const(1)]);
+        assert_eq!(e.refs(), [field(1, 1), field(1, 2), field(0, 0), Ref::Const(1)]);
+        let Expr::Bin(Op::Cmp(Cmp::Ge), _, _) = e else { panic!("{e:?}") };
     }
 
     #[test]
@@ -264,15 +242,14 @@ mod tests {
     #[test]
     fn malformed_expressions_name_the_syntax() {
         let steps = two_steps();
-        for text in ["", "sel.rows +", "+ sel.rows", "sel.rows get.a", "user ==", "== 1", "user == 1 == 2", "user - 1"]
+        for text in ["", "sel.rows +", "+ sel.rows", "sel.rows get.a", "user ==", "== 1", "user == 1 == 2", "user = 1"]
         {
-            assert_eq!(result(text, CREATE, &steps), Err(format!("cannot read `{text}`: {SYNTAX}")), "{text:?}");
+            let e = result(text, CREATE, &steps).unwrap_err();
+            assert!(e.starts_with(&format!("cannot read `{text}`: ")), "{text:?}: {e}");
         }
-        // Without spaces the operator is part of a word, which names no value.
-        assert_eq!(
-            result("user+1", CREATE, &steps),
-            Err("unknown parameter `user+1`: use user, id, or <step>.<field>".into())
-        );
+        // Operators need no spaces around them.
+        assert!(result("user+1", CREATE, &steps).is_ok());
+        assert!(result("user - 1", CREATE, &steps).is_ok());
     }
 
     #[test]
@@ -349,6 +326,8 @@ mod tests {
         let in_guard = "`each` can be used in the step's statement, keys and arguments, not in a guard";
         assert_eq!(parse_expr("each == 1", CREATE, &steps, 2), Err(in_guard.into()));
         assert_eq!(parse_expr("1 == get.a + each", CREATE, &steps, 2), Err(in_guard.into()));
+        // A template's placeholder may read it.
+        assert_eq!(parse_value("each % 4", CREATE, &steps, 2), Ok(bin(Op::Rem, val(Ref::Each), val(Ref::Const(4)))));
     }
 
     #[test]
@@ -383,11 +362,16 @@ mod tests {
         let steps = two_steps();
         let vals = vec![vec![1, 0, 0], vec![2, 20, 30]];
         let ev = |text: &str, vals: &[Vec<i64>]| eval(&result(text, CREATE, &steps).unwrap(), &env(), vals);
-        assert_eq!(ev("get.a + get.b + user", &vals), 57);
-        assert_eq!(ev("sel.rows + -1", &vals), 0);
+        assert_eq!(ev("get.a + get.b + user", &vals), Ok(57));
+        assert_eq!(ev("sel.rows + -1", &vals), Ok(0));
         let huge = vec![vec![i64::MAX, 0, 0], vec![i64::MIN, 0, 0]];
-        assert_eq!(ev("sel.rows + 1", &huge), i64::MAX);
-        assert_eq!(ev("get.value + -1", &huge), i64::MIN);
+        assert_eq!(ev("sel.rows + 1", &huge), Ok(i64::MAX));
+        assert_eq!(ev("get.value + -1", &huge), Ok(i64::MIN));
+        assert_eq!(ev("get.value - 1", &huge), Ok(i64::MIN));
+        assert_eq!(ev("sel.rows * 2", &huge), Ok(i64::MAX));
+        assert_eq!(ev("-get.value", &huge), Ok(i64::MAX));
+        assert_eq!(ev("get.value / -1", &huge), Ok(i64::MAX));
+        assert_eq!(ev("get.value % -1", &huge), Ok(0));
         for (text, want) in [
             ("get.a == 20", 1),
             ("get.a == 21", 0),
@@ -404,16 +388,52 @@ mod tests {
             ("get.a + get.b == 50", 1),
             ("sel.is_read == 0", 1),
         ] {
-            assert_eq!(ev(text, &vals), want, "{text}");
+            assert_eq!(ev(text, &vals), Ok(want), "{text}");
         }
     }
 
     #[test]
+    fn arithmetic_and_logic_evaluate_with_precedence() {
+        let steps = two_steps();
+        let vals = vec![vec![1, 0, 0], vec![2, 20, 30]];
+        let ev = |text: &str| eval(&result(text, CREATE, &steps).unwrap(), &env(), &vals);
+        for (text, want) in [
+            ("user % 4", 3),
+            ("get.b - get.a * 2 + 1", -9),
+            ("(get.b - get.a) * 2", 20),
+            ("get.b / 7", 4),
+            ("-get.b / 7", -4),
+            ("-7 % 3", -1),
+            ("get.a == 20 and get.b == 30", 1),
+            ("get.a == 20 and get.b == 31", 0),
+            ("get.a == 21 or get.b == 30", 1),
+            ("not get.a == 20", 0),
+            ("not (sel.is_read or sel.last_id)", 1),
+            ("get.a > 0 and get.b", 1),
+        ] {
+            assert_eq!(ev(text), Ok(want), "{text}");
+        }
+        assert_eq!(ev("get.a / sel.is_read"), Err("division by zero: 20 / 0".into()));
+        assert_eq!(ev("user % (get.a - 20)"), Err("division by zero: 7 % 0".into()));
+        // `and`/`or` read their right side only when needed.
+        assert_eq!(ev("sel.is_read and 1 / 0"), Ok(0));
+        assert_eq!(ev("sel.rows or 1 / 0"), Ok(1));
+    }
+
+    #[test]
     fn templates_expand_to_text_with_the_prefix_in_front() {
-        let t: Template =
-            vec![Piece::Lit("u:".into()), Piece::Val(Ref::User), Piece::Lit(":n:".into()), Piece::Val(Ref::Each)];
-        assert_eq!(expand(&t, "cl:ns:", &env(), &[]), "cl:ns:u:7:n:3");
-        assert_eq!(expand(&t, "", &env(), &[]), "u:7:n:3");
-        assert_eq!(expand(&vec![Piece::Val(field(0, 1))], "", &env(), &[vec![0, -5]]), "-5");
+        let t: Template = vec![
+            Piece::Lit("u:".into()),
+            Piece::Val(val(Ref::User)),
+            Piece::Lit(":n:".into()),
+            Piece::Val(val(Ref::Each)),
+        ];
+        assert_eq!(expand(&t, "cl:ns:", &env(), &[]), Ok("cl:ns:u:7:n:3".into()));
+        assert_eq!(expand(&t, "", &env(), &[]), Ok("u:7:n:3".into()));
+        assert_eq!(expand(&vec![Piece::Val(val(field(0, 1)))], "", &env(), &[vec![0, -5]]), Ok("-5".into()));
+        let slot = vec![Piece::Val(bin(Op::Rem, val(Ref::User), val(Ref::Const(4))))];
+        assert_eq!(expand(&slot, "", &env(), &[]), Ok("3".into()));
+        let zero = vec![Piece::Val(bin(Op::Div, val(Ref::User), val(Ref::Const(0))))];
+        assert!(expand(&zero, "", &env(), &[]).is_err());
     }
 }

@@ -8,11 +8,11 @@ use counterlab_core::{ErrorClass, OpError, OpKind, Outcome, SeedSpec};
 use futures_util::StreamExt;
 
 use super::compile::{Exec, Step};
-use super::expr::{Env, eval, eval_ref, expand};
+use super::expr::{Env, eval, eval_ref};
+use super::redis_exec::RedisState;
 use super::spec::{MAX_EACH, SEED};
-use super::{CustomStrategy, other, redis_steps};
+use super::{CustomStrategy, other};
 use crate::db::Tx;
-use crate::redis::classify_redis;
 
 /// An error after an earlier step took effect (a committed write, a Redis write): the op
 /// is half applied, so its outcome is unknown and it is never retried as a whole.
@@ -37,6 +37,8 @@ struct Run {
     effects: bool,
     /// The op being run (None: the Redis seed).
     kind: Option<OpKind>,
+    /// Its dedicated Redis connection and transaction state (ops with WATCH or MULTI).
+    redis: RedisState,
 }
 
 impl CustomStrategy {
@@ -86,44 +88,6 @@ impl CustomStrategy {
         }
     }
 
-    /// One Redis or Lua call; returns the reply's value and elements.
-    async fn redis_call(
-        &self,
-        exec: &Exec,
-        env: &Env,
-        vals: &[Vec<i64>],
-    ) -> Result<(i64, Option<Vec<i64>>, bool), OpError> {
-        let space = self.redis.as_ref().expect("checked at build");
-        let prefix = space.prefix();
-        let mut conn = space.conn();
-        let (reply, writes): (::redis::Value, bool) = match exec {
-            Exec::Redis { command, keys, args, writes } => {
-                let mut cmd = ::redis::cmd(command);
-                for k in keys {
-                    cmd.arg(expand(k, prefix, env, vals));
-                }
-                for a in args {
-                    cmd.arg(expand(a, "", env, vals));
-                }
-                (cmd.query_async(&mut conn).await.map_err(classify_redis)?, *writes)
-            }
-            Exec::Lua { script, keys, args, .. } => {
-                let mut inv = script.prepare_invoke();
-                for k in keys {
-                    inv.key(expand(k, prefix, env, vals));
-                }
-                for a in args {
-                    inv.arg(expand(a, "", env, vals));
-                }
-                (inv.invoke_async(&mut conn).await.map_err(classify_redis)?, true)
-            }
-            Exec::Sql { .. } => unreachable!("not a Redis step"),
-        };
-        let (value, list) = redis_steps::decode(&reply)
-            .map_err(|e| OpError::new(ErrorClass::Other, if writes { Outcome::Unknown } else { Outcome::Fail }, e))?;
-        Ok((value, list, writes))
-    }
-
     /// Runs op `op`'s steps and returns its result.
     pub(super) async fn run(&self, op: usize, user: i64, id: i64) -> Result<i64, OpError> {
         self.run_env(op, Env { user, id, ..Env::default() }).await
@@ -137,82 +101,125 @@ impl CustomStrategy {
             open: None,
             open_writes: false,
             effects: false,
+            redis: RedisState::new(self.c.dedicated[op]),
             kind: [OpKind::Create, OpKind::MarkRead, OpKind::Delete, OpKind::MarkAllRead, OpKind::ReadCount]
                 .get(op)
                 .copied(),
         };
-        let r = self.steps(steps, env, &mut st).await;
-        match r {
-            Ok(()) => Ok(if op == SEED { 0 } else { eval(&self.c.results[op], &env, &st.vals) }),
-            Err(e) if st.effects => Err(half_applied(e)),
+        let r = match self.steps(op, env, &mut st).await {
+            Ok(()) if op == SEED => Ok(0),
+            Ok(()) => eval(&self.c.results[op], &env, &st.vals).map_err(|e| other(format!("result: {e}"))),
             Err(e) => Err(e),
+        };
+        st.redis.end(r.is_ok());
+        match r {
+            Err(e) if st.effects => Err(half_applied(e)),
+            r => r,
         }
     }
 
-    async fn steps(&self, steps: &[Step], env: Env, st: &mut Run) -> Result<(), OpError> {
-        for (i, s) in steps.iter().enumerate() {
-            if s.when.as_ref().is_some_and(|w| eval(w, &env, &st.vals) == 0) {
+    /// Runs the op's steps in order; at the last step of a retry group, its `until` is
+    /// read, and while it is false the group runs again from its first step (its outputs
+    /// back to 0), at most `max_attempts` times in all.
+    async fn steps(&self, op: usize, env: Env, st: &mut Run) -> Result<(), OpError> {
+        let steps = &self.c.steps[op];
+        let groups = &self.c.groups[op];
+        let mut attempts = vec![1u32; groups.len()];
+        let mut i = 0;
+        while i < steps.len() {
+            let s = &steps[i];
+            let guard = match &s.when {
+                Some(w) => eval(w, &env, &st.vals).map_err(|e| other(format!("{} when: {e}", s.name)))? != 0,
+                None => true,
+            };
+            if guard {
+                self.step(i, s, i + 1 < steps.len(), env, st).await?;
+            }
+            i += 1;
+            let Some(k) = groups.iter().position(|g| g.end == i) else { continue };
+            let g = &groups[k];
+            if eval(&g.until, &env, &st.vals).map_err(|e| other(format!("retry {} until: {e}", g.name)))? != 0 {
                 continue;
             }
-            let elements: Vec<Option<i64>> = match s.each {
-                None => vec![None],
-                Some(src) => {
-                    let list = st.lists[src].clone().unwrap_or_default();
-                    if list.len() > MAX_EACH {
-                        return Err(other(format!("`each` over {} elements (at most {MAX_EACH})", list.len())));
-                    }
-                    list.into_iter().map(Some).collect()
-                }
-            };
-            let mut out = vec![0i64; s.width];
-            for e in elements {
-                let env = Env { each: e.unwrap_or(0), ..env };
-                match &s.exec {
-                    Exec::Sql { sql, args, returns, returning_id, writes } => {
-                        let args: Vec<i64> = args.iter().map(|a| eval_ref(*a, &env, &st.vals)).collect();
-                        let tx = match &mut st.open {
-                            Some(tx) => tx,
-                            None => st.open.insert(self.db.begin(self.begin).await?),
-                        };
-                        let v = Self::sql_step(tx, sql, *returns, *returning_id, &args).await?;
-                        st.open_writes |= *writes;
-                        if !self.transaction {
-                            // After the last step a crash would only lose the reply.
-                            self.commit_open(st, &s.name, i + 1 < steps.len()).await?;
-                        }
-                        out[0] = out[0].saturating_add(v[0]);
-                        out[1..].copy_from_slice(&v[1..]);
-                    }
-                    exec => {
-                        let (value, list, writes) = self.redis_call(exec, &env, &st.vals).await?;
-                        st.effects |= writes;
-                        if writes
-                            && self
-                                .replies_to_lose
-                                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                                .is_ok()
-                        {
-                            self.lost_replies.fetch_add(1, Ordering::Relaxed);
-                            return Err(OpError::new(
-                                ErrorClass::Timeout,
-                                Outcome::Unknown,
-                                "redis: reply lost after the command ran (injected)",
-                            ));
-                        }
-                        out[0] = out[0].saturating_add(value);
-                        for (slot, v) in out[1..].iter_mut().zip(list.iter().flatten().chain(std::iter::repeat(&0))) {
-                            *slot = *v;
-                        }
-                        st.lists[i] = list;
-                    }
-                }
+            if attempts[k] >= g.max_attempts {
+                self.give_ups.fetch_add(1, Ordering::Relaxed);
+                return Err(OpError::new(
+                    ErrorClass::Serialization,
+                    Outcome::Fail,
+                    format!("retry {}: `until` still false after {} attempts", g.name, g.max_attempts),
+                ));
             }
-            st.vals[i] = out;
-            if s.commit {
-                self.commit_open(st, &s.name, true).await?;
+            attempts[k] += 1;
+            self.retries.fetch_add(1, Ordering::Relaxed);
+            for v in &mut st.vals[g.start..g.end] {
+                v.fill(0);
             }
+            i = g.start;
         }
         self.commit_open(st, "the last step", true).await
+    }
+
+    /// Runs step `i` (once, or once per element of its `each` list) and stores its
+    /// outputs; `more`: steps follow it.
+    async fn step(&self, i: usize, s: &Step, more: bool, env: Env, st: &mut Run) -> Result<(), OpError> {
+        let elements: Vec<Option<i64>> = match s.each {
+            None => vec![None],
+            Some(src) => {
+                let list = st.lists[src].clone().unwrap_or_default();
+                if list.len() > MAX_EACH {
+                    return Err(other(format!("`each` over {} elements (at most {MAX_EACH})", list.len())));
+                }
+                list.into_iter().map(Some).collect()
+            }
+        };
+        let mut out = vec![0i64; s.width];
+        for e in elements {
+            let env = Env { each: e.unwrap_or(0), ..env };
+            match &s.exec {
+                Exec::Sql { sql, args, returns, returning_id, writes } => {
+                    let args: Vec<i64> = args.iter().map(|a| eval_ref(*a, &env, &st.vals)).collect();
+                    let tx = match &mut st.open {
+                        Some(tx) => tx,
+                        None => st.open.insert(self.db.begin(self.begin).await?),
+                    };
+                    let v = Self::sql_step(tx, sql, *returns, *returning_id, &args).await?;
+                    st.open_writes |= *writes;
+                    if !self.transaction {
+                        // After the last step a crash would only lose the reply.
+                        self.commit_open(st, &s.name, more).await?;
+                    }
+                    out[0] = out[0].saturating_add(v[0]);
+                    out[1..].copy_from_slice(&v[1..]);
+                }
+                exec => {
+                    let r = self.redis_call(exec, &env, &st.vals, &mut st.redis).await?;
+                    st.effects |= r.writes;
+                    if r.writes {
+                        self.maybe_lose_reply()?;
+                    }
+                    out[0] = out[0].saturating_add(r.value);
+                    let mut rest = r.flags.iter().chain(r.list.iter().flatten()).chain(std::iter::repeat(&0));
+                    for slot in out[1..].iter_mut() {
+                        *slot = *rest.next().expect("endless");
+                    }
+                    st.lists[i] = r.list;
+                }
+            }
+        }
+        st.vals[i] = out;
+        if s.commit {
+            self.commit_open(st, &s.name, true).await?;
+        }
+        Ok(())
+    }
+
+    /// An armed `redis_timeout`: the write ran, its reply is lost.
+    fn maybe_lose_reply(&self) -> Result<(), OpError> {
+        if self.replies_to_lose.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_err() {
+            return Ok(());
+        }
+        self.lost_replies.fetch_add(1, Ordering::Relaxed);
+        Err(OpError::new(ErrorClass::Timeout, Outcome::Unknown, "redis: reply lost after the command ran (injected)"))
     }
 
     /// Commits the op's open transaction, if any, through the two commit fault points.

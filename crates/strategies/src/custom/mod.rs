@@ -12,9 +12,12 @@
 //! `compile.rs` (spec to steps, per dialect), `interpret.rs` (running the steps), `sql.rs`
 //! and `redis_steps.rs` (the checks of statements, commands and scripts).
 
+mod ast;
 mod compile;
+mod counters;
 mod expr;
 mod interpret;
+mod redis_exec;
 mod redis_steps;
 mod spec;
 mod sql;
@@ -28,14 +31,16 @@ use counterlab_core::{
 };
 
 use crate::db::{Begin, Db};
-use crate::redis::{RedisSpace, classify_redis};
+use crate::redis::RedisSpace;
 use compile::{Counters, Exec};
-use expr::{Env, expand};
 use spec::{SEED, leak, op_name};
 
 pub use compile::Compiled;
 pub use compile::{CompileError, Part};
-pub use spec::{Action, CUSTOM_OPS, CountersSpec, CustomSpec, MAX_EACH, PerDialect, StepSpec};
+pub use spec::{
+    Action, CUSTOM_OPS, CountersSpec, CustomSpec, DEFAULT_RETRY_ATTEMPTS, MAX_EACH, MAX_RETRY_ATTEMPTS, PerDialect,
+    RetrySpec, StepSpec,
+};
 
 /// An op error that says the op did not take effect (see `half_applied` for one after
 /// an earlier step did).
@@ -59,6 +64,9 @@ pub struct CustomStrategy {
     crashes: CrashPoints,
     /// Armed `error_before_commit` faults.
     errors: CrashPoints,
+    /// Retry groups: attempts beyond the first, and ops whose `until` never held.
+    retries: AtomicU64,
+    give_ups: AtomicU64,
 }
 
 impl CustomStrategy {
@@ -98,6 +106,8 @@ impl CustomStrategy {
             lost_replies: AtomicU64::new(0),
             crashes: CrashPoints::default(),
             errors: CrashPoints::default(),
+            retries: AtomicU64::new(0),
+            give_ups: AtomicU64::new(0),
         })
     }
 
@@ -157,30 +167,7 @@ impl Strategy for CustomStrategy {
                 let by_user: BTreeMap<i64, i64> = rows.into_iter().collect();
                 Ok(Some((1..=n_users as i64).map(|u| by_user.get(&u).copied()).collect()))
             }
-            Some(Counters::Redis { key, field }) => {
-                let space = self.redis.as_ref().expect("checked at build");
-                let mut conn = space.conn();
-                let mut out = Vec::with_capacity(n_users as usize);
-                for chunk in (1..=n_users as i64).collect::<Vec<_>>().chunks(1000) {
-                    let mut pipe = ::redis::pipe();
-                    for u in chunk {
-                        let env = Env { user: *u, ..Env::default() };
-                        let k = expand(key, space.prefix(), &env, &[]);
-                        match field {
-                            None => pipe.get(k),
-                            Some(f) => pipe.hget(k, expand(f, "", &env, &[])),
-                        };
-                    }
-                    let vals: Vec<::redis::Value> = pipe.query_async(&mut conn).await.map_err(classify_redis)?;
-                    for v in vals {
-                        out.push(match v {
-                            ::redis::Value::Nil => None,
-                            v => Some(redis_steps::decode(&v).map_err(other)?.0),
-                        });
-                    }
-                }
-                Ok(Some(out))
-            }
+            Some(Counters::Redis { read, key, args }) => self.redis_counters(read, key, args, n_users).await.map(Some),
         }
     }
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
@@ -217,6 +204,10 @@ impl Strategy for CustomStrategy {
         }
         if let Some(n) = self.errors.figure() {
             v.push(("errors_before_commit", n));
+        }
+        if self.c.groups.iter().any(|g| !g.is_empty()) {
+            v.push(("group_retries", self.retries.load(Ordering::Relaxed) as f64));
+            v.push(("group_give_ups", self.give_ups.load(Ordering::Relaxed) as f64));
         }
         if self.redis.is_some() {
             v.push(("lost_replies", self.lost_replies.load(Ordering::Relaxed) as f64));

@@ -59,6 +59,7 @@ const COMMANDS: &[(&str, bool, bool)] = &[
 ];
 
 /// A command's canonical name and whether it writes; `many`: keys only, no arguments.
+#[derive(Debug)]
 pub(super) struct Command {
     pub name: &'static str,
     pub writes: bool,
@@ -70,8 +71,51 @@ pub(super) fn command(name: &str) -> Result<Command, String> {
     match COMMANDS.iter().find(|(n, _, _)| *n == upper) {
         Some((n, w, m)) => Ok(Command { name: n, writes: *w, many: *m }),
         None => Err(format!(
-            "Redis command `{name}` is not allowed; a step may send {} (keys first), or be a Lua step",
-            COMMANDS.iter().map(|c| c.0).collect::<Vec<_>>().join(" ")
+            "Redis command `{name}` is not allowed; a step may send {} (keys first), {}, or be a Lua step",
+            COMMANDS.iter().map(|c| c.0).collect::<Vec<_>>().join(" "),
+            TxCmd::ALL.map(TxCmd::name).join(" ")
+        )),
+    }
+}
+
+/// Redis transaction commands a step may send: WATCH (keys only), then MULTI, queued
+/// commands, and EXEC or DISCARD; UNWATCH. Their state lives on the connection, so an op
+/// that sends any runs all its Redis steps on one dedicated connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TxCmd {
+    Watch,
+    Unwatch,
+    Multi,
+    Exec,
+    Discard,
+}
+
+impl TxCmd {
+    pub(super) const ALL: [TxCmd; 5] = [TxCmd::Watch, TxCmd::Unwatch, TxCmd::Multi, TxCmd::Exec, TxCmd::Discard];
+
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            TxCmd::Watch => "WATCH",
+            TxCmd::Unwatch => "UNWATCH",
+            TxCmd::Multi => "MULTI",
+            TxCmd::Exec => "EXEC",
+            TxCmd::Discard => "DISCARD",
+        }
+    }
+
+    /// The transaction command `name` is (any case), if it is one.
+    pub(super) fn of(name: &str) -> Option<TxCmd> {
+        TxCmd::ALL.into_iter().find(|t| t.name().eq_ignore_ascii_case(name))
+    }
+}
+
+/// A command the check may send to read a counter: one that does not write.
+pub(super) fn read_only(name: &str) -> Result<Command, String> {
+    match command(name) {
+        Ok(c) if !c.writes => Ok(c),
+        _ => Err(format!(
+            "`{name}` is not a read-only command; a counter is read with {}",
+            COMMANDS.iter().filter(|c| !c.1).map(|c| c.0).collect::<Vec<_>>().join(" ")
         )),
     }
 }
@@ -84,8 +128,9 @@ pub(super) enum Piece<R> {
 }
 
 /// Splits `u:{user}:unread` into literal text and `{...}` placeholders, resolving each
-/// placeholder's word with `resolve`. Keys and arguments are printable ASCII without
-/// spaces; a brace that opens no placeholder is an error.
+/// placeholder's text (an expression: `{user % 16}`) with `resolve`. Keys and arguments
+/// are printable ASCII, spaces only inside a placeholder; a brace that opens no
+/// placeholder is an error.
 pub(super) fn template<R>(
     text: &str,
     key: bool,
@@ -95,9 +140,10 @@ pub(super) fn template<R>(
     if key && text.is_empty() {
         return Err("empty key".into());
     }
-    if let Some(c) = text.chars().find(|c| !c.is_ascii_graphic()) {
-        return Err(format!("{what} {text:?}: character {c:?} (keys and arguments are printable ASCII, no spaces)"));
-    }
+    let literal = |lit: &str| match lit.chars().find(|c| !c.is_ascii_graphic()) {
+        Some(c) => Err(format!("{what} {text:?}: character {c:?} (keys and arguments are printable ASCII, no spaces)")),
+        None => Ok(Piece::Lit(lit.to_string())),
+    };
     let mut out = Vec::new();
     let mut rest = text;
     while let Some(open) = rest.find(['{', '}']) {
@@ -105,19 +151,21 @@ pub(super) fn template<R>(
             return Err(format!("{what} {text:?}: `}}` without `{{`"));
         }
         if open > 0 {
-            out.push(Piece::Lit(rest[..open].to_string()));
+            out.push(literal(&rest[..open])?);
         }
         let after = &rest[open + 1..];
         let close = after.find('}').ok_or_else(|| format!("{what} {text:?}: `{{` without `}}`"))?;
         let word = &after[..close];
-        if word.is_empty() || word.contains('{') {
-            return Err(format!("{what} {text:?}: write placeholders as {{user}}, {{id}}, {{step.field}}"));
+        if word.trim().is_empty() || word.contains('{') || word.chars().any(|c| !(c.is_ascii_graphic() || c == ' ')) {
+            return Err(format!(
+                "{what} {text:?}: write placeholders as {{user}}, {{id}}, {{step.field}}, {{user % 16}}"
+            ));
         }
         out.push(Piece::Val(resolve(word)?));
         rest = &after[close + 1..];
     }
     if !rest.is_empty() {
-        out.push(Piece::Lit(rest.to_string()));
+        out.push(literal(rest)?);
     }
     Ok(out)
 }
@@ -154,6 +202,16 @@ const LUA_REDIS_FNS: &[&str] = &["call", "pcall", "error_reply", "status_reply",
 /// starting with it, still under the prefix) as the key; no `KEYS[n]` beyond the step's
 /// keys. Line numbers in errors are the script's own.
 pub(super) fn check_lua(src: &str, n_keys: usize) -> Result<(), String> {
+    check_script(src, n_keys, command)
+}
+
+/// `check_lua` for a script that reads a counter: every command it calls is read-only.
+pub(super) fn check_read_lua(src: &str, n_keys: usize) -> Result<(), String> {
+    check_script(src, n_keys, read_only)
+}
+
+/// `check_lua`, with `allowed` deciding which commands the script may call.
+fn check_script(src: &str, n_keys: usize, allowed: fn(&str) -> Result<Command, String>) -> Result<(), String> {
     if src.trim().is_empty() {
         return Err("the Lua script is empty".into());
     }
@@ -205,7 +263,8 @@ pub(super) fn check_lua(src: &str, n_keys: usize) -> Result<(), String> {
                 return Err(format!("line {}: redis.{f} is not allowed", line_of(start)));
             }
             if f == "call" || f == "pcall" {
-                check_call(after_dot[f.len()..].trim_start()).map_err(|e| format!("line {}: {e}", line_of(start)))?;
+                check_call(after_dot[f.len()..].trim_start(), allowed)
+                    .map_err(|e| format!("line {}: {e}", line_of(start)))?;
             }
         }
     }
@@ -213,13 +272,13 @@ pub(super) fn check_lua(src: &str, n_keys: usize) -> Result<(), String> {
 }
 
 /// The text after `redis.call`: `('CMD', KEYS[...]...`.
-fn check_call(rest: &str) -> Result<(), String> {
+fn check_call(rest: &str, allowed: fn(&str) -> Result<Command, String>) -> Result<(), String> {
     let shape = "write redis.call('COMMAND', KEYS[n], ...) with the command quoted and a KEYS entry as the key";
     let rest = rest.strip_prefix('(').ok_or(shape)?.trim_start();
     let quote = rest.chars().next().filter(|c| *c == '\'' || *c == '"').ok_or(shape)?;
     let body = &rest[1..];
     let end = body.find(quote).ok_or(shape)?;
-    let c = command(&body[..end])?;
+    let c = allowed(&body[..end])?;
     let after = body[end + 1..].trim_start();
     let after = after.strip_prefix(',').ok_or(shape)?.trim_start();
     if !after.starts_with("KEYS[") {
@@ -270,6 +329,9 @@ mod tests {
         assert!(template("u:{user", true, |w| Ok(w.to_string())).is_err());
         assert!(template("u}", true, |w| Ok(w.to_string())).is_err());
         assert!(template("a b", true, |w| Ok(w.to_string())).is_err());
+        assert!(template("a{ }", true, |w| Ok(w.to_string())).is_err());
+        let t = template("s:{user % 16}", true, |w| Ok(w.to_string())).unwrap();
+        assert_eq!(t, [Piece::Lit("s:".into()), Piece::Val("user % 16".into())]);
         assert!(template("", true, |w| Ok(w.to_string())).is_err());
         assert!(template("{nope}", true, |w| Err::<String, _>(format!("unknown {w}"))).unwrap_err().contains("nope"));
     }
@@ -305,6 +367,19 @@ mod tests {
             assert!(e.contains(words), "{src:?}: {e}");
         }
         assert!(check_lua("\n\nreturn redis.call('GET', 'x')", 1).unwrap_err().starts_with("line 3"));
+    }
+
+    #[test]
+    fn counters_read_with_read_only_commands_and_scripts() {
+        assert_eq!(read_only("scard").unwrap().name, "SCARD");
+        let e = read_only("INCR").unwrap_err();
+        assert!(e.starts_with("`INCR` is not a read-only command; a counter is read with GET MGET"), "{e}");
+        assert!(e.contains("ZSCORE") && !e.contains("SADD"), "{e}");
+        assert!(read_only("FLUSHALL").is_err());
+        check_read_lua("return redis.call('SCARD', KEYS[1])", 1).unwrap();
+        let e = check_read_lua("redis.call('SADD', KEYS[1], 1)\nreturn 1", 1).unwrap_err();
+        assert!(e.starts_with("line 1: `SADD` is not a read-only command"), "{e}");
+        assert!(check_read_lua("return redis.call('GET', KEYS[2])", 1).unwrap_err().contains("KEYS[2]"));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The textual form of a file-defined strategy: `CustomSpec` and its steps as a scenario
 //! file gives them (and the report's plan prints them), before any checking.
 
+use std::collections::BTreeMap;
+
 use counterlab_core::{Guarantee, StrategyInfo};
 use serde::Serialize;
 
@@ -80,6 +82,9 @@ pub struct StepSpec {
     /// With `transaction`: commit the open transaction after this step, so later steps
     /// (a Redis call, say) see it committed and later SQL steps start a new one.
     pub commit: bool,
+    /// The retry group (a `retry.<group>` table) this step belongs to: the group's steps
+    /// are consecutive and run again while its `until` is false.
+    pub group: Option<String>,
     /// Where the step's statement or command is written (`file:line:col`), for errors
     /// found once the namespace exists.
     pub at: String,
@@ -88,8 +93,10 @@ pub struct StepSpec {
 impl StepSpec {
     /// The outputs a later step can read, in `vals` order.
     pub(super) fn fields(&self) -> Vec<&str> {
-        let base: &[&str] = match self.action {
+        let base: &[&str] = match &self.action {
             Action::Sql(_) => &["rows", "last_id"],
+            // EXEC: `nil` is 1 when the transaction was aborted (a WATCHed key changed).
+            Action::Redis { command, .. } if command.eq_ignore_ascii_case("EXEC") => &["value", "nil"],
             _ => &["value"],
         };
         base.iter().copied().chain(self.returns.iter().map(|r| r.as_str())).collect()
@@ -101,6 +108,18 @@ impl StepSpec {
     }
 }
 
+/// Most attempts a retry group may have (`max_attempts`), and the default.
+pub const MAX_RETRY_ATTEMPTS: u32 = 1000;
+pub const DEFAULT_RETRY_ATTEMPTS: u32 = 16;
+
+/// A retry group: its steps run again, from the first, until `until` holds (read after
+/// the group's last step), at most `max_attempts` times in all.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RetrySpec {
+    pub until: String,
+    pub max_attempts: u32,
+}
+
 /// Where the check reads the strategy's counter.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -110,6 +129,11 @@ pub enum CountersSpec {
     /// A Redis key per user (`GET`), or a hash field per user (`HGET key field`); a
     /// missing key or field is a missing counter.
     Redis { key: String, field: Option<String> },
+    /// A read-only command per user (`SCARD s:{user}`, `ZSCORE z {user}`), its reply read
+    /// as an integer (nil: a missing counter).
+    RedisCommand { command: String, key: String, args: Vec<String> },
+    /// A Lua script per user, reading with read-only commands; KEYS[1] is `key`.
+    RedisLua { script: String, key: String, args: Vec<String> },
 }
 
 /// A strategy as a scenario file describes it.
@@ -135,6 +159,8 @@ pub struct CustomSpec {
     /// Per op: create -> the new id; mark_read, delete -> changed (nonzero or a
     /// comparison); mark_all_read -> rows changed; read_count -> the badge.
     pub results: Vec<String>,
+    /// Retry groups by name (steps name theirs with `group`).
+    pub retries: BTreeMap<String, RetrySpec>,
 }
 
 /// A leaked statement: sqlx takes `&'static str`; a run compiles each spec once per
@@ -169,7 +195,8 @@ impl CustomSpec {
 
     /// Whether any step, the seed or the counters talk to Redis.
     pub fn needs_redis(&self) -> bool {
-        self.all_steps().any(|s| !s.is_sql()) || matches!(self.counters, Some(CountersSpec::Redis { .. }))
+        self.all_steps().any(|s| !s.is_sql())
+            || self.counters.as_ref().is_some_and(|c| !matches!(c, CountersSpec::Sql(_)))
     }
 
     /// Which dialects every SQL statement of the spec is written for.
@@ -204,6 +231,7 @@ pub(super) mod fixtures {
             when: None,
             each: None,
             commit: false,
+            group: None,
             at: String::new(),
         }
     }
@@ -234,6 +262,7 @@ pub(super) mod fixtures {
             steps: vec![create, Vec::new(), Vec::new(), Vec::new(), Vec::new()],
             redis_seed: Vec::new(),
             results: [result, "0", "0", "0", "0"].map(String::from).to_vec(),
+            retries: BTreeMap::new(),
         }
     }
 }

@@ -60,19 +60,19 @@ impl Dedicated {
 
 /// One op's dedicated connection. `clean` puts it back for reuse; dropped otherwise
 /// (an error, or the op cut off mid-transaction), it is closed, never reused.
-pub(super) struct DedicatedLease {
+pub(crate) struct DedicatedLease {
     conn: Option<(MultiplexedConnection, i64)>,
     pool: Arc<Dedicated>,
     _permit: OwnedSemaphorePermit,
 }
 
 impl DedicatedLease {
-    pub(super) fn conn(&mut self) -> &mut MultiplexedConnection {
+    pub(crate) fn conn(&mut self) -> &mut MultiplexedConnection {
         &mut self.conn.as_mut().expect("leased").0
     }
 
     /// The connection holds no WATCH and no open MULTI: it goes back to the pool.
-    pub(super) fn clean(mut self) {
+    pub(crate) fn clean(mut self) {
         if let Some(c) = self.conn.take() {
             self.pool.idle.lock().unwrap_or_else(|e| e.into_inner()).push(c);
         }

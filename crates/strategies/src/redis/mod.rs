@@ -32,7 +32,8 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::{BackendError, check_url, redact_url};
 use crate::sandbox::Identity;
-use dedicated::{Dedicated, DedicatedLease};
+use dedicated::Dedicated;
+pub(crate) use dedicated::DedicatedLease;
 
 pub use cache::CacheAside;
 pub use designs::{RedisDesign, RedisStrategy};
@@ -369,8 +370,9 @@ impl RedisSpace {
         format!("{}{{h:{shard}}}:{what}", self.prefix)
     }
 
-    /// A connection no other op uses while this op holds it (for WATCH ... EXEC).
-    async fn dedicated(&self) -> Result<DedicatedLease, OpError> {
+    /// A connection no other op uses while this op holds it (for WATCH ... EXEC; also
+    /// file-defined strategies' ops that use WATCH or MULTI).
+    pub(crate) async fn dedicated(&self) -> Result<DedicatedLease, OpError> {
         self.dedicated.take().await.map_err(classify_redis)
     }
 

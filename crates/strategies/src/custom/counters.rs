@@ -1,0 +1,59 @@
+//! Where the check reads a file-defined strategy's Redis counters: one read-only command
+//! or script per user (GET, HGET, SCARD, ZSCORE, a Lua script...), pipelined 1000 users
+//! at a time, each reply read as an integer and nil as a missing counter.
+
+use counterlab_core::OpError;
+
+use super::compile::RedisRead;
+use super::expr::{Env, Template, expand};
+use super::{CustomStrategy, other, redis_steps};
+use crate::redis::classify_redis;
+
+/// Users per pipeline.
+const CHUNK: usize = 1000;
+
+impl CustomStrategy {
+    /// Each user's counter (users 1..=n_users), None where the reply is nil.
+    pub(super) async fn redis_counters(
+        &self,
+        read: &RedisRead,
+        key: &Template,
+        args: &[Template],
+        n_users: u64,
+    ) -> Result<Vec<Option<i64>>, OpError> {
+        let space = self.redis.as_ref().expect("checked at build");
+        let mut conn = space.conn();
+        if let RedisRead::Lua(script) = read {
+            script.prepare_invoke().load_async(&mut conn).await.map_err(classify_redis)?;
+        }
+        let mut out = Vec::with_capacity(n_users as usize);
+        let users: Vec<i64> = (1..=n_users as i64).collect();
+        for chunk in users.chunks(CHUNK) {
+            let mut pipe = ::redis::pipe();
+            for u in chunk {
+                let env = Env { user: *u, ..Env::default() };
+                let mut cmd = match read {
+                    RedisRead::Command(c) => ::redis::cmd(c),
+                    RedisRead::Lua(script) => {
+                        let mut c = ::redis::cmd("EVALSHA");
+                        c.arg(script.get_hash()).arg(1);
+                        c
+                    }
+                };
+                cmd.arg(expand(key, space.prefix(), &env, &[]).map_err(other)?);
+                for a in args {
+                    cmd.arg(expand(a, "", &env, &[]).map_err(other)?);
+                }
+                pipe.add_command(cmd);
+            }
+            let vals: Vec<::redis::Value> = pipe.query_async(&mut conn).await.map_err(classify_redis)?;
+            for v in vals {
+                out.push(match v {
+                    ::redis::Value::Nil => None,
+                    v => Some(redis_steps::decode(&v).map_err(other)?.0),
+                });
+            }
+        }
+        Ok(out)
+    }
+}

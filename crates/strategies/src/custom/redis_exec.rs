@@ -1,0 +1,218 @@
+//! Sending a file-defined strategy's Redis and Lua steps: on the run's shared connections,
+//! or, for an op that sends WATCH or MULTI, on one dedicated connection held for the whole
+//! op (WATCH and MULTI state lives on the connection); MULTI's queued commands, EXEC's
+//! replies (nil when a WATCHed key changed: nothing ran) and what each reply means as
+//! numbers and as effects.
+
+use counterlab_core::{ErrorClass, OpError, Outcome};
+use redis::aio::ConnectionLike;
+
+use super::compile::Exec;
+use super::expr::{Env, expand};
+use super::redis_steps::{self, TxCmd};
+use super::{CustomStrategy, other};
+use crate::redis::{DedicatedLease, classify_redis};
+
+/// An op's Redis connection state.
+pub(super) struct RedisState {
+    /// The op sends WATCH or MULTI: every Redis step goes to `lease`.
+    dedicated: bool,
+    lease: Option<DedicatedLease>,
+    /// A MULTI is open (commands are queued), a WATCH is set, a queued command writes.
+    multi: bool,
+    watching: bool,
+    queued_writes: bool,
+}
+
+impl RedisState {
+    pub(super) fn new(dedicated: bool) -> RedisState {
+        RedisState { dedicated, lease: None, multi: false, watching: false, queued_writes: false }
+    }
+
+    /// At the op's end: a connection with no WATCH and no open MULTI goes back to the pool
+    /// after an op that succeeded; otherwise (an error, a transaction left open) it is
+    /// closed, which ends whatever it held.
+    pub(super) fn end(&mut self, ok: bool) {
+        if let Some(lease) = self.lease.take()
+            && ok
+            && !self.multi
+            && !self.watching
+        {
+            lease.clean();
+        }
+    }
+}
+
+/// A step's reply as numbers: `value`, then `flags` (EXEC: `nil`), then an array reply's
+/// elements; `writes`: the call changed Redis.
+pub(super) struct Reply {
+    pub(super) value: i64,
+    pub(super) flags: Vec<i64>,
+    pub(super) list: Option<Vec<i64>>,
+    pub(super) writes: bool,
+}
+
+/// A command or a script invocation, ready to send.
+enum Call<'a> {
+    Cmd(::redis::Cmd),
+    Lua(::redis::ScriptInvocation<'a>),
+}
+
+async fn send<C: ConnectionLike + Send>(c: &mut C, call: &Call<'_>) -> Result<::redis::Value, ::redis::RedisError> {
+    match call {
+        Call::Cmd(cmd) => cmd.query_async(c).await,
+        Call::Lua(inv) => inv.invoke_async(c).await,
+    }
+}
+
+impl CustomStrategy {
+    /// The command or script of a Redis or Lua step, its keys prefixed.
+    fn call<'a>(&self, exec: &'a Exec, env: &Env, vals: &[Vec<i64>]) -> Result<Call<'a>, OpError> {
+        let prefix = self.redis.as_ref().expect("checked at build").prefix();
+        Ok(match exec {
+            Exec::Redis { command, keys, args, .. } => {
+                let mut cmd = ::redis::cmd(command);
+                for k in keys {
+                    cmd.arg(expand(k, prefix, env, vals).map_err(other)?);
+                }
+                for a in args {
+                    cmd.arg(expand(a, "", env, vals).map_err(other)?);
+                }
+                Call::Cmd(cmd)
+            }
+            Exec::Lua { script, keys, args, .. } => {
+                let mut inv = script.prepare_invoke();
+                for k in keys {
+                    inv.key(expand(k, prefix, env, vals).map_err(other)?);
+                }
+                for a in args {
+                    inv.arg(expand(a, "", env, vals).map_err(other)?);
+                }
+                Call::Lua(inv)
+            }
+            Exec::Sql { .. } => unreachable!("not a Redis step"),
+        })
+    }
+
+    /// One Redis or Lua step, on the op's dedicated connection when it has one.
+    pub(super) async fn redis_call(
+        &self,
+        exec: &Exec,
+        env: &Env,
+        vals: &[Vec<i64>],
+        rs: &mut RedisState,
+    ) -> Result<Reply, OpError> {
+        let call = self.call(exec, env, vals)?;
+        let (tx, writes) = match exec {
+            Exec::Redis { tx, writes, .. } => (*tx, *writes),
+            _ => (None, true),
+        };
+        // EXEC runs the queued writes: an error there may come after they ran.
+        let may_have_run = tx == Some(TxCmd::Exec) && rs.queued_writes;
+        let failed = |e: ::redis::RedisError| {
+            let e = classify_redis(e);
+            if may_have_run { OpError::new(e.class, Outcome::Unknown, e.message) } else { e }
+        };
+        let reply = if rs.dedicated {
+            let space = self.redis.as_ref().expect("checked at build");
+            let lease = match &mut rs.lease {
+                Some(l) => l,
+                None => rs.lease.insert(space.dedicated().await?),
+            };
+            send(lease.conn(), &call).await.map_err(failed)?
+        } else {
+            send(&mut self.redis.as_ref().expect("checked at build").conn(), &call).await.map_err(failed)?
+        };
+        rs.reply(tx, writes, &reply)
+    }
+}
+
+impl RedisState {
+    /// What a reply means, given the transaction state it came in (and moves it on).
+    fn reply(&mut self, tx: Option<TxCmd>, writes: bool, reply: &::redis::Value) -> Result<Reply, OpError> {
+        let plain = |value, writes| Reply { value, flags: Vec::new(), list: None, writes };
+        match tx {
+            None if self.multi => {
+                // Queued: it runs at EXEC.
+                self.queued_writes |= writes;
+                Ok(plain(0, false))
+            }
+            Some(TxCmd::Watch) => {
+                self.watching = true;
+                Ok(plain(1, false))
+            }
+            Some(TxCmd::Unwatch) => {
+                self.watching = false;
+                Ok(plain(1, false))
+            }
+            Some(TxCmd::Multi) => {
+                (self.multi, self.queued_writes) = (true, false);
+                Ok(plain(1, false))
+            }
+            Some(TxCmd::Discard) => {
+                (self.multi, self.watching) = (false, false);
+                Ok(plain(1, false))
+            }
+            Some(TxCmd::Exec) => {
+                (self.multi, self.watching) = (false, false);
+                if matches!(reply, ::redis::Value::Nil) {
+                    return Ok(Reply { value: 0, flags: vec![1], list: None, writes: false });
+                }
+                let (value, list) = redis_steps::decode(reply).map_err(|e| {
+                    let outcome = if self.queued_writes { Outcome::Unknown } else { Outcome::Fail };
+                    OpError::new(ErrorClass::Other, outcome, format!("EXEC: {e}"))
+                })?;
+                Ok(Reply { value, flags: vec![0], list, writes: self.queued_writes })
+            }
+            None => {
+                let (value, list) = redis_steps::decode(reply).map_err(|e| {
+                    OpError::new(ErrorClass::Other, if writes { Outcome::Unknown } else { Outcome::Fail }, e)
+                })?;
+                Ok(Reply { value, flags: Vec::new(), list, writes })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ::redis::Value as V;
+
+    #[test]
+    fn watch_multi_exec_moves_the_state_and_a_nil_exec_wrote_nothing() {
+        let mut rs = RedisState::new(true);
+        rs.reply(Some(TxCmd::Watch), false, &V::Okay).unwrap();
+        let got = rs.reply(None, false, &V::BulkString(b"4".to_vec())).unwrap();
+        assert_eq!((got.value, got.writes), (4, false));
+        rs.reply(Some(TxCmd::Multi), false, &V::Okay).unwrap();
+        assert!(rs.multi && rs.watching);
+        let queued = rs.reply(None, true, &V::SimpleString("QUEUED".into())).unwrap();
+        assert_eq!((queued.value, queued.writes), (0, false));
+        assert!(rs.queued_writes);
+        let aborted = rs.reply(Some(TxCmd::Exec), false, &V::Nil).unwrap();
+        assert_eq!((aborted.value, aborted.flags.clone(), aborted.writes), (0, vec![1], false));
+        assert!(!rs.multi && !rs.watching);
+        rs.reply(Some(TxCmd::Watch), false, &V::Okay).unwrap();
+        rs.reply(Some(TxCmd::Multi), false, &V::Okay).unwrap();
+        rs.reply(None, true, &V::SimpleString("QUEUED".into())).unwrap();
+        let ran = rs.reply(Some(TxCmd::Exec), false, &V::Array(vec![V::Okay])).unwrap();
+        assert_eq!((ran.value, ran.flags, ran.list, ran.writes), (1, vec![0], Some(vec![1]), true));
+    }
+
+    #[test]
+    fn a_bad_exec_reply_after_queued_writes_is_unknown_and_discard_ends_all() {
+        let mut rs = RedisState::new(true);
+        rs.reply(Some(TxCmd::Multi), false, &V::Okay).unwrap();
+        rs.reply(None, true, &V::SimpleString("QUEUED".into())).unwrap();
+        let e = rs.reply(Some(TxCmd::Exec), false, &V::Array(vec![V::BulkString(b"x".to_vec())])).err().unwrap();
+        assert_eq!(e.outcome, Outcome::Unknown);
+        rs.reply(Some(TxCmd::Watch), false, &V::Okay).unwrap();
+        rs.reply(Some(TxCmd::Multi), false, &V::Okay).unwrap();
+        rs.reply(Some(TxCmd::Discard), false, &V::Okay).unwrap();
+        assert!(!rs.multi && !rs.watching);
+        rs.reply(Some(TxCmd::Watch), false, &V::Okay).unwrap();
+        rs.reply(Some(TxCmd::Unwatch), false, &V::Okay).unwrap();
+        assert!(!rs.watching);
+    }
+}
