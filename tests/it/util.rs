@@ -116,7 +116,8 @@ pub async fn stored_drift_and_drop(backend: &str, namespace: &str, sqlite: Optio
             }
             sql
         }
-        None => backend,
+        // The broker's queue goes with the run (also a kept one): only SQL is left.
+        None => backend.strip_suffix("+rabbitmq").unwrap_or(backend),
     };
     match backend {
         "postgres" => {
