@@ -240,6 +240,12 @@ fn new_syntax_cases() -> Vec<(String, &'static str, &'static str)> {
             "unknown parameter `nope`",
         ),
         (with_step(&format!("{update}\ngroup = \"g\"")), "byo.toml:15:9:", "group: no [retry.g] table"),
+        (with_step(&format!("{update}\nafter_ms = 0")), "byo.toml:15:12:", "after_ms must be in 1..=10000, got 0"),
+        (
+            with_step(update).replace("guarantee = \"exact\"\n", "guarantee = \"exact\"\nread_lag_ms = 20000\n"),
+            "byo.toml:11:15:",
+            "read_lag_ms must be in 1..=10000, got 20000",
+        ),
         (
             retry(&format!("{update}\ngroup = \"g\""), "[strategy.mine.retry.g]\nuntil = \"s1.rows = 1\"\n"),
             "byo.toml:30:9:",
@@ -480,4 +486,36 @@ async fn a_lua_script_redis_refuses_fails_the_run_naming_the_script() {
         .filter(|l| l.namespace.ends_with("_mine") && l.marker.pid == std::process::id() && l.sessions == 0)
         .collect();
     assert!(mine.is_empty(), "{mine:?}");
+}
+
+/// cache-aside and its delete-first mutant as files (`bring-your-own-cache.toml`) beside
+/// their built-ins: the double delete passes in both forms, with its reads judged against
+/// the lag it declares and the SQL counters exact; the delete-first designs fail on reads
+/// only (their counters are exact too), and what they show is stale, never out of bounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_aside_files_give_their_built_ins_verdicts() {
+    let _heavy = util::heavy().await;
+    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/bring-your-own-cache.toml");
+    let text = std::fs::read_to_string(&f).unwrap();
+    let plan = parse(&f.display().to_string(), &text, "byo-cache", &Overrides::default(), &util::known(), 23)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let report = util::run_kept(&plan, None).await;
+    for s in &report.strategies {
+        let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, None).await;
+        let mismatched = stored.iter().filter(|(_, c, t)| c != t).count() as u64;
+        assert_eq!((mismatched, s.check.users_mismatched), (0, 0), "{}: the SQL counter is exact", s.strategy);
+        let names: Vec<&str> = s.anomalies.iter().map(|a| a.name.as_str()).collect();
+        let lag = s.figures.get("read_lag_allowed_ms").copied().unwrap_or(0.0);
+        assert!(lag >= 100.0, "{}: reads judged with the declared lag: {:?}", s.strategy, s.figures);
+        if s.strategy.starts_with("cache-aside") && !s.strategy.contains("delete-first") {
+            assert_eq!((s.check.verdict.as_str(), names.len()), ("pass", 0), "{}: {names:?}", s.strategy);
+        } else {
+            assert!(names.iter().all(|n| n.starts_with("stale_")), "{}: {names:?}", s.strategy);
+            if !names.is_empty() {
+                assert_eq!(s.check.verdict, "FAIL: reads", "{}", s.strategy);
+            }
+        }
+    }
+    let order: Vec<&str> = report.strategies.iter().map(|s| s.strategy.as_str()).collect();
+    assert_eq!(order, ["cache-aside", "cache-aside-file", "cache-aside-delete-first", "cache-delete-first-file"]);
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use counterlab_strategies::{
     Action, CUSTOM_OPS, CompileError, CompilePart, CountersSpec, CustomSpec, DEFAULT_RETRY_ATTEMPTS, Dialect,
-    MAX_RETRY_ATTEMPTS, PerDialect, RetrySpec, StepSpec,
+    MAX_AFTER_MS, MAX_RETRY_ATTEMPTS, PerDialect, RetrySpec, StepSpec,
 };
 use serde::Deserialize;
 use toml::Spanned;
@@ -32,6 +32,8 @@ pub(crate) struct RawStrategy {
     summary: Option<String>,
     transaction: Option<bool>,
     sqlite_begin_immediate: Option<bool>,
+    /// Reads come from a cache allowed to lag this long (ms).
+    read_lag_ms: Option<Spanned<u64>>,
     /// Levels it runs at unless the scenario's `strategy_isolation` names it.
     pub(crate) isolation: Option<Vec<Spanned<String>>>,
     setup: Option<Vec<Spanned<RawSql>>>,
@@ -69,6 +71,7 @@ struct RawStep {
     when: Option<Spanned<String>>,
     each: Option<Spanned<String>>,
     commit: Option<bool>,
+    after_ms: Option<Spanned<u64>>,
     group: Option<Spanned<String>>,
 }
 
@@ -163,6 +166,10 @@ fn raw_steps(op: &str, list: &Spanned<Vec<Spanned<RawStep>>>, src: &Src<'_>) -> 
             when: st.when.as_ref().map(|w| w.get_ref().clone()),
             each: st.each.as_ref().map(|w| w.get_ref().clone()),
             commit: st.commit.unwrap_or(false),
+            after_ms: match &st.after_ms {
+                Some(ms) => Some(crate::bounds::within_at(src, ms, "after_ms", 1..=MAX_AFTER_MS)?),
+                None => None,
+            },
             group: st.group.as_ref().map(|g| g.get_ref().clone()),
             at: src.location(step_span(raw, None)),
         });
@@ -296,6 +303,10 @@ pub(crate) fn check(
         name: name.to_string(),
         guarantee: guarantee.clone(),
         summary: r.summary.clone().unwrap_or_else(|| "defined in a scenario file".into()),
+        read_lag_ms: match &r.read_lag_ms {
+            Some(ms) => Some(crate::bounds::within_at(src, ms, "read_lag_ms", 1..=MAX_AFTER_MS)?),
+            None => None,
+        },
         transaction: r.transaction.unwrap_or(true),
         sqlite_begin_immediate: r.sqlite_begin_immediate.unwrap_or(false),
         setup: r.setup.iter().flatten().map(|s| s.get_ref().per_dialect()).collect(),

@@ -22,8 +22,8 @@ use counterlab_core::Strategy;
 pub use backend::{DEFAULT_MYSQL_URL, DEFAULT_POSTGRES_URL, Namespace, PoolSpec, Server};
 pub use counterlab_core::SeedSpec;
 pub use custom::{
-    Action, CUSTOM_OPS, CompileError, CountersSpec, CustomSpec, CustomStrategy, DEFAULT_RETRY_ATTEMPTS, MAX_EACH,
-    MAX_RETRY_ATTEMPTS, Part as CompilePart, PerDialect, RetrySpec, StepSpec,
+    Action, CUSTOM_OPS, CompileError, CountersSpec, CustomSpec, CustomStrategy, DEFAULT_RETRY_ATTEMPTS, MAX_AFTER_MS,
+    MAX_EACH, MAX_RETRY_ATTEMPTS, Part as CompilePart, PerDialect, RetrySpec, StepSpec,
 };
 pub use db::{Begin, Db, Dialect, Isolation, classify};
 pub use error::{BackendError, Cause, redact_url};

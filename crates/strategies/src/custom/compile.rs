@@ -110,6 +110,8 @@ pub(super) struct Step {
     /// The earlier step whose array reply this one loops over.
     pub(super) each: Option<usize>,
     pub(super) commit: bool,
+    /// Wait before running (ms).
+    pub(super) after_ms: Option<u64>,
     /// Number of outputs (`StepSpec::fields`).
     pub(super) width: usize,
     /// `step <name>`, for messages.
@@ -282,7 +284,8 @@ impl CustomSpec {
             Action::Lua { origin, script, keys, args } => self.compile_lua(origin, script, keys, args, op, idx),
         }
         .map_err(CompileError::at(Part::Step))?;
-        Ok(Step { exec, when, each, commit: s.commit, width: s.fields().len(), name: format!("step {}", s.name) })
+        let name = format!("step {}", s.name);
+        Ok(Step { exec, when, each, commit: s.commit, after_ms: s.after_ms, width: s.fields().len(), name })
     }
 
     /// An SQL step's statement for `dialect`: checked, its parameters bound.

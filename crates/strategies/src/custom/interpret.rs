@@ -133,6 +133,9 @@ impl CustomStrategy {
                 None => true,
             };
             if guard {
+                if let Some(ms) = s.after_ms {
+                    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                }
                 self.step(i, s, i + 1 < steps.len(), env, st).await?;
             }
             i += 1;

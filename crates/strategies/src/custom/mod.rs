@@ -38,8 +38,8 @@ use spec::{SEED, leak, op_name};
 pub use compile::Compiled;
 pub use compile::{CompileError, Part};
 pub use spec::{
-    Action, CUSTOM_OPS, CountersSpec, CustomSpec, DEFAULT_RETRY_ATTEMPTS, MAX_EACH, MAX_RETRY_ATTEMPTS, PerDialect,
-    RetrySpec, StepSpec,
+    Action, CUSTOM_OPS, CountersSpec, CustomSpec, DEFAULT_RETRY_ATTEMPTS, MAX_AFTER_MS, MAX_EACH, MAX_RETRY_ATTEMPTS,
+    PerDialect, RetrySpec, StepSpec,
 };
 
 /// An op error that says the op did not take effect (see `half_applied` for one after
@@ -67,6 +67,8 @@ pub struct CustomStrategy {
     /// Retry groups: attempts beyond the first, and ops whose `until` never held.
     retries: AtomicU64,
     give_ups: AtomicU64,
+    /// The lag its reads may show by design (`read_lag_ms`).
+    read_lag: Option<std::time::Duration>,
 }
 
 impl CustomStrategy {
@@ -108,6 +110,7 @@ impl CustomStrategy {
             errors: CrashPoints::default(),
             retries: AtomicU64::new(0),
             give_ups: AtomicU64::new(0),
+            read_lag: spec.read_lag_ms.map(std::time::Duration::from_millis),
         })
     }
 
@@ -196,6 +199,9 @@ impl Strategy for CustomStrategy {
                 Err(other(format!("{} cannot inject {} here", self.info.name, fault.name())))
             }
         }
+    }
+    fn read_lag(&self) -> Option<std::time::Duration> {
+        self.read_lag
     }
     fn figures(&self) -> Vec<(&'static str, f64)> {
         let mut v = Vec::new();

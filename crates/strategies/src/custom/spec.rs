@@ -17,6 +17,9 @@ pub(super) const SEED: usize = 5;
 /// Parameters of `redis_seed` steps: the seeded layout of the user (see `SeedSpec`).
 pub(super) const SEED_PARAMS: [&str; 4] = ["unread", "total", "read", "first_id"];
 
+/// Longest wait a step's `after_ms` may ask for.
+pub const MAX_AFTER_MS: u64 = 10_000;
+
 /// Most elements an `each` step loops over in one op.
 pub const MAX_EACH: usize = 10_000;
 
@@ -81,6 +84,9 @@ pub struct StepSpec {
     pub each: Option<String>,
     /// With `transaction`: commit the open transaction after this step, so later steps
     /// (a Redis call, say) see it committed and later SQL steps start a new one.
+    /// Wait this many milliseconds (at most `MAX_AFTER_MS`) before running the step
+    /// (when its guard holds): a delayed second delete, say.
+    pub after_ms: Option<u64>,
     pub commit: bool,
     /// The retry group (a `retry.<group>` table) this step belongs to: the group's steps
     /// are consecutive and run again while its `until` is false.
@@ -143,6 +149,9 @@ pub struct CustomSpec {
     pub guarantee: String,
     pub summary: String,
     /// All SQL steps of an op in one transaction (true) or each step in its own.
+    /// Reads come from a cache that may lag the counter this long by design (see
+    /// `Strategy::read_lag`); None: reads see the counter.
+    pub read_lag_ms: Option<u64>,
     pub transaction: bool,
     /// SQLite: BEGIN IMMEDIATE (the write lock up front), its stand-in for FOR UPDATE.
     pub sqlite_begin_immediate: bool,
@@ -231,6 +240,7 @@ pub(super) mod fixtures {
             when: None,
             each: None,
             commit: false,
+            after_ms: None,
             group: None,
             at: String::new(),
         }
@@ -255,6 +265,7 @@ pub(super) mod fixtures {
             name: "t".into(),
             guarantee: "exact".into(),
             summary: String::new(),
+            read_lag_ms: None,
             transaction: true,
             sqlite_begin_immediate: false,
             setup: Vec::new(),
