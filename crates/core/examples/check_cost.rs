@@ -33,7 +33,7 @@ fn main() {
         guarantee: Guarantee::Exact,
         lost_flushes: 0,
         double_flushes: 0,
-        double_applies: 0,
+        double_applies: (0, 0),
         reconciler: false,
         seed: counterlab_core::SeedSpec { n_users: 0, notifications_per_user: 0, initial_read_per_user: 0 },
     };

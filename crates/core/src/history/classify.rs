@@ -54,8 +54,9 @@ pub struct Context {
     pub lost_flushes: u64,
     pub double_flushes: u64,
     /// Broker messages the strategy's consumer counted as applied twice (redelivered
-    /// after an apply whose ack was lost).
-    pub double_applies: u64,
+    /// after an apply whose ack was lost): those that raised a counter, and those that
+    /// lowered one (a doubled delta moves its user's counter its own way).
+    pub double_applies: (u64, u64),
     /// A reconciler ran: drift left after settle is drift it never healed.
     pub reconciler: bool,
     /// The seed's layout (which ids each user started with, and which of them read).

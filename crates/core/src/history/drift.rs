@@ -80,7 +80,7 @@ fn explain(evs: &[&Event], drift: i64, cx: Context, budget: &mut Budget) -> Caus
     double_claim(evs, drift)
         .or_else(|| retried_apply(evs))
         .or_else(|| flush_claim(budget))
-        .or_else(|| redelivered_apply(budget))
+        .or_else(|| redelivered_apply(budget, drift))
         .or_else(|| create_racing_mark_all_read(evs, drift))
         .or_else(|| half_applied(evs, drift))
         .or_else(|| delete_of_read_row(evs, drift, cx.seed))
@@ -127,7 +127,8 @@ fn retried_apply(evs: &[&Event]) -> Option<Cause> {
 struct Budget {
     lost_flushes: u64,
     double_flushes: u64,
-    double_applies: u64,
+    /// (raised, lowered): doubled deltas by sign.
+    double_applies: (u64, u64),
 }
 
 /// A buffered delta of either sign: lost, or applied twice. Each drifted user is charged
@@ -145,10 +146,11 @@ fn flush_claim(budget: &mut Budget) -> Option<Cause> {
     })
 }
 
-/// A broker message of either sign applied again after redelivery: charged to the
+/// A broker message applied again after redelivery, of the drift's sign: charged to the
 /// consumer's own count of such applies (never inferred from the drift alone).
-fn redelivered_apply(budget: &mut Budget) -> Option<Cause> {
-    budget.double_applies = budget.double_applies.checked_sub(1)?;
+fn redelivered_apply(budget: &mut Budget, drift: i64) -> Option<Cause> {
+    let left = if drift > 0 { &mut budget.double_applies.0 } else { &mut budget.double_applies.1 };
+    *left = left.checked_sub(1)?;
     let note = "the consumer applied a redelivered message whose first apply had committed";
     Some(Cause::new(AnomalyKind::DoubleApplyAfterRedelivery, Vec::new(), 0, note))
 }

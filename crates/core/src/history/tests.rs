@@ -172,7 +172,7 @@ fn cx() -> Context {
         guarantee: Guarantee::Exact,
         lost_flushes: 0,
         double_flushes: 0,
-        double_applies: 0,
+        double_applies: (0, 0),
         reconciler: false,
         seed: SeedSpec { n_users: 0, notifications_per_user: 4, initial_read_per_user: 1 },
     }
@@ -230,10 +230,11 @@ fn a_create_racing_mark_all_read_is_a_lost_increment_and_retries_are_named() {
     let names: Vec<(&str, u64)> = a.iter().map(|a| (a.name, a.count)).collect();
     assert_eq!(names, [("lost_flush", 1), ("double_flush", 1)]);
     // A broker consumer's own count of messages it applied twice after redelivery.
-    let redelivered = Context { guarantee: Guarantee::Eventual, double_applies: 1, ..cx() };
+    // A doubled +1 raised a counter: user 2 (too high) is charged, not user 1 (too low).
+    let redelivered = Context { guarantee: Guarantee::Eventual, double_applies: (1, 0), ..cx() };
     let a = classify(&[], &[row(1, 0, 1), row(2, 3, 2)], None, &[], redelivered);
-    let names: Vec<(&str, u64)> = a.iter().map(|a| (a.name, a.count)).collect();
-    assert_eq!(names, [("double_apply_after_redelivery", 1), ("unexplained_drift", 1)]);
+    let named: Vec<(&str, UserId)> = a.iter().map(|a| (a.name, a.witnesses[0].user)).collect();
+    assert_eq!(named, [("double_apply_after_redelivery", 2), ("unexplained_drift", 1)]);
     // Two overlapping mark_reads of different rows, each claiming a transition, and a
     // counter one too high: one read-modify-write overwrote the other.
     let h = [ev(MarkRead, 1, 3, (2, 6), Okay, 1), ev(MarkRead, 1, 4, (4, 9), Okay, 1)];

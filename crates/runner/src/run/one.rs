@@ -351,7 +351,7 @@ async fn check(cell: &Cell<'_>, ns: &Namespace, l: &Loaded, log: &mut dyn FnMut(
         guarantee,
         lost_flushes: figure("lost_flush_claims").unwrap_or(0),
         double_flushes: figure("double_flush_claims").unwrap_or(0),
-        double_applies: figure("double_applies_after_redelivery").unwrap_or(0),
+        double_applies: (figure("double_applies_raising").unwrap_or(0), figure("double_applies_lowering").unwrap_or(0)),
         reconciler: figure("reconcile_passes").is_some(),
         seed: cell.t.seed,
     };

@@ -135,6 +135,9 @@ impl Shared {
             }
             (true, false) => {
                 self.figures.double_applies.fetch_add(1, Ordering::Relaxed);
+                if m.delta > 0 {
+                    self.figures.double_applies_raising.fetch_add(1, Ordering::Relaxed);
+                }
             }
             (false, _) => {
                 self.figures.duplicates_skipped.fetch_add(1, Ordering::Relaxed);

@@ -137,6 +137,8 @@ impl Strategy for MqStrategy {
             ("consumer_crashes", g(&f.consumer_crashes)),
             ("consumer_restarts", g(&f.consumer_restarts)),
             ("double_applies_after_redelivery", g(&f.double_applies)),
+            ("double_applies_raising", g(&f.double_applies_raising)),
+            ("double_applies_lowering", g(&f.double_applies) - g(&f.double_applies_raising)),
             ("duplicates_skipped", g(&f.duplicates_skipped)),
             ("apply_errors", g(&f.apply_errors)),
             ("apply_lag_p50_ms", sh.lag_ms(0.5)),

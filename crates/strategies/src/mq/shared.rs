@@ -38,6 +38,8 @@ pub(super) struct Figures {
     pub(super) consumer_restarts: AtomicU64,
     /// Applies of a message whose first apply had committed (the naive design).
     pub(super) double_applies: AtomicU64,
+    /// Of those, the ones whose delta raised the counter (the rest lowered it).
+    pub(super) double_applies_raising: AtomicU64,
     /// Redeliveries the idempotent design recognised and skipped.
     pub(super) duplicates_skipped: AtomicU64,
     pub(super) apply_errors: AtomicU64,
