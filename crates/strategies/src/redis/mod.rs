@@ -192,15 +192,7 @@ impl RedisServer {
         let mut keys: Vec<String> = Vec::new();
         let mut cursor: u64 = 0;
         for _ in 0..MAX_SCAN_ROUNDS {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg("cl:cl_*:meta")
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut conn)
-                .await
-                .map_err(err)?;
+            let (next, batch) = scan_page(&mut conn, cursor, "cl:cl_*:meta", 1000).await.map_err(err)?;
             keys.extend(batch);
             cursor = next;
             if cursor == 0 {
@@ -256,6 +248,16 @@ impl RedisServer {
         let settings = info.redis_settings().clone().set_username(namespace).set_password(&password);
         redis::Client::open(info.set_redis_settings(settings))
     }
+}
+
+/// One SCAN round: the next cursor and up to about `count` keys matching `pattern`.
+async fn scan_page(
+    conn: &mut redis::aio::MultiplexedConnection,
+    cursor: u64,
+    pattern: &str,
+    count: usize,
+) -> redis::RedisResult<(u64, Vec<String>)> {
+    redis::cmd("SCAN").arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(count).query_async(conn).await
 }
 
 /// Bound on SCAN rounds of 1000 keys (deleting a run's keys, listing markers).
@@ -426,15 +428,7 @@ impl RedisSpace {
         let mut cursor: u64 = 0;
         let mut deleted = 0u64;
         for _ in 0..MAX_SCAN_ROUNDS {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut conn)
-                .await
-                .map_err(classify_redis)?;
+            let (next, keys) = scan_page(&mut conn, cursor, &pattern, 1000).await.map_err(classify_redis)?;
             if !keys.is_empty() {
                 let n: u64 = redis::cmd("UNLINK").arg(&keys).query_async(&mut conn).await.map_err(classify_redis)?;
                 deleted += n;

@@ -23,7 +23,7 @@ const PASS_LIMIT: Duration = Duration::from_secs(60);
 
 /// Keys asked of each SCAN round, and so about the most one script call sees (each call
 /// blocks Redis for about 1.7 us per key: under a millisecond).
-const SCAN_COUNT: u32 = 500;
+const SCAN_COUNT: usize = 500;
 
 /// Passes of one refresher at most: it ends by itself after the marker key's lifetime.
 const MAX_PASSES: u64 = crate::leftover::REDIS_MARKER_TTL_S / REFRESH_EVERY.as_secs();
@@ -86,15 +86,8 @@ impl Pass {
         let (pattern, marker) = (format!("{}*", self.prefix), format!("{}meta", self.prefix));
         let (mut cursor, mut changed) = (0u64, 0u64);
         for _ in 0..MAX_SCAN_ROUNDS {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(SCAN_COUNT)
-                .query_async(&mut conn)
-                .await
-                .map_err(classify_redis)?;
+            let (next, keys) =
+                super::scan_page(&mut conn, cursor, &pattern, SCAN_COUNT).await.map_err(classify_redis)?;
             let mut call = script.prepare_invoke();
             call.arg(new).arg(&ours);
             let keys: Vec<&String> = keys.iter().filter(|k| **k != marker).collect();
