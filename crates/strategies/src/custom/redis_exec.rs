@@ -18,6 +18,9 @@ pub(super) struct RedisState {
     /// The op sends WATCH or MULTI: every Redis step goes to `lease`.
     dedicated: bool,
     lease: Option<DedicatedLease>,
+    /// A MULTI sent before any keyed step has not gone out yet: the lease's node (on a
+    /// cluster, the one serving the op's keys) is known only at the first key.
+    held_multi: bool,
     /// A MULTI is open (commands are queued), a WATCH is set, a queued command writes.
     multi: bool,
     watching: bool,
@@ -26,13 +29,14 @@ pub(super) struct RedisState {
 
 impl RedisState {
     pub(super) fn new(dedicated: bool) -> RedisState {
-        RedisState { dedicated, lease: None, multi: false, watching: false, queued_writes: false }
+        RedisState { dedicated, lease: None, held_multi: false, multi: false, watching: false, queued_writes: false }
     }
 
     /// At the op's end: a connection with no WATCH and no open MULTI goes back to the pool
     /// after an op that succeeded; otherwise (an error, a transaction left open) it is
     /// closed, which ends whatever it held.
     pub(super) fn end(&mut self, ok: bool) {
+        self.held_multi = false;
         if let Some(lease) = self.lease.take()
             && ok
             && !self.multi
@@ -58,6 +62,9 @@ enum Call<'a> {
     Lua(::redis::ScriptInvocation<'a>),
 }
 
+/// A call and its first key (None: a keyless command such as MULTI or EXEC).
+type Keyed<'a> = (Call<'a>, Option<String>);
+
 async fn send<C: ConnectionLike + Send>(c: &mut C, call: &Call<'_>) -> Result<::redis::Value, ::redis::RedisError> {
     match call {
         Call::Cmd(cmd) => cmd.query_async(c).await,
@@ -67,13 +74,16 @@ async fn send<C: ConnectionLike + Send>(c: &mut C, call: &Call<'_>) -> Result<::
 
 impl CustomStrategy {
     /// The command or script of a Redis or Lua step, its keys prefixed.
-    fn call<'a>(&self, exec: &'a Exec, env: &Env, vals: &[Vec<i64>]) -> Result<Call<'a>, OpError> {
+    fn call<'a>(&self, exec: &'a Exec, env: &Env, vals: &[Vec<i64>]) -> Result<Keyed<'a>, OpError> {
         let prefix = self.redis.as_ref().expect("checked at build").prefix();
-        Ok(match exec {
+        let mut first = None;
+        let call = match exec {
             Exec::Redis { command, keys, args, .. } => {
                 let mut cmd = ::redis::cmd(command);
                 for k in keys {
-                    cmd.arg(expand(k, prefix, env, vals).map_err(other)?);
+                    let k = expand(k, prefix, env, vals).map_err(other)?;
+                    first.get_or_insert_with(|| k.clone());
+                    cmd.arg(k);
                 }
                 for a in args {
                     cmd.arg(expand(a, "", env, vals).map_err(other)?);
@@ -83,7 +93,9 @@ impl CustomStrategy {
             Exec::Lua { script, keys, args, .. } => {
                 let mut inv = script.prepare_invoke();
                 for k in keys {
-                    inv.key(expand(k, prefix, env, vals).map_err(other)?);
+                    let k = expand(k, prefix, env, vals).map_err(other)?;
+                    first.get_or_insert_with(|| k.clone());
+                    inv.key(k);
                 }
                 for a in args {
                     inv.arg(expand(a, "", env, vals).map_err(other)?);
@@ -91,7 +103,8 @@ impl CustomStrategy {
                 Call::Lua(inv)
             }
             Exec::Sql { .. } => unreachable!("not a Redis step"),
-        })
+        };
+        Ok((call, first))
     }
 
     /// One Redis or Lua step, on the op's dedicated connection when it has one.
@@ -102,7 +115,7 @@ impl CustomStrategy {
         vals: &[Vec<i64>],
         rs: &mut RedisState,
     ) -> Result<Reply, OpError> {
-        let call = self.call(exec, env, vals)?;
+        let (call, key) = self.call(exec, env, vals)?;
         let (tx, writes) = match exec {
             Exec::Redis { tx, writes, .. } => (*tx, *writes),
             _ => (None, true),
@@ -115,10 +128,18 @@ impl CustomStrategy {
         };
         let reply = if rs.dedicated {
             let space = self.redis.as_ref().expect("checked at build");
+            if rs.lease.is_none() && key.is_none() && tx == Some(TxCmd::Multi) {
+                // Held until the first keyed step tells which node the op talks to.
+                rs.held_multi = true;
+                return rs.reply(tx, writes, &::redis::Value::Okay);
+            }
             let lease = match &mut rs.lease {
                 Some(l) => l,
-                None => rs.lease.insert(space.dedicated().await?),
+                None => rs.lease.insert(space.dedicated(key.as_deref().unwrap_or("")).await?),
             };
+            if std::mem::take(&mut rs.held_multi) {
+                ::redis::cmd("MULTI").query_async::<()>(lease.conn()).await.map_err(classify_redis)?;
+            }
             send(lease.conn(), &call).await.map_err(failed)?
         } else {
             send(&mut self.redis.as_ref().expect("checked at build").conn(), &call).await.map_err(failed)?

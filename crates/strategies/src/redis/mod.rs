@@ -9,7 +9,8 @@
 //! `designs.rs` (state, shared steps) and `ops.rs` (the `Strategy` ops), with
 //! watch-multi's optimistic update in `watch.rs`, redis-hash's shard hashes in
 //! `hash.rs`, redis-set's id sets in `set.rs` and cache-aside in `cache.rs`; the
-//! background loops in `flusher.rs` and `reconciler.rs`, the keys' expiry in `ttl.rs`.
+//! background loops in `flusher.rs` and `reconciler.rs`, the keys' expiry in `ttl.rs`;
+//! `target.rs` tells one server from a Redis Cluster (`redis+cluster://`).
 
 mod cache;
 mod dedicated;
@@ -19,6 +20,7 @@ mod hash;
 mod ops;
 mod reconciler;
 mod set;
+mod target;
 mod ttl;
 mod watch;
 
@@ -28,12 +30,13 @@ use std::time::Duration;
 
 use counterlab_core::{ErrorClass, OpError, Outcome, UserId};
 use redis::AsyncCommands;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::{BackendError, check_url, redact_url};
 use crate::sandbox::Identity;
 use dedicated::Dedicated;
 pub(crate) use dedicated::DedicatedLease;
+use target::{Conn, Target};
+pub use target::{CLUSTER_SCHEME, slot_of};
 
 pub use cache::CacheAside;
 pub use designs::{RedisDesign, RedisStrategy};
@@ -51,6 +54,9 @@ pub fn classify_redis(e: redis::RedisError) -> OpError {
         (ErrorClass::Connection, Outcome::Fail)
     } else if e.is_io_error() || e.is_connection_dropped() {
         (ErrorClass::Connection, Outcome::Unknown)
+    } else if matches!(e.code(), Some("MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN")) {
+        // A cluster's slot moved or is being moved (a failover): the command did not run.
+        (ErrorClass::Connection, Outcome::Fail)
     } else if e.code() == Some("NOPERM") || is_script_acl_denial(&e.to_string()) {
         (ErrorClass::Permission, Outcome::Fail)
     } else {
@@ -67,7 +73,7 @@ fn is_script_acl_denial(msg: &str) -> bool {
 
 /// A reachable Redis server.
 pub struct RedisServer {
-    client: redis::Client,
+    target: Target,
     location: String,
     version: String,
     /// Ok when each run can get its own ACL user (probed at connect); Err says why not.
@@ -79,13 +85,17 @@ impl RedisServer {
         let location = redact_url(url);
         let err =
             |detail: String| BackendError::Connect { backend: "redis", url: location.clone(), source: detail.into() };
-        let schemes = ["redis", "rediss", "redis+unix", "unix"];
-        check_url(url, &schemes, "redis://[user:password@]host[:port][/db]").map_err(err)?;
-        let client = redis::Client::open(url).map_err(|e| err(format!("invalid URL: {e}")))?;
-        let mut conn = tokio::time::timeout(timeout, client.get_multiplexed_async_connection())
+        if !url.starts_with(CLUSTER_SCHEME) {
+            let schemes = ["redis", "rediss", "redis+unix", "unix"];
+            let example = "redis://[user:password@]host[:port][/db] or redis+cluster://host:port[,host:port...]";
+            check_url(url, &schemes, example).map_err(err)?;
+        }
+        let target = Target::open(url, timeout).map_err(err)?;
+        let conns = tokio::time::timeout(timeout, target.node_conns(false))
             .await
             .map_err(|_| err(format!("no answer within {} ms", timeout.as_millis())))?
             .map_err(|e| err(e.to_string()))?;
+        let mut conn = conns.first().cloned().ok_or_else(|| err("the cluster lists no node".into()))?;
         let info: String =
             redis::cmd("INFO").arg("server").query_async(&mut conn).await.map_err(|e| err(e.to_string()))?;
         let version = info
@@ -94,23 +104,22 @@ impl RedisServer {
             .map(|v| v.trim().to_string())
             .unwrap_or_else(|| "unknown".into());
         let probe = crate::sandbox::probe_name();
-        let created: Result<(), redis::RedisError> =
-            redis::cmd("ACL").arg("SETUSER").arg(&probe).arg("off").query_async(&mut conn).await;
-        let sandbox = match created {
-            Ok(()) => {
-                let _: i64 = redis::cmd("ACL")
-                    .arg("DELUSER")
-                    .arg(&probe)
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(|e| err(e.to_string()))?;
-                Ok(())
+        let mut created: Result<(), redis::RedisError> = Ok(());
+        for mut c in conns {
+            created = redis::cmd("ACL").arg("SETUSER").arg(&probe).arg("off").query_async(&mut c).await;
+            if created.is_err() {
+                break;
             }
+            let _: i64 =
+                redis::cmd("ACL").arg("DELUSER").arg(&probe).query_async(&mut c).await.map_err(|e| err(e.to_string()))?;
+        }
+        let sandbox = match created {
+            Ok(()) => Ok(()),
             Err(e) => Err(format!(
                 "Redis {version} gave no ACL user to this account (ACL SETUSER: {e}); ACLs need Redis 6+ and the +acl right"
             )),
         };
-        Ok(RedisServer { client, location, version, sandbox })
+        Ok(RedisServer { target, location, version, sandbox })
     }
 
     /// Whether each run gets its own ACL user here (Err: why not).
@@ -124,6 +133,11 @@ impl RedisServer {
 
     pub fn location(&self) -> &str {
         &self.location
+    }
+
+    /// Whether this is a Redis Cluster (`redis+cluster://`).
+    pub fn is_cluster(&self) -> bool {
+        self.target.is_cluster()
     }
 
     /// `n_conns` reconnecting connections, lent to one op at a time (see `Lease`), whose
@@ -143,7 +157,7 @@ impl RedisServer {
         // The marker first (as the configured account): a run killed from here on is
         // found by `counterlab clean`, and the marker itself expires.
         let marker = crate::leftover::Marker::now().text();
-        let mut admin = self.client.get_multiplexed_async_connection().await.map_err(err)?;
+        let mut admin = self.target.conn().await.map_err(err)?;
         redis::cmd("SET")
             .arg(format!("cl:{namespace}:meta"))
             .arg(&marker)
@@ -157,17 +171,13 @@ impl RedisServer {
                 self.acl_user(namespace).await.map_err(err)?,
                 Identity::Own { kind: "ACL user", name: namespace.into(), caveat: None },
             ),
-            Err(why) => (self.client.clone(), Identity::Shared { why: why.clone() }),
+            Err(why) => (self.target.clone(), Identity::Shared { why: why.clone() }),
         };
-        let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(response_timeout))
-            .set_connection_timeout(Some(response_timeout))
-            .set_number_of_retries(3);
-        let mut space = RedisSpace::bare(self.client.clone(), namespace, identity);
+        let mut space = RedisSpace::bare(self.target.clone(), namespace, identity);
         space.dedicated = Arc::new(Dedicated::new(client.clone(), response_timeout, n_conns.clamp(1, MAX_REDIS_CONNS)));
         let mut conns = Vec::new();
         for _ in 0..n_conns.clamp(1, MAX_REDIS_CONNS) {
-            match ConnectionManager::new_with_config(client.clone(), config.clone()).await {
+            match client.managed(response_timeout).await {
                 Ok(c) => conns.push(c),
                 Err(e) => {
                     space.release().await.ok();
@@ -188,18 +198,25 @@ impl RedisServer {
             namespace: "cl:*".into(),
             source: e.into(),
         };
-        let mut conn = self.client.get_multiplexed_async_connection().await.map_err(err)?;
         let mut keys: Vec<String> = Vec::new();
-        let mut cursor: u64 = 0;
-        for _ in 0..MAX_SCAN_ROUNDS {
-            let (next, batch) = scan_page(&mut conn, cursor, "cl:cl_*:meta", 1000).await.map_err(err)?;
-            keys.extend(batch);
-            cursor = next;
-            if cursor == 0 {
-                break;
+        let mut clients = String::new();
+        for mut node in self.target.node_conns(false).await.map_err(err)? {
+            let list: String = redis::cmd("CLIENT").arg("LIST").query_async(&mut node).await.map_err(err)?;
+            clients.push_str(&list);
+            clients.push('\n');
+        }
+        for mut node in self.target.node_conns(true).await.map_err(err)? {
+            let mut cursor: u64 = 0;
+            for _ in 0..MAX_SCAN_ROUNDS {
+                let (next, batch) = scan_page(&mut node, cursor, "cl:cl_*:meta", 1000).await.map_err(err)?;
+                keys.extend(batch);
+                cursor = next;
+                if cursor == 0 {
+                    break;
+                }
             }
         }
-        let clients: String = redis::cmd("CLIENT").arg("LIST").query_async(&mut conn).await.map_err(err)?;
+        let mut conn = self.target.conn().await.map_err(err)?;
         let mut out = Vec::new();
         for key in keys {
             let ns = key.trim_start_matches("cl:").trim_end_matches(":meta").to_string();
@@ -221,7 +238,7 @@ impl RedisServer {
     pub async fn remove(&self, l: &crate::leftover::Leftover) -> Result<u64, OpError> {
         assert!(crate::leftover::is_namespace_name(&l.namespace), "leftovers come from `leftovers`");
         let identity = Identity::Own { kind: "ACL user", name: l.namespace.clone(), caveat: None };
-        let space = RedisSpace::bare(self.client.clone(), &l.namespace, identity);
+        let space = RedisSpace::bare(self.target.clone(), &l.namespace, identity);
         let deleted = space.delete_all().await?;
         if self.sandbox.is_ok() {
             space.release().await?;
@@ -229,24 +246,22 @@ impl RedisServer {
         Ok(deleted)
     }
 
-    /// Creates the namespace's ACL user (`sandbox::redis_acl_rules`) and returns a
-    /// client that logs in as it.
-    async fn acl_user(&self, namespace: &str) -> Result<redis::Client, redis::RedisError> {
+    /// Creates the namespace's ACL user (`sandbox::redis_acl_rules`) on every node (a
+    /// cluster keeps ACL users per node) and returns a target that logs in as it.
+    async fn acl_user(&self, namespace: &str) -> Result<Target, redis::RedisError> {
         let password = crate::sandbox::random_password();
-        let info = self.client.get_connection_info().clone();
-        let select_db = info.redis_settings().db() != 0;
-        let mut admin = self.client.get_multiplexed_async_connection().await?;
-        let (base, more) = crate::sandbox::redis_acl_rules(namespace, &password, select_db);
-        redis::cmd("ACL").arg("SETUSER").arg(namespace).arg(base).query_async::<()>(&mut admin).await?;
-        for rule in more {
-            let set = redis::cmd("ACL").arg("SETUSER").arg(namespace).arg(&rule).query_async::<()>(&mut admin).await;
-            match set {
-                Err(e) if e.to_string().contains("Unknown command") => {}
-                other => other?,
+        let (base, more) = crate::sandbox::redis_acl_rules(namespace, &password, self.target.selects_db());
+        for mut admin in self.target.node_conns(false).await? {
+            redis::cmd("ACL").arg("SETUSER").arg(namespace).arg(&base).query_async::<()>(&mut admin).await?;
+            for rule in &more {
+                let set = redis::cmd("ACL").arg("SETUSER").arg(namespace).arg(rule).query_async::<()>(&mut admin).await;
+                match set {
+                    Err(e) if e.to_string().contains("Unknown command") => {}
+                    other => other?,
+                }
             }
         }
-        let settings = info.redis_settings().clone().set_username(namespace).set_password(&password);
-        redis::Client::open(info.set_redis_settings(settings))
+        self.target.as_user(namespace, &password)
     }
 }
 
@@ -269,11 +284,11 @@ pub const MAX_REDIS_CONNS: u32 = 64;
 /// One strategy run's keys (everything under `prefix`) and its connections.
 #[derive(Clone)]
 pub struct RedisSpace {
-    client: redis::Client,
+    client: Target,
     /// Unshared connections as the namespace's identity, for WATCH (see `dedicated.rs`).
     dedicated: Arc<Dedicated>,
-    conns: Arc<Vec<ConnectionManager>>,
-    idle: Arc<Mutex<Vec<ConnectionManager>>>,
+    conns: Arc<Vec<Conn>>,
+    idle: Arc<Mutex<Vec<Conn>>>,
     next: Arc<AtomicUsize>,
     prefix: String,
     identity: Identity,
@@ -285,9 +300,9 @@ pub struct RedisSpace {
 /// cores with 8 clients: 79k ZINCRBY/s when each client has a connection to itself,
 /// 34k when all share one multiplexed connection, 35k when spread round-robin.
 pub struct Lease {
-    c: Option<ConnectionManager>,
+    c: Option<Conn>,
     /// Some when `c` came off the idle list and goes back on it; None for a shared one.
-    idle: Option<Arc<Mutex<Vec<ConnectionManager>>>>,
+    idle: Option<Arc<Mutex<Vec<Conn>>>>,
 }
 
 impl Drop for Lease {
@@ -319,7 +334,7 @@ impl redis::aio::ConnectionLike for Lease {
 
 impl RedisSpace {
     /// The space of `namespace` with no connection of its own yet.
-    fn bare(client: redis::Client, namespace: &str, identity: Identity) -> RedisSpace {
+    fn bare(client: Target, namespace: &str, identity: Identity) -> RedisSpace {
         RedisSpace {
             dedicated: Arc::new(Dedicated::new(client.clone(), Duration::from_secs(5), 1)),
             client,
@@ -345,17 +360,18 @@ impl RedisSpace {
     /// the kept keys stay and `counterlab clean` leaves them alone.
     pub async fn mark_kept(&self) -> Result<(), OpError> {
         self.persist_keys().await?;
-        let mut admin = self.client.get_multiplexed_async_connection().await.map_err(classify_redis)?;
+        let mut admin = self.client.conn().await.map_err(classify_redis)?;
         let key = format!("{}meta", self.prefix);
         admin.set::<_, _, ()>(key, "kept by counterlab --keep").await.map_err(classify_redis)
     }
 
-    /// Drops the space's ACL user (which also closes its connections); keys stay. Called
-    /// again it does nothing.
+    /// Drops the space's ACL user on every node (which also closes its connections);
+    /// keys stay. Called again it does nothing.
     pub async fn release(&self) -> Result<(), OpError> {
         let Identity::Own { name, .. } = &self.identity else { return Ok(()) };
-        let mut admin = self.client.get_multiplexed_async_connection().await.map_err(classify_redis)?;
-        redis::cmd("ACL").arg("DELUSER").arg(name).query_async::<i64>(&mut admin).await.map_err(classify_redis)?;
+        for mut admin in self.client.node_conns(false).await.map_err(classify_redis)? {
+            redis::cmd("ACL").arg("DELUSER").arg(name).query_async::<i64>(&mut admin).await.map_err(classify_redis)?;
+        }
         Ok(())
     }
 
@@ -373,9 +389,9 @@ impl RedisSpace {
     }
 
     /// A connection no other op uses while this op holds it (for WATCH ... EXEC; also
-    /// file-defined strategies' ops that use WATCH or MULTI).
-    pub(crate) async fn dedicated(&self) -> Result<DedicatedLease, OpError> {
-        self.dedicated.take().await.map_err(classify_redis)
+    /// file-defined strategies' ops that use WATCH or MULTI), to the node serving `key`.
+    pub(crate) async fn dedicated(&self, key: &str) -> Result<DedicatedLease, OpError> {
+        self.dedicated.take(key).await.map_err(classify_redis)
     }
 
     /// A connection for one op: an idle one when there is one (so each worker talks on
@@ -396,6 +412,9 @@ impl RedisSpace {
     /// The connection managers reconnect on their next command; a killed dedicated
     /// connection fails its next command and is replaced.
     pub async fn kill_connections(&self) -> Result<u64, OpError> {
+        if self.client.is_cluster() {
+            return self.kill_cluster_connections().await;
+        }
         let mut ids = self.dedicated.client_ids();
         for c in self.conns.iter() {
             let mut c = c.clone();
@@ -403,7 +422,7 @@ impl RedisSpace {
             ids.push(id);
         }
         // Kills go out on a connection of their own, so none is sent on a killed one.
-        let mut admin = self.client.get_multiplexed_async_connection().await.map_err(classify_redis)?;
+        let mut admin = self.client.conn().await.map_err(classify_redis)?;
         let mut killed = 0u64;
         for id in ids {
             let n: i64 = redis::cmd("CLIENT")
@@ -418,32 +437,74 @@ impl RedisSpace {
         Ok(killed)
     }
 
-    /// Deletes every key under the prefix (SCAN + UNLINK), at most `MAX_SCAN_ROUNDS`
-    /// rounds of 1000; returns how many were deleted.
+    /// On a cluster: kills the connections of the space's ACL user on every node
+    /// (`CLIENT KILL USER`); a space without its own user has no such handle.
+    async fn kill_cluster_connections(&self) -> Result<u64, OpError> {
+        let Identity::Own { name, .. } = &self.identity else {
+            let why = "redis_disconnect on a cluster needs the run's own ACL user (CLIENT KILL USER)";
+            return Err(OpError::new(ErrorClass::Other, Outcome::Fail, why.to_string()));
+        };
+        let mut killed = 0u64;
+        for mut node in self.client.node_conns(false).await.map_err(classify_redis)? {
+            let n: i64 =
+                redis::cmd("CLIENT").arg("KILL").arg("USER").arg(name).query_async(&mut node).await.map_err(classify_redis)?;
+            killed += n.max(0) as u64;
+        }
+        Ok(killed)
+    }
+
+    /// Deletes every key under the prefix (SCAN + UNLINK on every primary, one UNLINK per
+    /// hash slot), at most `MAX_SCAN_ROUNDS` rounds of 1000 per node; returns how many
+    /// were deleted.
     pub async fn delete_all(&self) -> Result<u64, OpError> {
         // SCAN sees every key on the server, so it runs as the configured account, never
         // as the space's ACL user.
-        let mut conn = self.client.get_multiplexed_async_connection().await.map_err(classify_redis)?;
         let pattern = format!("{}*", self.prefix);
-        let mut cursor: u64 = 0;
         let mut deleted = 0u64;
-        for _ in 0..MAX_SCAN_ROUNDS {
-            let (next, keys) = scan_page(&mut conn, cursor, &pattern, 1000).await.map_err(classify_redis)?;
-            if !keys.is_empty() {
-                let n: u64 = redis::cmd("UNLINK").arg(&keys).query_async(&mut conn).await.map_err(classify_redis)?;
-                deleted += n;
-            }
-            cursor = next;
-            if cursor == 0 {
-                return Ok(deleted);
-            }
+        for mut conn in self.client.node_conns(true).await.map_err(classify_redis)? {
+            deleted += delete_matching(&mut conn, &pattern, self.client.is_cluster()).await?;
         }
-        Err(OpError::new(
+        Ok(deleted)
+    }
+}
+
+/// Keys grouped by hash slot on a cluster (what one multi-key command may take there);
+/// on one server, all in one group.
+pub(crate) fn by_slot<K: AsRef<str>>(keys: &[K], cluster: bool) -> Vec<Vec<&K>> {
+    if !cluster {
+        return if keys.is_empty() { Vec::new() } else { vec![keys.iter().collect()] };
+    }
+    let mut groups: std::collections::BTreeMap<u16, Vec<&K>> = std::collections::BTreeMap::new();
+    for k in keys {
+        groups.entry(slot_of(k.as_ref())).or_default().push(k);
+    }
+    groups.into_values().collect()
+}
+
+/// SCAN + UNLINK of `pattern` on one node, bounded by `MAX_SCAN_ROUNDS`.
+async fn delete_matching(
+    conn: &mut redis::aio::MultiplexedConnection,
+    pattern: &str,
+    cluster: bool,
+) -> Result<u64, OpError> {
+    let mut cursor: u64 = 0;
+    let mut deleted = 0u64;
+    for _ in 0..MAX_SCAN_ROUNDS {
+        let (next, keys) = scan_page(conn, cursor, pattern, 1000).await.map_err(classify_redis)?;
+        for group in by_slot(&keys, cluster) {
+            let n: u64 = redis::cmd("UNLINK").arg(&group).query_async(conn).await.map_err(classify_redis)?;
+            deleted += n;
+        }
+        cursor = next;
+        if cursor == 0 {
+            return Ok(deleted);
+        }
+    }
+    Err(OpError::new(
             ErrorClass::Other,
             Outcome::Fail,
             format!("SCAN of {pattern} did not finish in {MAX_SCAN_ROUNDS} rounds"),
         ))
-    }
 }
 
 /// Tunables of the Redis strategies, from the scenario's `[redis]` table.

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use counterlab_core::{ErrorClass, OpError, Outcome};
+use redis::aio::MultiplexedConnection;
 use tokio::task::JoinHandle;
 
 use super::{MAX_SCAN_ROUNDS, RedisSpace, classify_redis};
@@ -53,7 +54,7 @@ impl Drop for Expiry {
 /// What a pass needs, without the space itself (whose clones own the refresher task).
 #[derive(Clone)]
 struct Pass {
-    client: redis::Client,
+    client: super::target::Target,
     prefix: String,
     deadlines: Arc<Mutex<Vec<i64>>>,
 }
@@ -69,8 +70,11 @@ impl Pass {
     }
 
     async fn scan(&self, ttl: Option<Duration>) -> Result<u64, OpError> {
-        let mut conn = self.client.get_multiplexed_async_connection().await.map_err(classify_redis)?;
-        let (s, us): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await.map_err(classify_redis)?;
+        let mut nodes = self.client.node_conns(true).await.map_err(classify_redis)?;
+        let Some(first) = nodes.first_mut() else { return Ok(0) };
+        // One clock for the deadlines: the first primary's (a cluster's nodes share the
+        // machine's here; elsewhere they drift by far less than KEY_TTL).
+        let (s, us): (i64, i64) = redis::cmd("TIME").query_async(first).await.map_err(classify_redis)?;
         let now_ms = s * 1000 + us / 1000;
         let new = ttl.map_or(0, |t| now_ms + t.as_millis() as i64);
         let ours: Vec<i64> = {
@@ -82,27 +86,36 @@ impl Pass {
             d.extend((new > 0).then_some(new));
             ours
         };
+        let mut changed = 0u64;
+        for conn in &mut nodes {
+            changed += self.scan_node(conn, new, &ours).await?;
+        }
+        if new > 0 {
+            // Every key of ours now has `new`: the older deadlines are spent.
+            self.deadlines.lock().unwrap_or_else(|e| e.into_inner()).retain(|t| *t >= new);
+        }
+        Ok(changed)
+    }
+
+    /// One node's keys: SCAN pages, each page's keys given the deadline by one script
+    /// call per hash slot (a script's keys must share a slot on a cluster).
+    async fn scan_node(&self, conn: &mut MultiplexedConnection, new: i64, ours: &[i64]) -> Result<u64, OpError> {
         let script = redis::Script::new(include_str!("../../lua/key_expiry.lua"));
         let (pattern, marker) = (format!("{}*", self.prefix), format!("{}meta", self.prefix));
         let (mut cursor, mut changed) = (0u64, 0u64);
         for _ in 0..MAX_SCAN_ROUNDS {
-            let (next, keys) =
-                super::scan_page(&mut conn, cursor, &pattern, SCAN_COUNT).await.map_err(classify_redis)?;
-            let mut call = script.prepare_invoke();
-            call.arg(new).arg(&ours);
+            let (next, keys) = super::scan_page(conn, cursor, &pattern, SCAN_COUNT).await.map_err(classify_redis)?;
             let keys: Vec<&String> = keys.iter().filter(|k| **k != marker).collect();
-            for k in &keys {
-                call.key(*k);
-            }
-            if !keys.is_empty() {
-                changed += call.invoke_async::<u64>(&mut conn).await.map_err(classify_redis)?;
+            for group in super::by_slot(&keys, self.client.is_cluster()) {
+                let mut call = script.prepare_invoke();
+                call.arg(new).arg(ours);
+                for k in group {
+                    call.key(*k);
+                }
+                changed += call.invoke_async::<u64>(conn).await.map_err(classify_redis)?;
             }
             cursor = next;
             if cursor == 0 {
-                if new > 0 {
-                    // Every key of ours now has `new`: the older deadlines are spent.
-                    self.deadlines.lock().unwrap_or_else(|e| e.into_inner()).retain(|t| *t >= new);
-                }
                 return Ok(changed);
             }
         }

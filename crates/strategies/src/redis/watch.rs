@@ -71,7 +71,7 @@ impl Shared {
             if attempt > 0 {
                 backoff(user, attempt).await;
             }
-            let mut lease = match self.space.dedicated().await {
+            let mut lease = match self.space.dedicated(&key).await {
                 Ok(l) => l,
                 Err(e) if e.class == ErrorClass::Connection => {
                     wire_error = Some(e);
