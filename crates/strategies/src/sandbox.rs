@@ -133,8 +133,10 @@ pub fn mysql_drop_user(ns: &str) -> String {
 /// MULTI/EXEC and scripts, but no admin, dangerous, keyspace-wide or pub/sub command.
 /// Redis applies the same rules to commands a script calls. The first list is one
 /// `ACL SETUSER`; each rule of the second is sent on its own, and one naming a command
-/// this Redis version does not have is skipped (an absent command cannot be called).
-pub fn redis_acl_rules(ns: &str, password: &str, select_db: bool) -> (Vec<String>, Vec<String>) {
+/// this Redis version does not have is skipped (an absent command cannot be called). On
+/// a cluster the user may also read the topology (`CLUSTER SLOTS`, `SHARDS`, `NODES`,
+/// `MYID`), which a cluster client needs to route.
+pub fn redis_acl_rules(ns: &str, password: &str, select_db: bool, cluster: bool) -> (Vec<String>, Vec<String>) {
     let base = format!(
         "reset on >{password} ~cl:{ns}:* resetchannels -@all +@read +@write +@transaction \
          -@dangerous -@admin -@pubsub -@blocking"
@@ -147,6 +149,9 @@ pub fn redis_acl_rules(ns: &str, password: &str, select_db: bool) -> (Vec<String
         .to_string();
     if select_db {
         more += " +select";
+    }
+    if cluster {
+        more += " +cluster|slots +cluster|shards +cluster|nodes +cluster|myid +readonly +readwrite";
     }
     (base.split_whitespace().map(String::from).collect(), more.split_whitespace().map(String::from).collect())
 }

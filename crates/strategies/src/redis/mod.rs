@@ -250,7 +250,7 @@ impl RedisServer {
     /// cluster keeps ACL users per node) and returns a target that logs in as it.
     async fn acl_user(&self, namespace: &str) -> Result<Target, redis::RedisError> {
         let password = crate::sandbox::random_password();
-        let (base, more) = crate::sandbox::redis_acl_rules(namespace, &password, self.target.selects_db());
+        let (base, more) = crate::sandbox::redis_acl_rules(namespace, &password, self.target.selects_db(), self.target.is_cluster());
         for mut admin in self.target.node_conns(false).await? {
             redis::cmd("ACL").arg("SETUSER").arg(namespace).arg(&base).query_async::<()>(&mut admin).await?;
             for rule in &more {
