@@ -40,10 +40,18 @@ wait_until() {
   return 1
 }
 
+# A replica is ready once its link to its primary is up (its first copy loaded).
+synced() {
+  local info
+  info=$(cli "$1" info replication 2>/dev/null | tr -d '\r')
+  grep -qx 'role:master' <<<"$info" || grep -qx 'master_link_status:up' <<<"$info"
+}
+
 all_ok() {
   for p in "${ports[@]}"; do
     state_ok "$p" || return 1
     [ "$(known "$p")" = 6 ] || return 1
+    synced "$p" || return 1
   done
 }
 
@@ -62,7 +70,7 @@ start() {
     mkdir -p "$dir/$p"
     redis-server --port "$p" --bind "$host" --cluster-enabled yes \
       --cluster-config-file "$dir/$p/nodes.conf" --cluster-node-timeout 2000 \
-      --dir "$dir/$p" --save "" --appendonly no --daemonize yes \
+      --dir "$dir/$p" --save "" --appendonly no --daemonize yes --repl-diskless-sync-delay 0 \
       --pidfile "$dir/$p/redis.pid" --logfile "$dir/$p/redis.log" >/dev/null
   done
   for p in "${ports[@]}"; do wait_until 10 "node $p answering" up "$p"; done
@@ -74,7 +82,7 @@ start() {
     redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$dir/create.log" 2>&1 \
       || { cat "$dir/create.log" >&2; exit 1; }
   fi
-  wait_until 30 "cluster_state:ok on every node" all_ok
+  wait_until 30 "cluster_state:ok and replicas in sync on every node" all_ok
   echo "redis-cluster: up on ${ports[0]}..${ports[5]} (state in $dir)"
   url
 }

@@ -19,6 +19,10 @@ mod matrix;
 /// Redis strategies: convergence, flusher crash, data loss and the reconciler.
 mod redis;
 
+/// Redis Cluster: the Redis designs' verdicts as on one server, nothing left on any
+/// node; the failover fault on a private cluster.
+mod cluster;
+
 /// watch-multi, redis-hash and redis-set on PostgreSQL, MariaDB and SQLite: exact, and
 /// nothing left behind.
 mod redis_designs;

@@ -35,6 +35,7 @@ fn main() {
         double_flushes: 0,
         double_applies: (0, 0),
         reconciler: false,
+        failover_us: None,
         seed: counterlab_core::SeedSpec { n_users: 0, notifications_per_user: 0, initial_read_per_user: 0 },
     };
     let t = Instant::now();

@@ -6,6 +6,7 @@
 pub enum AnomalyKind {
     DoubleDecrement,
     DoubleApplyAfterRetry,
+    LostOnFailover,
     LostIncrement,
     LostDecrement,
     StaleMarkAllRead,
@@ -23,9 +24,10 @@ pub enum AnomalyKind {
 }
 
 impl AnomalyKind {
-    pub const ALL: [AnomalyKind; 16] = [
+    pub const ALL: [AnomalyKind; 17] = [
         AnomalyKind::DoubleDecrement,
         AnomalyKind::DoubleApplyAfterRetry,
+        AnomalyKind::LostOnFailover,
         AnomalyKind::LostIncrement,
         AnomalyKind::LostDecrement,
         AnomalyKind::StaleMarkAllRead,
@@ -71,6 +73,9 @@ impl AnomalyKind {
             }
             AnomalyKind::LostIncrement => ("lost_increment", "a create raced mark_all_read, or half applied"),
             AnomalyKind::LostDecrement => ("lost_decrement", "an op with an unknown outcome half applied"),
+            AnomalyKind::LostOnFailover => {
+                ("lost_on_failover", "a change Redis acknowledged was lost when its shard failed over")
+            }
             AnomalyKind::StaleMarkAllRead => (
                 "stale_mark_all_read",
                 "mark_all_read lowered the counter by a count read before another call changed it",

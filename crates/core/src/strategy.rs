@@ -37,10 +37,15 @@ pub enum Fault {
     /// Every operation that starts in the next `duration_ms` stalls at its entry until
     /// the pause ends, as if the server froze (the `Pausable` wrapper does it).
     Pause { duration_ms: u64 },
+    /// Redis Cluster: the shard serving user 1's keys fails over. Its replica's
+    /// replication link is cut for `cut_ms` (writes the primary acknowledges meanwhile
+    /// reach it alone), then the replica takes over (`CLUSTER FAILOVER TAKEOVER`) and the
+    /// old primary, now its replica, drops what it had alone: acknowledged writes lost.
+    Failover { cut_ms: u64 },
 }
 
 impl Fault {
-    pub const ALL: [Fault; 8] = [
+    pub const ALL: [Fault; 9] = [
         Fault::RedisDataLoss,
         Fault::FlusherCrash,
         Fault::ConsumerCrashAfterApply,
@@ -49,6 +54,7 @@ impl Fault {
         Fault::CrashAfterCommit { op: None },
         Fault::ErrorBeforeCommit { op: None },
         Fault::Pause { duration_ms: 0 },
+        Fault::Failover { cut_ms: 0 },
     ];
 
     /// The op kinds a commit fault can be placed in: those that commit a write.
@@ -64,6 +70,7 @@ impl Fault {
             Fault::CrashAfterCommit { .. } => "crash_after_commit",
             Fault::ErrorBeforeCommit { .. } => "error_before_commit",
             Fault::Pause { .. } => "pause",
+            Fault::Failover { .. } => "failover",
         }
     }
 
@@ -72,8 +79,14 @@ impl Fault {
         matches!(self, Fault::CrashAfterCommit { .. } | Fault::ErrorBeforeCommit { .. })
     }
 
-    /// Placement rule: a pause needs a duration (and no other fault takes one).
+    /// Placement rule: a pause needs a duration; a failover may take one (how long its
+    /// replica is cut off first; none: 0).
     pub fn takes_duration(self) -> bool {
+        matches!(self, Fault::Pause { .. } | Fault::Failover { .. })
+    }
+
+    /// Whether the duration must be given (a pause).
+    pub fn needs_duration(self) -> bool {
         matches!(self, Fault::Pause { .. })
     }
 
@@ -91,6 +104,7 @@ impl Fault {
     pub fn lasting(self, duration_ms: u64) -> Fault {
         match self {
             Fault::Pause { .. } => Fault::Pause { duration_ms },
+            Fault::Failover { .. } => Fault::Failover { cut_ms: duration_ms },
             other => other,
         }
     }
@@ -103,10 +117,11 @@ impl Fault {
         }
     }
 
-    /// How long a pause lasts.
+    /// How long a pause lasts, or a failover's replica is cut off first.
     pub fn duration_ms(self) -> Option<u64> {
         match self {
             Fault::Pause { duration_ms } => Some(duration_ms),
+            Fault::Failover { cut_ms } => Some(cut_ms),
             _ => None,
         }
     }

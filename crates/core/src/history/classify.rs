@@ -61,6 +61,10 @@ pub struct Context {
     pub reconciler: bool,
     /// The seed's layout (which ids each user started with, and which of them read).
     pub seed: SeedSpec,
+    /// A Redis failover ran from the first to the second time (microseconds from the
+    /// load's start, spanning every scheduled failover): changes acknowledged in between
+    /// may have reached only the primary that lost them.
+    pub failover_us: Option<(u64, u64)>,
 }
 
 /// The post-settle read of one user: what `read_count` showed and the truth.

@@ -79,6 +79,7 @@ fn stale_instead_of_zeroing(evs: &[&Event], drift: i64) -> Option<Cause> {
 fn explain(evs: &[&Event], drift: i64, cx: Context, budget: &mut Budget) -> Cause {
     double_claim(evs, drift)
         .or_else(|| retried_apply(evs))
+        .or_else(|| lost_on_failover(evs, drift, cx.failover_us))
         .or_else(|| flush_claim(budget))
         .or_else(|| redelivered_apply(budget, drift))
         .or_else(|| create_racing_mark_all_read(evs, drift))
@@ -121,6 +122,28 @@ fn retried_apply(evs: &[&Event]) -> Option<Cause> {
         .find(|e| e.unknown_attempts > 0 && e.outcome == Outcome::Ok && e.op != OpKind::ReadCount && e.observed > 0)?;
     let note = format!("retried after {} unknown attempt(s)", e.unknown_attempts);
     Some(Cause::new(AnomalyKind::DoubleApplyAfterRetry, vec![**e], e.id, note))
+}
+
+/// Ok calls that changed the counter while a failover ran, each lost one moving the
+/// counter the drift's way (a lost create leaves it too low; a lost mark_read, delete
+/// or mark_all_read too high): acknowledged, then dropped with the old primary.
+fn lost_on_failover(evs: &[&Event], drift: i64, window: Option<(u64, u64)>) -> Option<Cause> {
+    let (from, to) = window?;
+    let lost: Vec<Event> = evs
+        .iter()
+        .filter(|e| e.outcome == Outcome::Ok && e.op != OpKind::ReadCount && e.observed > 0)
+        .filter(|e| e.complete_us >= from && e.invoke_us <= to)
+        .filter(|e| (e.op == OpKind::Create) == (drift < 0))
+        .map(|e| **e)
+        .collect();
+    let first = lost.first()?;
+    let note = format!(
+        "{} acknowledged change(s) between {} and {} ms, while the shard failed over",
+        lost.len(),
+        from / 1000,
+        to / 1000
+    );
+    Some(Cause::new(AnomalyKind::LostOnFailover, lost.iter().take(4).copied().collect(), first.id, note))
 }
 
 /// What the strategy itself counted, left to charge drifted users to.

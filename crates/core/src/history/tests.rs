@@ -169,6 +169,7 @@ fn row(user: UserId, counter: i64, truth: i64) -> CheckInput {
 
 fn cx() -> Context {
     Context {
+        failover_us: None,
         guarantee: Guarantee::Exact,
         lost_flushes: 0,
         double_flushes: 0,

@@ -30,10 +30,13 @@ fn fault(src: &Src<'_>, f: &RawFault, s: &Strategies) -> Result<FaultPlan, Scena
     let at_ms = within_at(src, &f.at_ms, "at_ms", 0..=MAX_INTERVAL_MS)?;
     let times = within(src, &f.times, "times", 1..=MAX_FAULT_TIMES, 1)?;
     let placed = match (&f.duration_ms, kind.takes_duration()) {
-        (None, true) => return Err(src.at(f.kind.span(), format!("a {} needs duration_ms", kind.name()))),
+        (None, true) if kind.needs_duration() => {
+            return Err(src.at(f.kind.span(), format!("a {} needs duration_ms", kind.name())));
+        }
+        (None, true) => kind,
         (Some(d), true) => kind.lasting(within_at(src, d, "duration_ms", 1..=MAX_INTERVAL_MS)?),
         (Some(d), false) => {
-            return Err(src.at(d.span(), format!("duration_ms applies to pause only, not {}", kind.name())));
+            return Err(src.at(d.span(), format!("duration_ms applies to pause and failover only, not {}", kind.name())));
         }
         (None, false) => kind,
     };

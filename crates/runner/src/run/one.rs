@@ -232,6 +232,8 @@ struct Loaded {
     settle_s: f64,
     settle_error: Option<String>,
     series: Series,
+    /// When the scheduled failovers ran (µs from the load's start), for the classifier.
+    failover_us: Option<(u64, u64)>,
 }
 
 /// Runs the load with the sampler and the scheduled faults, then settles (retried, like
@@ -246,7 +248,7 @@ async fn drive(
 ) -> Loaded {
     let (plan, seed) = (cell.plan, cell.t.seed);
     // A scheduled pause needs the wrapper that stalls every op.
-    let strategy: Arc<dyn Strategy> = match plan.faults_for(cell.t.name).any(|f| f.fault.takes_duration()) {
+    let strategy: Arc<dyn Strategy> = match plan.faults_for(cell.t.name).any(|f| matches!(f.fault, Fault::Pause { .. })) {
         true => Arc::new(Pausable::new(strategy)),
         false => strategy,
     };
@@ -266,11 +268,14 @@ async fn drive(
     cell.enter(Phase::Load);
     let scheduled = schedule_faults(plan, &strategy, Instant::now());
     let load = run_load(strategy.clone(), pool, cfg, monitor.clone()).await;
-    let mut faults = Vec::new();
+    let (mut faults, mut failover_us) = (Vec::new(), None);
     for (mut ev, h) in scheduled {
         if h.is_finished() {
-            if let Ok((fired, outcome)) = h.await {
-                ev.fired_at_ms = fired;
+            if let Ok((fired, done, outcome)) = h.await {
+                ev.fired_at_ms = Some(fired / 1000);
+                if matches!(Fault::from_name(&ev.kind), Some(Fault::Failover { .. })) {
+                    failover_us = Some(span(failover_us, (fired, done)));
+                }
                 ev.outcome = outcome;
             }
         } else {
@@ -286,7 +291,12 @@ async fn drive(
     let settle_error = retry_lost("settle", Some(ns.db()), log, || strategy.settle(bound)).await.err();
     let settle_s = settle_start.elapsed().as_secs_f64();
     let series = sampler.finish().await;
-    Loaded { strategy, load, faults, settle_s, settle_error, series }
+    Loaded { strategy, load, faults, settle_s, settle_error, series, failover_us }
+}
+
+/// The span covering `a` (if any) and `b`.
+fn span(a: Option<(u64, u64)>, b: (u64, u64)) -> (u64, u64) {
+    a.map_or(b, |a| (a.0.min(b.0), a.1.max(b.1)))
 }
 
 /// The live status line, when the caller wants one.
@@ -339,7 +349,7 @@ async fn check(cell: &Cell<'_>, ns: &Namespace, l: &Loaded, log: &mut dyn FnMut(
     // Reads are judged unless the strategy is eventual as declared (stale reads are
     // its design) or a scheduled data loss wiped what it reads from (it heals later;
     // the final check and settled reads judge that).
-    let data_loss = plan.faults_for(name).any(|f| f.fault == Fault::RedisDataLoss);
+    let data_loss = plan.faults_for(name).any(|f| matches!(f.fault, Fault::RedisDataLoss | Fault::Failover { .. }));
     let judge_reads = info.guarantee != Guarantee::Eventual && !data_loss;
     let mut figures = l.strategy.figures();
     if let (Some(lag), Some(rc)) = (lag_us, &reads) {
@@ -354,6 +364,7 @@ async fn check(cell: &Cell<'_>, ns: &Namespace, l: &Loaded, log: &mut dyn FnMut(
         double_applies: (figure("double_applies_raising").unwrap_or(0), figure("double_applies_lowering").unwrap_or(0)),
         reconciler: figure("reconcile_passes").is_some(),
         seed: cell.t.seed,
+        failover_us: l.failover_us,
     };
     let anomalies = classify(&l.load.history, &rows, reads.as_ref().filter(|_| judge_reads), &settled, cx);
     for a in &anomalies {

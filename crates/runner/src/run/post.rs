@@ -16,8 +16,9 @@ use futures_util::StreamExt as _;
 
 use super::RunOptions;
 
-/// A scheduled fault: its report entry and the task that fires it (when, what it did).
-type ScheduledFault = (FaultEvent, tokio::task::JoinHandle<(Option<u64>, String)>);
+/// A scheduled fault: its report entry and the task that fires it (when it fired and
+/// when its injections were done, in µs from the start; what it did).
+type ScheduledFault = (FaultEvent, tokio::task::JoinHandle<(u64, u64, String)>);
 
 /// Fires the plan's faults at their offsets from `start`, in the background.
 pub(super) fn schedule_faults(plan: &RunPlan, strategy: &Arc<dyn Strategy>, start: Instant) -> Vec<ScheduledFault> {
@@ -27,7 +28,7 @@ pub(super) fn schedule_faults(plan: &RunPlan, strategy: &Arc<dyn Strategy>, star
             let (fault, at_ms, times) = (f.fault, f.at_ms, f.times);
             let h = tokio::spawn(async move {
                 tokio::time::sleep_until((start + Duration::from_millis(at_ms)).into()).await;
-                let fired = start.elapsed().as_millis() as u64;
+                let fired = start.elapsed().as_micros() as u64;
                 let mut outcomes = Vec::new();
                 for _ in 0..times {
                     outcomes.push(match s.inject(fault).await {
@@ -38,7 +39,7 @@ pub(super) fn schedule_faults(plan: &RunPlan, strategy: &Arc<dyn Strategy>, star
                 outcomes.dedup();
                 let outcome =
                     if times > 1 { format!("{times} x {}", outcomes.join("; ")) } else { outcomes.join("; ") };
-                (Some(fired), outcome)
+                (fired, start.elapsed().as_micros() as u64, outcome)
             });
             let ev = FaultEvent {
                 kind: fault.name().into(),

@@ -188,6 +188,7 @@ impl Strategy for CacheAside {
                 let n = self.space.delete_all().await?;
                 Ok(format!("deleted {n} keys under {} (the cache refills on misses)", self.space.prefix()))
             }
+            Fault::Failover { cut_ms } => self.space.failover(std::time::Duration::from_millis(cut_ms)).await,
             Fault::RedisDisconnect => {
                 let n = self.space.kill_connections().await?;
                 Ok(format!("killed {n} of the run's Redis connections (CLIENT KILL ID); they reconnect"))

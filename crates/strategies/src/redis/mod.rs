@@ -10,11 +10,13 @@
 //! watch-multi's optimistic update in `watch.rs`, redis-hash's shard hashes in
 //! `hash.rs`, redis-set's id sets in `set.rs` and cache-aside in `cache.rs`; the
 //! background loops in `flusher.rs` and `reconciler.rs`, the keys' expiry in `ttl.rs`;
-//! `target.rs` tells one server from a Redis Cluster (`redis+cluster://`).
+//! `target.rs` tells one server from a Redis Cluster (`redis+cluster://`), and
+//! `failover.rs` fails a cluster's shard over (the `failover` fault).
 
 mod cache;
 mod dedicated;
 mod designs;
+mod failover;
 mod flusher;
 mod hash;
 mod ops;

@@ -302,6 +302,12 @@ impl Strategy for RedisStrategy {
                 *sh.data_loss_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
                 Ok(format!("deleted {n} keys under {}", sh.space.prefix()))
             }
+            Fault::Failover { cut_ms } => {
+                let what = sh.space.failover(std::time::Duration::from_millis(cut_ms)).await?;
+                // The reconciler's heal_ms counts from here, as after a data loss.
+                *sh.data_loss_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+                Ok(what)
+            }
             Fault::RedisDisconnect => {
                 let n = sh.space.kill_connections().await?;
                 Ok(format!("killed {n} of the run's Redis connections (CLIENT KILL ID); they reconnect"))

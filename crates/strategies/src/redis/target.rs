@@ -10,6 +10,9 @@ use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 
+/// Commands of a split pipeline in flight at once on a cluster connection.
+const SPLIT_IN_FLIGHT: usize = 32;
+
 /// The URL scheme that selects a Redis Cluster.
 pub const CLUSTER_SCHEME: &str = "redis+cluster://";
 
@@ -33,9 +36,12 @@ pub(crate) struct ClusterTarget {
 /// One node of a cluster as `CLUSTER NODES` lists it.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Node {
+    pub id: String,
     /// `host:port`
     pub addr: String,
     pub primary: bool,
+    /// A replica's primary (its id).
+    pub replica_of: Option<String>,
     /// Slot ranges it serves (primaries), inclusive.
     pub slots: Vec<(u16, u16)>,
 }
@@ -67,16 +73,20 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Managed(c) => c.req_packed_commands(cmd, offset, count),
             // A cluster connection sends a pipeline to one node, so one whose commands
-            // span slots (the bulk reads and the seed) goes as separate commands, all at
-            // once; a transaction (MULTI/EXEC) is one slot's by construction.
+            // span slots (the bulk reads and the seed) goes as separate commands,
+            // `SPLIT_IN_FLIGHT` at a time (replies in order; after a failover each may
+            // be redirected, and a bound keeps that from becoming a storm); a
+            // transaction (MULTI/EXEC) is one slot's by construction.
             Conn::Cluster(c) if !cmd.is_transaction() => {
+                use futures_util::{StreamExt, TryStreamExt};
                 let c = c.clone();
+                let cmds: Vec<redis::Cmd> = cmd.cmd_iter().skip(offset).take(count).cloned().collect();
                 Box::pin(async move {
-                    let each = cmd.cmd_iter().skip(offset).take(count).map(|one| {
+                    let each = futures_util::stream::iter(cmds).map(move |one| {
                         let mut c = c.clone();
-                        async move { c.req_packed_command(one).await }
+                        async move { c.req_packed_command(&one).await }
                     });
-                    futures_util::future::try_join_all(each).await
+                    each.buffered(SPLIT_IN_FLIGHT).try_collect().await
                 })
             }
             Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
@@ -206,7 +216,8 @@ impl Target {
     /// the first seed that answers; nodes marked failed or without an address are left out.
     pub(crate) async fn nodes(&self) -> redis::RedisResult<Vec<Node>> {
         let Target::Cluster(c) = self else {
-            return Ok(vec![Node { addr: String::new(), primary: true, slots: vec![(0, 16383)] }]);
+            let whole = Node { id: String::new(), addr: String::new(), primary: true, replica_of: None, slots: vec![(0, 16383)] };
+            return Ok(vec![whole]);
         };
         let mut last = None;
         for seed in &c.seeds {
@@ -230,18 +241,23 @@ impl Target {
         Err(last.unwrap_or_else(|| redis::RedisError::from((redis::ErrorKind::Client, "no seed node"))))
     }
 
-    /// A plain connection to each node (`primaries`: only those serving slots): what
-    /// SCAN, ACL and CLIENT need, since a cluster keeps those per node.
+    /// A plain connection to each node (`primaries`: only those that say they are one,
+    /// by `ROLE`: a seed's view may lag a failover): what SCAN, ACL and CLIENT need,
+    /// since a cluster keeps those per node.
     pub(crate) async fn node_conns(&self, primaries: bool) -> redis::RedisResult<Vec<MultiplexedConnection>> {
         match self {
             Target::Single(c) => Ok(vec![c.get_multiplexed_async_connection().await?]),
             Target::Cluster(c) => {
                 let mut out = Vec::new();
                 for node in self.nodes().await? {
-                    if primaries && !node.primary {
-                        continue;
+                    let mut conn = c.node_url(&node.addr)?.get_multiplexed_async_connection().await?;
+                    if primaries {
+                        let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut conn).await?;
+                        if !matches!(role.first(), Some(redis::Value::BulkString(b)) if b == b"master") {
+                            continue;
+                        }
                     }
-                    out.push(c.node_url(&node.addr)?.get_multiplexed_async_connection().await?);
+                    out.push(conn);
                 }
                 Ok(out)
             }
@@ -295,7 +311,8 @@ pub(crate) fn parse_nodes(text: &str) -> Vec<Node> {
                 None => s.parse().ok().map(|x| (x, x)),
             })
             .collect();
-        out.push(Node { addr, primary: flags.contains(&"master"), slots });
+        let replica_of = (f[3] != "-").then(|| f[3].to_string());
+        out.push(Node { id: f[0].to_string(), addr, primary: flags.contains(&"master"), replica_of, slots });
     }
     out
 }
@@ -328,8 +345,20 @@ mod tests {
         assert_eq!(
             nodes,
             [
-                Node { addr: "127.0.0.1:7000".into(), primary: true, slots: vec![(0, 5460)] },
-                Node { addr: "127.0.0.1:7003".into(), primary: false, slots: vec![] },
+                Node {
+                    id: "a".into(),
+                    addr: "127.0.0.1:7000".into(),
+                    primary: true,
+                    replica_of: None,
+                    slots: vec![(0, 5460)]
+                },
+                Node {
+                    id: "b".into(),
+                    addr: "127.0.0.1:7003".into(),
+                    primary: false,
+                    replica_of: Some("a".into()),
+                    slots: vec![]
+                },
             ]
         );
     }

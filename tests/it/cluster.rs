@@ -1,0 +1,296 @@
+//! Redis Cluster: the Redis designs' scenario on the shared local cluster
+//! (`scripts/topologies/redis-cluster.sh`, ports 7000-7005) gives the same verdicts as
+//! on one server and leaves no key and no ACL user on any node. Skipped, loudly, when
+//! the cluster is not up, unless COUNTERLAB_REQUIRE_SERVERS=1 (then it fails).
+
+use std::path::Path;
+
+use counterlab::run::run_plan;
+use counterlab::scenario::{Overrides, load};
+use counterlab_report::Report;
+
+use crate::util;
+
+/// The cluster the tests use: COUNTERLAB_REDIS_CLUSTER_URL, else the script's default.
+pub fn cluster_url() -> String {
+    std::env::var("COUNTERLAB_REDIS_CLUSTER_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "redis+cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002".into())
+}
+
+/// Every node's `host:port`, read from the first seed's `CLUSTER NODES`, when the
+/// cluster answers and says `cluster_state:ok`; else why not.
+pub async fn cluster_nodes(url: &str) -> Result<Vec<String>, String> {
+    let seed = url.strip_prefix("redis+cluster://").ok_or("not a redis+cluster:// URL")?;
+    let first = seed.split(',').next().unwrap_or_default();
+    let client = redis::Client::open(format!("redis://{first}")).map_err(|e| e.to_string())?;
+    let connect = client.get_multiplexed_async_connection();
+    let mut c = tokio::time::timeout(std::time::Duration::from_secs(3), connect)
+        .await
+        .map_err(|_| format!("{first}: no answer within 3 s"))?
+        .map_err(|e| format!("{first}: {e}"))?;
+    let info: String = redis::cmd("CLUSTER").arg("INFO").query_async(&mut c).await.map_err(|e| e.to_string())?;
+    if !info.lines().any(|l| l.trim() == "cluster_state:ok") {
+        return Err(format!("{first}: cluster_state is not ok"));
+    }
+    let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(&mut c).await.map_err(|e| e.to_string())?;
+    Ok(nodes
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .map(|a| a.split(['@', ',']).next().unwrap_or_default().to_string())
+        .collect())
+}
+
+/// Whether to go on: a missing cluster skips the test loudly, or fails it when
+/// COUNTERLAB_REQUIRE_SERVERS=1.
+pub fn require(what: &str, up: &Result<Vec<String>, String>) -> bool {
+    match up {
+        Ok(_) => true,
+        Err(why) if std::env::var("COUNTERLAB_REQUIRE_SERVERS").is_ok_and(|v| v == "1") => {
+            panic!("{what}: the Redis Cluster is required (COUNTERLAB_REQUIRE_SERVERS=1) but {why}")
+        }
+        Err(why) => {
+            eprintln!(
+                "\n*** SKIPPED {what}: no Redis Cluster ({why}); start it with scripts/topologies/redis-cluster.sh start ***\n"
+            );
+            false
+        }
+    }
+}
+
+/// Per node: the keys under `cl:<namespace>:` and whether the namespace's ACL user exists.
+pub async fn leftovers_on_nodes(nodes: &[String], namespaces: &[String]) -> Vec<String> {
+    let mut found = Vec::new();
+    for node in nodes {
+        let client = redis::Client::open(format!("redis://{node}")).unwrap();
+        let mut c = client.get_multiplexed_async_connection().await.expect("every node answers");
+        let users: Vec<String> = redis::cmd("ACL").arg("USERS").query_async(&mut c).await.unwrap();
+        for ns in namespaces {
+            let keys: Vec<String> = redis::cmd("KEYS").arg(format!("cl:{ns}:*")).query_async(&mut c).await.unwrap();
+            found.extend(keys.into_iter().map(|k| format!("{node}: key {k}")));
+            if users.contains(ns) {
+                found.push(format!("{node}: ACL user {ns}"));
+            }
+        }
+    }
+    found
+}
+
+/// `leftovers_on_nodes` once the replicas have caught up with their primaries'
+/// deletes (replication is asynchronous): polled for at most 5 s, then the last answer.
+pub async fn settled_leftovers(nodes: &[String], namespaces: &[String]) -> Vec<String> {
+    let mut left = leftovers_on_nodes(nodes, namespaces).await;
+    for _ in 0..50 {
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        left = leftovers_on_nodes(nodes, namespaces).await;
+    }
+    left
+}
+
+async fn run_on(redis_url: &str) -> Report {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/redis-cluster.toml");
+    let plan = load(&file, &Overrides::default(), &util::known(), 7).unwrap_or_else(|e| panic!("{e}"));
+    let mut opts = util::options(false, None);
+    opts.redis_url = Some(redis_url.to_string());
+    run_plan(&plan, &opts, &mut |_| {}).await.expect("run succeeds")
+}
+
+/// (strategy, verdict, anomaly names) per row.
+fn verdicts(r: &Report) -> Vec<(String, String, Vec<String>)> {
+    r.strategies
+        .iter()
+        .map(|s| (s.strategy.clone(), s.check.verdict.clone(), s.anomalies.iter().map(|a| a.name.clone()).collect()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redis_designs_get_the_same_verdicts_on_a_cluster() {
+    let url = cluster_url();
+    let up = cluster_nodes(&url).await;
+    if !require("cluster::the_redis_designs_get_the_same_verdicts_on_a_cluster", &up) {
+        return;
+    }
+    let nodes = up.unwrap();
+    let _heavy = util::heavy().await;
+    let single = run_on(&crate::redis::redis_url()).await;
+    let cluster = run_on(&url).await;
+    assert!(cluster.strategies.iter().all(|s| s.backend == "postgres+redis"), "{:?}", verdicts(&cluster));
+    assert_eq!(verdicts(&cluster), verdicts(&single), "cluster (left) against one server (right)");
+    // Not vacuous: the broken design drifted and named its cause; the others held.
+    let v = verdicts(&cluster);
+    assert_eq!(v.len(), 8, "{v:?}");
+    for (strategy, verdict, anomalies) in &v {
+        if strategy == "zset-buffer" {
+            assert_eq!(verdict, "drift-expected");
+            assert_eq!(anomalies, &["lost_flush"]);
+        } else {
+            assert_eq!((verdict.as_str(), anomalies.len()), ("pass", 0), "{strategy}");
+        }
+    }
+    // The data loss reached every primary: each deleted keys, and the reconciler healed.
+    for s in cluster.strategies.iter().filter(|s| s.strategy == "lua-script" || s.strategy == "redis-counter") {
+        assert!(s.faults[0].outcome.starts_with("deleted "), "{:?}", s.faults);
+        assert!(!s.faults[0].outcome.starts_with("deleted 0 "), "{:?}", s.faults);
+        assert!(s.figures.contains_key("heal_ms"), "{}: {:?}", s.strategy, s.figures);
+    }
+    let namespaces: Vec<String> = cluster.strategies.iter().map(|s| s.namespace.clone()).collect();
+    assert_eq!(settled_leftovers(&nodes, &namespaces).await, Vec::<String>::new());
+    assert_eq!(nodes.len(), 6, "3 primaries and 3 replicas: {nodes:?}");
+}
+
+/// A private Redis Cluster on 7100-7105 (this test's own, never the shared one), made by
+/// the topology script and stopped, its state removed, when dropped (also on failure).
+struct PrivateCluster {
+    dir: util::Tmp,
+}
+
+const PRIVATE_PORT: u16 = 7100;
+
+impl PrivateCluster {
+    fn script(&self, verb: &str) -> std::process::Output {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/topologies/redis-cluster.sh");
+        std::process::Command::new("bash")
+            .arg(script)
+            .arg(verb)
+            .env("REDIS_CLUSTER_PORT", PRIVATE_PORT.to_string())
+            .env("REDIS_CLUSTER_DIR", self.dir.join("cluster"))
+            .output()
+            .expect("bash runs the topology script")
+    }
+
+    fn start() -> Result<(PrivateCluster, String), String> {
+        let c = PrivateCluster { dir: util::tempdir("cluster") };
+        let out = c.script("start");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !out.status.success() {
+            return Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)));
+        }
+        let url = text.lines().last().unwrap_or_default().to_string();
+        Ok((c, url))
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        let out = self.script("stop");
+        if !out.status.success() {
+            eprintln!("private cluster stop: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+}
+
+/// A failover mid-load: redis-counter and lua-script without a reconciler, cut off from
+/// the replica for 300 ms before the takeover.
+const FAILOVER: &str = r#"
+name = "failover"
+seed = 11
+strategies = ["redis-counter", "lua-script"]
+[redis]
+RECONCILE
+settle_timeout_ms = 10000
+[[faults]]
+kind = "failover"
+at_ms = 500
+duration_ms = 300
+[data]
+users = 120
+notifications_per_user = 10
+[workload]
+workers = 4
+duration_s = 2
+[workload.mix]
+create = 30
+mark_read = 40
+mark_all_read = 5
+read_count = 25
+"#;
+
+/// The slot ranges the node at `addr` serves, and each user's key slot via CLUSTER KEYSLOT.
+async fn slots_of(addr: &str) -> Vec<(u16, u16)> {
+    let mut c = redis::Client::open(format!("redis://{addr}")).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(&mut c).await.unwrap();
+    let me = nodes.lines().find(|l| l.contains("myself")).unwrap();
+    me.split_whitespace()
+        .skip(8)
+        .filter_map(|r| r.split_once('-').map(|(a, b)| (a.parse().unwrap(), b.parse().unwrap())))
+        .collect()
+}
+
+async fn key_slot(addr: &str, key: &str) -> u16 {
+    let mut c = redis::Client::open(format!("redis://{addr}")).unwrap().get_multiplexed_async_connection().await.unwrap();
+    redis::cmd("CLUSTER").arg("KEYSLOT").arg(key).query_async(&mut c).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_mid_load_loses_acknowledged_writes_named_with_witnesses() {
+    let name = "cluster::a_failover_mid_load_loses_acknowledged_writes_named_with_witnesses";
+    let _heavy = util::heavy().await;
+    let (cluster, url) = match PrivateCluster::start() {
+        Ok(c) => c,
+        Err(why) => {
+            require(name, &Err(format!("the private cluster did not start: {why}")));
+            return;
+        }
+    };
+    let nodes = cluster_nodes(&url).await.expect("the private cluster is up");
+    let mut opts = util::options(false, None);
+    opts.redis_url = Some(url.clone());
+    // Without a reconciler: the lost writes stay lost, and are named.
+    let plan = util::plan(&FAILOVER.replace("RECONCILE", ""));
+    let report = run_plan(&plan, &opts, &mut |_| {}).await.expect("run succeeds");
+    let mut namespaces: Vec<String> = report.strategies.iter().map(|s| s.namespace.clone()).collect();
+    for s in &report.strategies {
+        let fault = &s.faults[0];
+        assert!(fault.outcome.contains("failed over to its replica"), "{}: {fault:?}", s.strategy);
+        // The failed-over shard: its promoted replica, named in the fault's outcome.
+        let words: Vec<&str> = fault.outcome.split_whitespace().collect();
+        let promoted = words[words.iter().position(|w| *w == "replica").unwrap() + 1];
+        let lost = s.anomalies.iter().find(|a| a.name == "lost_on_failover");
+        let lost = lost.unwrap_or_else(|| panic!("{}: {:?} {:?}", s.strategy, s.anomalies, s.check.verdict));
+        assert_eq!(lost.count, s.check.users_mismatched, "{}: every drifted user explained", s.strategy);
+        assert!(s.check.verdict.starts_with("FAIL"), "{}: {}", s.strategy, s.check.verdict);
+        for w in &lost.witnesses {
+            assert!(!w.ops.is_empty());
+            let slot = key_slot(&nodes[0], &format!("{{u:{}}}", w.user)).await;
+            // Only the failed-over shard lost writes: the user's slot is the promoted one's.
+            assert_eq!(served_by(&nodes, slot).await, promoted, "{}: user {}", s.strategy, w.user);
+            let fired_us = fault.fired_at_ms.unwrap() * 1000;
+            for op in &w.ops {
+                assert_eq!(op.outcome, "ok");
+                assert!(op.complete_us + 5_000 >= fired_us, "{}: acknowledged after the cut began: {op:?}", s.strategy);
+            }
+        }
+    }
+    // With the reconciler: the same failover heals; the figure says how long it took.
+    let plan = util::plan(&FAILOVER.replace("RECONCILE", "reconcile_interval_ms = 100"));
+    let healed = run_plan(&plan, &opts, &mut |_| {}).await.expect("run succeeds");
+    for s in &healed.strategies {
+        assert_eq!((s.check.verdict.as_str(), s.anomalies.len()), ("pass", 0), "{}: {:?}", s.strategy, s.anomalies);
+        assert!(s.figures.get("heal_ms").is_some_and(|h| *h > 0.0), "{}: {:?}", s.strategy, s.figures);
+        eprintln!("{}: heal_ms after the failover = {}", s.strategy, s.figures["heal_ms"]);
+    }
+    namespaces.extend(healed.strategies.iter().map(|s| s.namespace.clone()));
+    let all = cluster_nodes(&url).await.unwrap();
+    assert_eq!(all.len(), 6);
+    assert_eq!(settled_leftovers(&all, &namespaces).await, Vec::<String>::new());
+    drop(cluster);
+}
+
+/// The address of the primary serving `slot` now.
+async fn served_by(nodes: &[String], slot: u16) -> String {
+    for n in nodes {
+        let mut c = redis::Client::open(format!("redis://{n}")).unwrap().get_multiplexed_async_connection().await.unwrap();
+        let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut c).await.unwrap();
+        if !matches!(role.first(), Some(redis::Value::BulkString(b)) if b == b"master") {
+            continue;
+        }
+        if slots_of(n).await.iter().any(|(a, b)| (*a..=*b).contains(&slot)) {
+            return n.clone();
+        }
+    }
+    panic!("no primary serves slot {slot}")
+}
