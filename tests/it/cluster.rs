@@ -183,8 +183,8 @@ impl Drop for PrivateCluster {
     }
 }
 
-/// A failover mid-load: redis-counter and lua-script without a reconciler, cut off from
-/// the replica for 300 ms before the takeover.
+/// A failover mid-load: redis-counter and lua-script (RECONCILE: with or without the
+/// reconciler), the replica cut off for 300 ms before the takeover.
 const FAILOVER: &str = r#"
 name = "failover"
 seed = 11
@@ -248,16 +248,23 @@ async fn a_failover_mid_load_loses_acknowledged_writes_named_with_witnesses() {
         assert!(fault.outcome.contains("failed over to its replica"), "{}: {fault:?}", s.strategy);
         // The failed-over shard: its promoted replica, named in the fault's outcome.
         let words: Vec<&str> = fault.outcome.split_whitespace().collect();
-        let promoted = words[words.iter().position(|w| *w == "replica").unwrap() + 1];
+        let shard = [words[0], words[words.iter().position(|w| *w == "replica").unwrap() + 1]];
         let lost = s.anomalies.iter().find(|a| a.name == "lost_on_failover");
         let lost = lost.unwrap_or_else(|| panic!("{}: {:?} {:?}", s.strategy, s.anomalies, s.check.verdict));
-        assert_eq!(lost.count, s.check.users_mismatched, "{}: every drifted user explained", s.strategy);
+        if s.strategy == "redis-counter" {
+            // Its Redis counter only follows SQL: each lost write is one drifted user.
+            assert_eq!(lost.count, s.check.users_mismatched, "{}: every drifted user explained", s.strategy);
+        }
+        // (lua-script decides in Redis: a lost mark_read's row is unread there again,
+        // and a later mark_read claims it a second time, which is named as such.)
         assert!(s.check.verdict.starts_with("FAIL"), "{}: {}", s.strategy, s.check.verdict);
         for w in &lost.witnesses {
             assert!(!w.ops.is_empty());
             let slot = key_slot(&nodes[0], &format!("{{u:{}}}", w.user)).await;
-            // Only the failed-over shard lost writes: the user's slot is the promoted one's.
-            assert_eq!(served_by(&nodes, slot).await, promoted, "{}: user {}", s.strategy, w.user);
+            // Only the failed-over shard lost writes: the user's slot is served by its
+            // pair (the later run failed the same shard over again, back or forth).
+            let now = served_by(&nodes, slot).await;
+            assert!(shard.contains(&now.as_str()), "{}: user {} on {now}, not {shard:?}", s.strategy, w.user);
             let fired_us = fault.fired_at_ms.unwrap() * 1000;
             for op in &w.ops {
                 assert_eq!(op.outcome, "ok");
