@@ -211,7 +211,8 @@ read_count = 25
 
 /// The slot ranges the node at `addr` serves, and each user's key slot via CLUSTER KEYSLOT.
 async fn slots_of(addr: &str) -> Vec<(u16, u16)> {
-    let mut c = redis::Client::open(format!("redis://{addr}")).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let mut c =
+        redis::Client::open(format!("redis://{addr}")).unwrap().get_multiplexed_async_connection().await.unwrap();
     let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(&mut c).await.unwrap();
     let me = nodes.lines().find(|l| l.contains("myself")).unwrap();
     me.split_whitespace()
@@ -221,7 +222,8 @@ async fn slots_of(addr: &str) -> Vec<(u16, u16)> {
 }
 
 async fn key_slot(addr: &str, key: &str) -> u16 {
-    let mut c = redis::Client::open(format!("redis://{addr}")).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let mut c =
+        redis::Client::open(format!("redis://{addr}")).unwrap().get_multiplexed_async_connection().await.unwrap();
     redis::cmd("CLUSTER").arg("KEYSLOT").arg(key).query_async(&mut c).await.unwrap()
 }
 
@@ -290,7 +292,8 @@ async fn a_failover_mid_load_loses_acknowledged_writes_named_with_witnesses() {
 /// The address of the primary serving `slot` now.
 async fn served_by(nodes: &[String], slot: u16) -> String {
     for n in nodes {
-        let mut c = redis::Client::open(format!("redis://{n}")).unwrap().get_multiplexed_async_connection().await.unwrap();
+        let mut c =
+            redis::Client::open(format!("redis://{n}")).unwrap().get_multiplexed_async_connection().await.unwrap();
         let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut c).await.unwrap();
         if !matches!(role.first(), Some(redis::Value::BulkString(b)) if b == b"master") {
             continue;

@@ -248,7 +248,8 @@ async fn drive(
 ) -> Loaded {
     let (plan, seed) = (cell.plan, cell.t.seed);
     // A scheduled pause needs the wrapper that stalls every op.
-    let strategy: Arc<dyn Strategy> = match plan.faults_for(cell.t.name).any(|f| matches!(f.fault, Fault::Pause { .. })) {
+    let strategy: Arc<dyn Strategy> = match plan.faults_for(cell.t.name).any(|f| matches!(f.fault, Fault::Pause { .. }))
+    {
         true => Arc::new(Pausable::new(strategy)),
         false => strategy,
     };

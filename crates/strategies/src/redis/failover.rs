@@ -120,9 +120,13 @@ impl RedisSpace {
                 redis::cmd("CONFIG").arg("GET").arg("masterauth").query_async(&mut r).await.map_err(classify_redis)?;
             let saved = saved.get(1).cloned().unwrap_or_default();
             let wrong = crate::sandbox::random_password();
-            redis::cmd("CONFIG").arg("SET").arg("masterauth").arg(&wrong).query_async::<()>(&mut r).await.map_err(
-                classify_redis,
-            )?;
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("masterauth")
+                .arg(&wrong)
+                .query_async::<()>(&mut r)
+                .await
+                .map_err(classify_redis)?;
             let cut_then_take = async {
                 cut_links = redis::cmd("CLIENT")
                     .arg("KILL")

@@ -37,8 +37,8 @@ use crate::error::{BackendError, check_url, redact_url};
 use crate::sandbox::Identity;
 use dedicated::Dedicated;
 pub(crate) use dedicated::DedicatedLease;
-use target::{Conn, Target};
 pub use target::{CLUSTER_SCHEME, slot_of};
+use target::{Conn, Target};
 
 pub use cache::CacheAside;
 pub use designs::{RedisDesign, RedisStrategy};
@@ -112,8 +112,12 @@ impl RedisServer {
             if created.is_err() {
                 break;
             }
-            let _: i64 =
-                redis::cmd("ACL").arg("DELUSER").arg(&probe).query_async(&mut c).await.map_err(|e| err(e.to_string()))?;
+            let _: i64 = redis::cmd("ACL")
+                .arg("DELUSER")
+                .arg(&probe)
+                .query_async(&mut c)
+                .await
+                .map_err(|e| err(e.to_string()))?;
         }
         let sandbox = match created {
             Ok(()) => Ok(()),
@@ -252,7 +256,8 @@ impl RedisServer {
     /// cluster keeps ACL users per node) and returns a target that logs in as it.
     async fn acl_user(&self, namespace: &str) -> Result<Target, redis::RedisError> {
         let password = crate::sandbox::random_password();
-        let (base, more) = crate::sandbox::redis_acl_rules(namespace, &password, self.target.selects_db(), self.target.is_cluster());
+        let (base, more) =
+            crate::sandbox::redis_acl_rules(namespace, &password, self.target.selects_db(), self.target.is_cluster());
         for mut admin in self.target.node_conns(false).await? {
             redis::cmd("ACL").arg("SETUSER").arg(namespace).arg(&base).query_async::<()>(&mut admin).await?;
             for rule in &more {
@@ -448,8 +453,13 @@ impl RedisSpace {
         };
         let mut killed = 0u64;
         for mut node in self.client.node_conns(false).await.map_err(classify_redis)? {
-            let n: i64 =
-                redis::cmd("CLIENT").arg("KILL").arg("USER").arg(name).query_async(&mut node).await.map_err(classify_redis)?;
+            let n: i64 = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("USER")
+                .arg(name)
+                .query_async(&mut node)
+                .await
+                .map_err(classify_redis)?;
             killed += n.max(0) as u64;
         }
         Ok(killed)
@@ -503,10 +513,10 @@ async fn delete_matching(
         }
     }
     Err(OpError::new(
-            ErrorClass::Other,
-            Outcome::Fail,
-            format!("SCAN of {pattern} did not finish in {MAX_SCAN_ROUNDS} rounds"),
-        ))
+        ErrorClass::Other,
+        Outcome::Fail,
+        format!("SCAN of {pattern} did not finish in {MAX_SCAN_ROUNDS} rounds"),
+    ))
 }
 
 /// Tunables of the Redis strategies, from the scenario's `[redis]` table.

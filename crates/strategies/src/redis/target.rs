@@ -124,7 +124,11 @@ pub(crate) fn cluster_seeds(url: &str) -> Result<Vec<String>, String> {
 }
 
 impl ClusterTarget {
-    pub(crate) fn new(seeds: Vec<String>, login: Option<(String, String)>, timeout: Duration) -> redis::RedisResult<Self> {
+    pub(crate) fn new(
+        seeds: Vec<String>,
+        login: Option<(String, String)>,
+        timeout: Duration,
+    ) -> redis::RedisResult<Self> {
         let mut b = ClusterClientBuilder::new(seeds.clone())
             .connection_timeout(timeout)
             .response_timeout(timeout)
@@ -216,7 +220,13 @@ impl Target {
     /// the first seed that answers; nodes marked failed or without an address are left out.
     pub(crate) async fn nodes(&self) -> redis::RedisResult<Vec<Node>> {
         let Target::Cluster(c) = self else {
-            let whole = Node { id: String::new(), addr: String::new(), primary: true, replica_of: None, slots: vec![(0, 16383)] };
+            let whole = Node {
+                id: String::new(),
+                addr: String::new(),
+                primary: true,
+                replica_of: None,
+                slots: vec![(0, 16383)],
+            };
             return Ok(vec![whole]);
         };
         let mut last = None;
