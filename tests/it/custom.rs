@@ -208,6 +208,11 @@ fn bad_strategy_definitions_are_located() {
             "KEYS[2], but the step passes 1 key",
         ),
         (with_step("redis = \"FLUSHALL\"\nkeys = [\"k\"]"), "byo.toml:14:9:", "`FLUSHALL` is not allowed"),
+        (
+            with_step("redis = \"MGET\"\nkeys = [\"a:{user}\", \"b:{user}\"]"),
+            "byo.toml:14:9:",
+            "keys \"a:{user}\" and \"b:{user}\" may hash to different Redis Cluster slots",
+        ),
         (with_step("redis = \"GET\"\nkeys = [\"k:{nid}\"]"), "byo.toml:14:9:", "unknown parameter `nid`"),
         (
             with_step("redis = \"GET\"\nkeys = [\"k:{user}\"]\neach = \"nope\""),

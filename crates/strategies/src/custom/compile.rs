@@ -251,6 +251,7 @@ impl CustomSpec {
 
     /// A Redis or Lua step's keys and arguments as templates, keys first.
     fn templates(&self, keys: &[String], args: &[String], op: usize, idx: usize) -> TemplatesResult {
+        redis_steps::one_slot(keys)?;
         let keys = keys.iter().map(|k| self.template(k, true, op, idx)).collect::<Result<_, _>>()?;
         let args = args.iter().map(|a| self.template(a, false, op, idx)).collect::<Result<_, _>>()?;
         Ok((keys, args))

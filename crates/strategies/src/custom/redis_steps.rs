@@ -128,9 +128,11 @@ pub(super) enum Piece<R> {
 }
 
 /// Splits `u:{user}:unread` into literal text and `{...}` placeholders, resolving each
-/// placeholder's text (an expression: `{user % 16}`) with `resolve`. Keys and arguments
-/// are printable ASCII, spaces only inside a placeholder; a brace that opens no
-/// placeholder is an error.
+/// placeholder's text (an expression: `{user % 16}`) with `resolve`. `{{` and `}}` are a
+/// literal brace, so `{{u:{user}}}:unread` is the key `{u:42}:unread`, whose hash tag
+/// `u:42` puts it in one Redis Cluster slot with the user's other keys. Keys and
+/// arguments are printable ASCII, spaces only inside a placeholder; a lone brace that
+/// opens no placeholder is an error.
 pub(super) fn template<R>(
     text: &str,
     key: bool,
@@ -147,11 +149,18 @@ pub(super) fn template<R>(
     let mut out = Vec::new();
     let mut rest = text;
     while let Some(open) = rest.find(['{', '}']) {
-        if rest.as_bytes()[open] == b'}' {
-            return Err(format!("{what} {text:?}: `}}` without `{{`"));
-        }
         if open > 0 {
             out.push(literal(&rest[..open])?);
+        }
+        let brace = &rest[open..open + 1];
+        if rest[open + 1..].starts_with(brace) {
+            // `{{` or `}}`: a literal brace (a hash tag's).
+            out.push(Piece::Lit(brace.to_string()));
+            rest = &rest[open + 2..];
+            continue;
+        }
+        if brace == "}" {
+            return Err(format!("{what} {text:?}: `}}` without `{{` (a literal brace is written `}}}}`)"));
         }
         let after = &rest[open + 1..];
         let close = after.find('}').ok_or_else(|| format!("{what} {text:?}: `{{` without `}}`"))?;
@@ -168,6 +177,38 @@ pub(super) fn template<R>(
         out.push(literal(rest)?);
     }
     Ok(out)
+}
+
+/// The part of a key template Redis Cluster hashes: the text of its first hash tag
+/// (`{{u:{user}}}:unread` -> `u:{user}`), else the whole key.
+pub(super) fn hash_tag(text: &str) -> &str {
+    let b = text.as_bytes();
+    let (mut i, mut start) = (0, None);
+    while i < b.len() {
+        match (b[i], b.get(i + 1), start) {
+            (b'{', Some(b'{'), None) => {
+                start = Some(i + 2);
+                i += 2;
+            }
+            (b'}', Some(b'}'), Some(s)) => return &text[s..i],
+            (b'{', _, _) => i += text[i..].find('}').unwrap_or(text.len() - i) + 1,
+            _ => i += 1,
+        }
+    }
+    text
+}
+
+/// A step's keys must share a hash slot on Redis Cluster (a script's or command's keys
+/// are one slot's): the same hash tag in each, or the same key.
+pub(super) fn one_slot(keys: &[String]) -> Result<(), String> {
+    let Some(first) = keys.first() else { return Ok(()) };
+    match keys.iter().find(|k| hash_tag(k) != hash_tag(first)) {
+        None => Ok(()),
+        Some(other) => Err(format!(
+            "keys {first:?} and {other:?} may hash to different Redis Cluster slots; give them one hash tag, e.g. \
+             \"{{{{u:{{user}}}}}}:a\" and \"{{{{u:{{user}}}}}}:b\" (docs/strategy-files.md)"
+        )),
+    }
 }
 
 /// Identifiers a script may not use: what loads code, reaches globals or the host, or
@@ -330,6 +371,20 @@ mod tests {
         assert!(template("u}", true, |w| Ok(w.to_string())).is_err());
         assert!(template("a b", true, |w| Ok(w.to_string())).is_err());
         assert!(template("a{ }", true, |w| Ok(w.to_string())).is_err());
+        let t = template("{{u:{user}}}:x", true, |w| Ok(w.to_string())).unwrap();
+        let lits: Vec<String> = t
+            .iter()
+            .map(|p| match p {
+                Piece::Lit(l) => l.clone(),
+                Piece::Val(v) => format!("<{v}>"),
+            })
+            .collect();
+        assert_eq!(lits, ["{", "u:", "<user>", "}", ":x"]);
+        assert_eq!(hash_tag("{{u:{user}}}:x"), "u:{user}");
+        assert_eq!(hash_tag("u:{user}:x"), "u:{user}:x");
+        assert!(one_slot(&["{{u:{user}}}:a".into(), "{{u:{user}}}:b".into()]).is_ok());
+        let e = one_slot(&["u:{user}:a".into(), "u:{user}:b".into()]).unwrap_err();
+        assert!(e.contains("different Redis Cluster slots"), "{e}");
         let t = template("s:{user % 16}", true, |w| Ok(w.to_string())).unwrap();
         assert_eq!(t, [Piece::Lit("s:".into()), Piece::Val("user % 16".into())]);
         assert!(template("", true, |w| Ok(w.to_string())).is_err());

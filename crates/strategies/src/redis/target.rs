@@ -19,8 +19,8 @@ pub const CLUSTER_SCHEME: &str = "redis+cluster://";
 /// A Redis server or cluster, logged in as one account.
 #[derive(Clone)]
 pub(crate) enum Target {
-    Single(redis::Client),
-    Cluster(ClusterTarget),
+    Single(Box<redis::Client>),
+    Cluster(Box<ClusterTarget>),
 }
 
 /// A cluster: its seed nodes (`redis://[user:pass@]host:port`) and the client over them.
@@ -161,9 +161,11 @@ impl Target {
     pub(crate) fn open(url: &str, timeout: Duration) -> Result<Target, String> {
         if url.starts_with(CLUSTER_SCHEME) {
             let seeds = cluster_seeds(url)?;
-            ClusterTarget::new(seeds, None, timeout).map(Target::Cluster).map_err(|e| format!("invalid URL: {e}"))
+            ClusterTarget::new(seeds, None, timeout)
+                .map(|c| Target::Cluster(Box::new(c)))
+                .map_err(|e| format!("invalid URL: {e}"))
         } else {
-            redis::Client::open(url).map(Target::Single).map_err(|e| format!("invalid URL: {e}"))
+            redis::Client::open(url).map(|c| Target::Single(Box::new(c))).map_err(|e| format!("invalid URL: {e}"))
         }
     }
 
@@ -177,11 +179,11 @@ impl Target {
             Target::Single(client) => {
                 let info = client.get_connection_info().clone();
                 let settings = info.redis_settings().clone().set_username(user).set_password(password);
-                redis::Client::open(info.set_redis_settings(settings)).map(Target::Single)
+                redis::Client::open(info.set_redis_settings(settings)).map(|c| Target::Single(Box::new(c)))
             }
             Target::Cluster(c) => {
                 let login = Some((user.to_string(), password.to_string()));
-                ClusterTarget::new(c.seeds.clone(), login, c.timeout).map(Target::Cluster)
+                ClusterTarget::new(c.seeds.clone(), login, c.timeout).map(|c| Target::Cluster(Box::new(c)))
             }
         }
     }
@@ -210,7 +212,7 @@ impl Target {
                     .set_response_timeout(Some(response_timeout))
                     .set_connection_timeout(Some(response_timeout))
                     .set_number_of_retries(3);
-                ConnectionManager::new_with_config(c.clone(), config).await.map(Conn::Managed)
+                ConnectionManager::new_with_config((**c).clone(), config).await.map(Conn::Managed)
             }
             Target::Cluster(c) => c.client.get_async_connection().await.map(Conn::Cluster),
         }
@@ -277,7 +279,7 @@ impl Target {
     /// A plain client for the node at `addr` (a server: itself, whatever `addr`).
     pub(crate) fn node_client(&self, addr: &str) -> redis::RedisResult<redis::Client> {
         match self {
-            Target::Single(c) => Ok(c.clone()),
+            Target::Single(c) => Ok((**c).clone()),
             Target::Cluster(c) => c.node_url(addr),
         }
     }
