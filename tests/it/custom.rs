@@ -327,8 +327,8 @@ async fn the_lua_twin_gives_the_built_in_verdict_and_redis_holds_what_the_check_
     let mut seen = Vec::new();
     for s in &report.strategies {
         let key = match s.strategy.as_str() {
-            "lua-script" => "{u:%}:unread",
-            "lua-script-file" => "u:%:unread",
+            // The file's keys carry the built-in's hash tag (`{{u:{user}}}:unread`).
+            "lua-script" | "lua-script-file" => "{u:%}:unread",
             _ => "c:%",
         };
         let counters = redis_counters(&s.namespace, key, 1000).await;
