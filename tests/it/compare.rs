@@ -1,0 +1,191 @@
+//! `--repeat` and a noise-aware `compare`: two repeat-3 runs of the same build compare
+//! as "no regression"; a build whose test strategy sleeps longer in every op is found
+//! slower by the Mann-Whitney test, named in the output; reports with no row in common
+//! say so and exit 4. Runs on SQLite (temporary files), 1.5 s per repeat.
+
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use counterlab::run::{Phase, run_plan};
+use counterlab::scenario::{Overrides, parse};
+use counterlab_core::{Guarantee, NotificationId, OpError, Strategy, StrategyInfo, UserId};
+use counterlab_strategies::{Build, Builtin, Db, Registry, build};
+
+use crate::util;
+
+/// conditional-update's statements behind a fixed sleep at the start of every op: the
+/// "build" under test. The sleep makes the load latency-bound (4 workers / (sleep + op)),
+/// so the machine's noise moves it little, and the slow build is unmistakable.
+struct Probe {
+    inner: Arc<dyn Strategy>,
+    sleep: Duration,
+}
+
+impl Probe {
+    async fn nap(&self) {
+        tokio::time::sleep(self.sleep).await;
+    }
+}
+
+#[async_trait]
+impl Strategy for Probe {
+    fn info(&self) -> StrategyInfo {
+        PROBE
+    }
+    async fn create(&self, user: UserId) -> Result<NotificationId, OpError> {
+        self.nap().await;
+        self.inner.create(user).await
+    }
+    async fn mark_read(&self, user: UserId, id: NotificationId) -> Result<bool, OpError> {
+        self.nap().await;
+        self.inner.mark_read(user, id).await
+    }
+    async fn delete(&self, user: UserId, id: NotificationId) -> Result<bool, OpError> {
+        self.nap().await;
+        self.inner.delete(user, id).await
+    }
+    async fn mark_all_read(&self, user: UserId) -> Result<u64, OpError> {
+        self.nap().await;
+        self.inner.mark_all_read(user).await
+    }
+    async fn read_count(&self, user: UserId) -> Result<i64, OpError> {
+        self.nap().await;
+        self.inner.read_count(user).await
+    }
+}
+
+const PROBE: StrategyInfo = StrategyInfo { name: "probe", guarantee: Guarantee::Exact, summary: "test-only" };
+
+fn probe(db: Db, sleep: Duration) -> Arc<dyn Strategy> {
+    Arc::new(Probe { inner: build("conditional-update", db).expect("a built-in to delegate to"), sleep })
+}
+
+/// The build as shipped: 2 ms per op.
+fn probe_fast(_: StrategyInfo, db: Db) -> Arc<dyn Strategy> {
+    probe(db, Duration::from_millis(2))
+}
+
+/// The build with the injected slowdown: 20 ms per op (throughput about a tenth).
+fn probe_slow(_: StrategyInfo, db: Db) -> Arc<dyn Strategy> {
+    probe(db, Duration::from_millis(20))
+}
+
+const SCENARIO: &str = "backends = [\"sqlite\"]\nrepeat = 3\n\
+    [data]\nusers = 50\nnotifications_per_user = 4\n\
+    [workload]\nworkers = 4\nduration_s = 1.5\n\
+    [workload.mix]\ncreate = 1\nmark_read = 1\nread_count = 1\n";
+
+/// Runs `strategies` with the probe built by `f`; writes report.json into `dir/name` and
+/// returns its path, with the namespaces in the order their loads started.
+async fn run(
+    dir: &std::path::Path,
+    name: &str,
+    f: fn(StrategyInfo, Db) -> Arc<dyn Strategy>,
+    strategies: &str,
+) -> (std::path::PathBuf, Vec<String>) {
+    let registry = Registry::builtin().with(Builtin { info: PROBE, build: Build::Sql(f) });
+    let toml = format!("strategies = [{strategies}]\n{SCENARIO}");
+    let plan = parse("probe.toml", &toml, "probe", &Overrides::default(), &registry.names(), 11).expect("a valid plan");
+    assert_eq!(plan.repeat, 3);
+    let sqlite = util::tempdir("compare-sqlite");
+    let mut opts = util::options(false, Some(sqlite.to_path_buf()));
+    opts.registry = registry;
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let seen = order.clone();
+    opts.on_phase = Some(Arc::new(move |p, ns: &str| {
+        if p == Phase::Load {
+            seen.lock().unwrap().push(ns.to_string());
+        }
+    }));
+    let report = run_plan(&plan, &opts, &mut |_| {}).await.expect("the run completes");
+    let out = dir.join(name);
+    std::fs::create_dir_all(&out).unwrap();
+    let path = out.join("report.json");
+    std::fs::write(&path, counterlab_report::render_json(&report)).unwrap();
+    let order = order.lock().unwrap().clone();
+    (path, order)
+}
+
+/// `counterlab compare a b` with `extra` flags: exit code and stdout.
+fn compare(a: &std::path::Path, b: &std::path::Path, extra: &[&str]) -> (Option<i32>, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_counterlab"))
+        .args(["compare", a.to_str().unwrap(), b.to_str().unwrap()])
+        .args(extra)
+        .output()
+        .unwrap();
+    (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeats_interleave_and_record_medians_and_spread() {
+    let _alone = util::alone().await;
+    let dir = util::tempdir("repeat");
+    let (path, order) = run(&dir, "ab", probe_fast, "\"probe\", \"conditional-update\"").await;
+    // A B A B A B: every cell once per round, each repeat in its own namespace.
+    let tail: Vec<String> = order.iter().map(|n| n.rsplit("_lt_sr_").next().unwrap().to_string()).collect();
+    assert_eq!(
+        tail,
+        ["probe_r1", "conditional_update_r1", "probe_r2", "conditional_update_r2", "probe_r3", "conditional_update_r3"],
+        "{order:?}"
+    );
+    let report: counterlab_report::Report = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(report.strategies.len(), 2, "one row per cell, not per repeat");
+    for row in &report.strategies {
+        assert_eq!(row.repeats.len(), 3, "{}", row.label());
+        let mut t: Vec<f64> = row.repeats.iter().map(|r| r.throughput_ops_per_s).collect();
+        t.sort_by(f64::total_cmp);
+        assert_eq!(row.throughput_ops_per_s, t[1], "the row holds the median");
+        assert!(row.repeats.iter().all(|r| r.seed == 11 && r.verdict == "pass" && r.ops_total > 0), "{:?}", row.repeats);
+        let ns: std::collections::BTreeSet<&str> = row.repeats.iter().map(|r| r.namespace.as_str()).collect();
+        assert_eq!(ns.len(), 3);
+        let shown = counterlab_report::throughput_with_spread(row);
+        assert!(shown.ends_with(&format!("({:.0}–{:.0}, n=3)", t[0], t[2])), "{shown}");
+        assert_eq!(row.check.verdict, "pass");
+    }
+    assert!(report.replay_command.contains("--repeat 3"), "{}", report.replay_command);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_finds_no_regression_between_same_builds_and_finds_the_injected_slowdown() {
+    let _alone = util::alone().await;
+    let dir = util::tempdir("compare");
+    let (a1, _) = run(&dir, "a1", probe_fast, "\"probe\"").await;
+    let (a2, _) = run(&dir, "a2", probe_fast, "\"probe\"").await;
+    let (slow, _) = run(&dir, "slow", probe_slow, "\"probe\"").await;
+    let (md, json) = (dir.join("cmp.md"), dir.join("cmp.json"));
+    let files = ["--fail-if-slower", "50", "--md", md.to_str().unwrap(), "--json", json.to_str().unwrap()];
+
+    let (code, out) = compare(&a1, &a2, &files);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("\nno regression") && out.contains("Mann-Whitney U"), "{out}");
+    let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(j["conclusion"], "no regression");
+    assert_eq!(j["rows"][0]["repeats"], serde_json::json!([3, 3]));
+    assert_eq!(j["rows"][0]["noise_measured"], true);
+    assert!(std::fs::read_to_string(&md).unwrap().contains("**no regression**"));
+
+    let (code, out) = compare(&a1, &slow, &files);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("probe on sqlite at serializable: throughput"), "{out}");
+    assert!(out.contains("Mann-Whitney U p = 0.050 <= 0.05"), "the test is named: {out}");
+    assert!(!out.contains("no regression"), "{out}");
+    let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(j["conclusion"].as_str().unwrap().ends_with("regression(s)"), "{j}");
+    assert_eq!(j["rows"][0]["throughput_p_value"], 0.05);
+    assert!(j["rows"][0]["throughput_change_pct"].as_f64().unwrap() < -50.0, "{j}");
+    let md_text = std::fs::read_to_string(&md).unwrap();
+    assert!(md_text.contains("## Regressions") && md_text.contains("Mann-Whitney U p = 0.050"), "{md_text}");
+
+    // Nothing in common: said, exit 4, never "no regression".
+    let mut other: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&a2).unwrap()).unwrap();
+    other["strategies"][0]["strategy"] = serde_json::json!("someone-else");
+    let other_path = dir.join("other.json");
+    std::fs::write(&other_path, other.to_string()).unwrap();
+    let (code, out) = compare(&a1, &other_path, &files);
+    assert_eq!(code, Some(4), "{out}");
+    assert!(out.contains("nothing to compare") && !out.contains("no regression"), "{out}");
+    let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(j["conclusion"], "nothing to compare");
+}
