@@ -137,7 +137,11 @@ async fn repeats_interleave_and_record_medians_and_spread() {
         let mut t: Vec<f64> = row.repeats.iter().map(|r| r.throughput_ops_per_s).collect();
         t.sort_by(f64::total_cmp);
         assert_eq!(row.throughput_ops_per_s, t[1], "the row holds the median");
-        assert!(row.repeats.iter().all(|r| r.seed == 11 && r.verdict == "pass" && r.ops_total > 0), "{:?}", row.repeats);
+        assert!(
+            row.repeats.iter().all(|r| r.seed == 11 && r.verdict == "pass" && r.ops_total > 0),
+            "{:?}",
+            row.repeats
+        );
         let ns: std::collections::BTreeSet<&str> = row.repeats.iter().map(|r| r.namespace.as_str()).collect();
         assert_eq!(ns.len(), 3);
         let shown = counterlab_report::throughput_with_spread(row);
@@ -188,4 +192,18 @@ async fn compare_finds_no_regression_between_same_builds_and_finds_the_injected_
     assert!(out.contains("nothing to compare") && !out.contains("no regression"), "{out}");
     let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(j["conclusion"], "nothing to compare");
+}
+
+#[test]
+fn repeat_is_bounded_in_the_file_and_on_the_command_line() {
+    let known = util::known();
+    let toml = |n: &str| format!("strategies = [\"conditional-update\"]\n{}", SCENARIO.replace("repeat = 3", n));
+    let err = parse("r.toml", &toml("repeat = 0"), "r", &Overrides::default(), &known, 1).unwrap_err().to_string();
+    assert!(err.contains("r.toml:3:10") && err.contains("repeat must be in 1..=20, got 0"), "{err}");
+    let flag = Overrides { repeat: Some(21), ..Overrides::default() };
+    let err = parse("r.toml", &toml("repeat = 2"), "r", &flag, &known, 1).unwrap_err().to_string();
+    assert!(err.contains("--repeat must be in 1..=20, got 21"), "{err}");
+    let flag = Overrides { repeat: Some(5), ..Overrides::default() };
+    assert_eq!(parse("r.toml", &toml("repeat = 2"), "r", &flag, &known, 1).unwrap().repeat, 5, "the flag wins");
+    assert_eq!(parse("r.toml", &toml(""), "r", &Overrides::default(), &known, 1).unwrap().repeat, 1);
 }

@@ -47,6 +47,9 @@ pub struct OpDelta {
     pub p99_p_value: Option<f64>,
 }
 
+/// The smallest and the largest of a side's repeats.
+pub type Range = (f64, f64);
+
 #[derive(Clone, Debug, Serialize)]
 pub struct RowDelta {
     pub strategy: String,
@@ -55,7 +58,7 @@ pub struct RowDelta {
     /// Medians over the repeats when a report has them.
     pub throughput: (f64, f64),
     /// min–max of the repeats' throughput (None: a single run).
-    pub throughput_spread: (Option<(f64, f64)>, Option<(f64, f64)>),
+    pub throughput_spread: (Option<Range>, Option<Range>),
     /// Repeats on each side (1 for a report without them).
     pub repeats: (usize, usize),
     /// Both sides have at least `MIN_REPEATS_FOR_NOISE` repeats.
@@ -156,7 +159,8 @@ pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, fail_if_slowe
             continue;
         };
         let n = (sa.repeats.len().max(1), sb.repeats.len().max(1));
-        let rule = Rule { limit: fail_if_slower_pct, measured: n.0 >= MIN_REPEATS_FOR_NOISE && n.1 >= MIN_REPEATS_FOR_NOISE };
+        let rule =
+            Rule { limit: fail_if_slower_pct, measured: n.0 >= MIN_REPEATS_FOR_NOISE && n.1 >= MIN_REPEATS_FOR_NOISE };
         if !rule.measured {
             unmeasured.push(label(&k));
         }
@@ -198,11 +202,28 @@ pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, fail_if_slowe
     let any_measured = rows.iter().any(|r: &RowDelta| r.noise_measured);
     let limit_pct = if any_measured { fail_if_slower_pct.or(Some(DEFAULT_MIN_EFFECT_PCT)) } else { fail_if_slower_pct };
     let method = if any_measured { METHOD.to_string() } else { "the limit alone (noise not measured)".to_string() };
-    Comparison { a: a_name.into(), b: b_name.into(), conclusion, method, limit_pct, rows, only_in_a, only_in_b, notes, regressions }
+    Comparison {
+        a: a_name.into(),
+        b: b_name.into(),
+        conclusion,
+        method,
+        limit_pct,
+        rows,
+        only_in_a,
+        only_in_b,
+        notes,
+        regressions,
+    }
 }
 
 /// The row's figures side by side (medians over repeats) and the throughput test's p.
-fn row_delta(k: &(String, String, String), sa: &StrategyReport, sb: &StrategyReport, rule: Rule, ops: Vec<OpDelta>) -> RowDelta {
+fn row_delta(
+    k: &(String, String, String),
+    sa: &StrategyReport,
+    sb: &StrategyReport,
+    rule: Rule,
+    ops: Vec<OpDelta>,
+) -> RowDelta {
     let ta = samples(sa, |r| Some(r.throughput_ops_per_s), sa.throughput_ops_per_s);
     let tb = samples(sb, |r| Some(r.throughput_ops_per_s), sb.throughput_ops_per_s);
     let sp = |s: &StrategyReport, xs: &[f64]| if s.repeats.is_empty() { None } else { spread(xs) };
@@ -238,7 +259,8 @@ fn op_deltas(
             continue;
         }
         let (la, lb) = (&oa.latency_us, &ob.latency_us);
-        let p99s = |s: &StrategyReport, single: u64| samples(s, |r| r.p99_us.get(name).map(|v| *v as f64), single as f64);
+        let p99s =
+            |s: &StrategyReport, single: u64| samples(s, |r| r.p99_us.get(name).map(|v| *v as f64), single as f64);
         let (pa, pb) = (p99s(sa, la.p99), p99s(sb, lb.p99));
         let d = OpDelta {
             op: name.clone(),
@@ -294,7 +316,8 @@ fn row_regressions(r: &RowDelta, sa: &StrategyReport, sb: &StrategyReport, rule:
             r.throughput_change_pct
         ));
     }
-    let no_evidence = |s: &StrategyReport| s.check.verdict.starts_with("NO EVIDENCE") || s.check.verdict.starts_with("INCOMPLETE");
+    let no_evidence =
+        |s: &StrategyReport| s.check.verdict.starts_with("NO EVIDENCE") || s.check.verdict.starts_with("INCOMPLETE");
     if sa.check.matches_guarantee && !sb.check.matches_guarantee {
         regressions.push(format!(
             "{}: verdict {} -> {} ({} of {} users mismatched; guarantee {})",
@@ -306,7 +329,12 @@ fn row_regressions(r: &RowDelta, sa: &StrategyReport, sb: &StrategyReport, rule:
             sb.guarantee
         ));
     } else if !no_evidence(sa) && no_evidence(sb) {
-        regressions.push(format!("{}: verdict {} -> {} (B could not be judged)", label(&k), sa.check.verdict, sb.check.verdict));
+        regressions.push(format!(
+            "{}: verdict {} -> {} (B could not be judged)",
+            label(&k),
+            sa.check.verdict,
+            sb.check.verdict
+        ));
     }
 }
 
@@ -368,7 +396,8 @@ pub fn render_comparison_markdown(c: &Comparison) -> String {
         return out;
     }
     writeln!(w, "Judged by: {}{}.\n", c.method, limit_words(c)).unwrap();
-    writeln!(w, "| row | A ops/s | B ops/s | change | p (A > B) | n | verdict A -> B |\n|---|---|---|---|---|---|---|").unwrap();
+    writeln!(w, "| row | A ops/s | B ops/s | change | p (A > B) | n | verdict A -> B |\n|---|---|---|---|---|---|---|")
+        .unwrap();
     for r in &c.rows {
         writeln!(
             w,
@@ -412,7 +441,7 @@ pub fn render_comparison_markdown(c: &Comparison) -> String {
     out
 }
 
-fn with_spread(v: f64, s: Option<(f64, f64)>) -> String {
+fn with_spread(v: f64, s: Option<Range>) -> String {
     match s {
         Some((lo, hi)) => format!("{v:.0} ({lo:.0}–{hi:.0})"),
         None => format!("{v:.0}"),

@@ -72,14 +72,10 @@ pub fn merge_repeats(runs: Vec<StrategyReport>, seed: u64) -> Option<StrategyRep
     if runs.len() <= 1 {
         return runs.into_iter().next();
     }
-    let repeats: Vec<RepeatRun> =
-        runs.iter().enumerate().map(|(i, r)| RepeatRun::of(i as u32 + 1, seed, r)).collect();
+    let repeats: Vec<RepeatRun> = runs.iter().enumerate().map(|(i, r)| RepeatRun::of(i as u32 + 1, seed, r)).collect();
     let worst = runs.iter().map(severity).max().unwrap_or(0);
-    let pick = if worst > 0 {
-        runs.iter().position(|r| severity(r) == worst).unwrap_or(0)
-    } else {
-        median_index(&repeats)
-    };
+    let pick =
+        if worst > 0 { runs.iter().position(|r| severity(r) == worst).unwrap_or(0) } else { median_index(&repeats) };
     let failing: Vec<usize> = (0..runs.len()).filter(|i| severity(&runs[*i]) == 3).collect();
     let mut row = runs[pick].clone();
     let anomalies_from: Vec<usize> = if failing.is_empty() { vec![pick] } else { failing };
@@ -142,8 +138,14 @@ pub(crate) fn repeats_block(r: &crate::Report, heading: &str, bullet: &str) -> S
     for s in rows {
         let verdicts: Vec<String> = s.repeats.iter().map(|x| format!("{}: {}", x.repeat, x.verdict)).collect();
         let p99 = s.p99_all();
-        writeln!(w, "{bullet}{}: {}, p99 {p99} us; by repeat: {}", s.label(), throughput_with_spread(s), verdicts.join(", "))
-            .unwrap();
+        writeln!(
+            w,
+            "{bullet}{}: {}, p99 {p99} us; by repeat: {}",
+            s.label(),
+            throughput_with_spread(s),
+            verdicts.join(", ")
+        )
+        .unwrap();
     }
     w
 }
@@ -165,8 +167,11 @@ mod tests {
 
     #[test]
     fn medians_and_the_representative_repeat() {
-        let row = merge_repeats(vec![run(100.0, 9, "pass", true), run(300.0, 1, "pass", true), run(200.0, 5, "pass", true)], 7)
-            .unwrap();
+        let row = merge_repeats(
+            vec![run(100.0, 9, "pass", true), run(300.0, 1, "pass", true), run(200.0, 5, "pass", true)],
+            7,
+        )
+        .unwrap();
         assert_eq!(row.throughput_ops_per_s, 200.0);
         assert_eq!(row.ops["create"].latency_us.p99, 5);
         assert_eq!(row.repeats.len(), 3);
