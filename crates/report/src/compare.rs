@@ -259,8 +259,13 @@ fn op_deltas(
             continue;
         }
         let (la, lb) = (&oa.latency_us, &ob.latency_us);
-        let p99s =
-            |s: &StrategyReport, single: u64| samples(s, |r| r.p99_us.get(name).map(|v| *v as f64), single as f64);
+        let p99s = |s: &StrategyReport, single: u64| {
+            samples(
+                s,
+                |r| r.p99_us.get(name).filter(|_| r.op_counts.get(name).is_some_and(|n| *n > 0)).map(|v| *v as f64),
+                single as f64,
+            )
+        };
         let (pa, pb) = (p99s(sa, la.p99), p99s(sb, lb.p99));
         let d = OpDelta {
             op: name.clone(),
@@ -508,5 +513,91 @@ fn ops_table(w: &mut String, c: &Comparison) {
             )
             .unwrap();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{RepeatRun, StrategyReport};
+
+    fn row(tputs: &[f64]) -> StrategyReport {
+        let mut s = StrategyReport {
+            strategy: "s".into(),
+            backend: "sqlite".into(),
+            isolation: "serializable".into(),
+            ..Default::default()
+        };
+        s.check.verdict = "pass".into();
+        s.check.matches_guarantee = true;
+        s.repeats = tputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| RepeatRun { repeat: i as u32 + 1, throughput_ops_per_s: *t, ..Default::default() })
+            .collect();
+        if tputs.len() == 1 {
+            s.repeats.clear();
+        }
+        s.throughput_ops_per_s = median(tputs).unwrap();
+        s
+    }
+
+    fn report(rows: Vec<StrategyReport>) -> Report {
+        Report {
+            report_schema_version: 2,
+            counterlab_version: String::new(),
+            git_commit: String::new(),
+            scenario: String::new(),
+            scenario_path: String::new(),
+            seed: 1,
+            run_id: String::new(),
+            started_at_utc: String::new(),
+            plan: serde_json::Value::Null,
+            servers: Vec::new(),
+            strategies: rows,
+            skipped: Vec::new(),
+            all_guarantees_held: true,
+            thresholds_breached: 0,
+            expectations_unmet: 0,
+            expectations_not_judged: Vec::new(),
+            interrupted: false,
+            replay_command: String::new(),
+            trusted_strategy_files: false,
+            side_files: Vec::new(),
+        }
+    }
+
+    fn cmp(a: &[f64], b: &[f64], limit: Option<f64>) -> Comparison {
+        compare(&report(vec![row(a)]), "a", &report(vec![row(b)]), "b", limit)
+    }
+
+    #[test]
+    fn a_slowdown_counts_only_beyond_the_measured_noise_and_the_limit() {
+        // A big drop, but the repeats overlap: p = 0.35 > 0.05, not a regression.
+        let c = cmp(&[1000.0, 600.0, 1100.0], &[700.0, 900.0, 650.0], Some(10.0));
+        assert_eq!((c.conclusion.as_str(), c.rows[0].throughput_p_value), ("no regression", Some(0.35)));
+        // Fully separated but small (-5%, under the default least effect of 20%).
+        assert_eq!(cmp(&[1000.0, 1010.0, 1020.0], &[950.0, 960.0, 970.0], None).conclusion, "no regression");
+        // Fully separated and large: found, with the test named.
+        let c = cmp(&[1000.0, 1010.0, 1020.0], &[100.0, 110.0, 120.0], None);
+        assert_eq!(c.conclusion, "1 regression(s)");
+        assert!(c.regressions[0].contains("Mann-Whitney U p = 0.050 <= 0.05"), "{:?}", c.regressions);
+        // Single runs: the limit alone, labelled.
+        let c = cmp(&[1000.0], &[850.0], Some(10.0));
+        assert!(c.regressions[0].contains("unmeasured noise"), "{:?}", c.regressions);
+        assert!(c.notes.iter().any(|n| n.contains("noise not measured")), "{:?}", c.notes);
+        assert_eq!(cmp(&[1000.0], &[850.0], None).conclusion, "no regression");
+    }
+
+    #[test]
+    fn reports_with_no_row_in_common_are_nothing_to_compare() {
+        let mut other = row(&[1.0]);
+        other.strategy = "t".into();
+        let c = compare(&report(vec![row(&[1.0])]), "a", &report(vec![other]), "b", None);
+        assert!(c.nothing_in_common());
+        assert_eq!(c.conclusion, "nothing to compare");
+        let text = render_comparison(&c);
+        assert!(text.contains("nothing to compare") && !text.contains("no regression"), "{text}");
+        assert!(render_comparison_markdown(&c).contains("share no strategy"));
     }
 }
