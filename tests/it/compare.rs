@@ -67,9 +67,10 @@ fn probe_fast(_: StrategyInfo, db: Db) -> Arc<dyn Strategy> {
     probe(db, Duration::from_millis(2))
 }
 
-/// The build with the injected slowdown: 20 ms per op (throughput about a tenth).
+/// The build with the injected slowdown: 50 ms per op (at most 80 ops/s with 4 workers;
+/// the fast build would have to fall below twice that under load to hide it).
 fn probe_slow(_: StrategyInfo, db: Db) -> Arc<dyn Strategy> {
-    probe(db, Duration::from_millis(20))
+    probe(db, Duration::from_millis(50))
 }
 
 const SCENARIO: &str = "backends = [\"sqlite\"]\nrepeat = 3\n\
@@ -162,6 +163,7 @@ async fn compare_finds_no_regression_between_same_builds_and_finds_the_injected_
     let files = ["--fail-if-slower", "50", "--md", md.to_str().unwrap(), "--json", json.to_str().unwrap()];
 
     let (code, out) = compare(&a1, &a2, &files);
+    eprintln!("same build:\n{out}");
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("\nno regression") && out.contains("Mann-Whitney U"), "{out}");
     let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -171,6 +173,7 @@ async fn compare_finds_no_regression_between_same_builds_and_finds_the_injected_
     assert!(std::fs::read_to_string(&md).unwrap().contains("**no regression**"));
 
     let (code, out) = compare(&a1, &slow, &files);
+    eprintln!("slowed build:\n{out}");
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("probe on sqlite at serializable: throughput"), "{out}");
     assert!(out.contains("Mann-Whitney U p = 0.050 <= 0.05"), "the test is named: {out}");

@@ -3,8 +3,9 @@
 //! percentile changes, and verdict changes. A regression is a verdict that stopped
 //! matching its guarantee (or lost its evidence), B interrupted before rows A has, or a
 //! slowdown: with `--repeat` runs on both sides (n >= 3 each) throughput down or an op's
-//! p99 up significantly by a one-sided Mann-Whitney U test on the repeats (p <= 0.05)
-//! *and* by more than the limit (`--fail-if-slower`, else `DEFAULT_MIN_EFFECT_PCT`); with
+//! p99 up significantly by a one-sided Mann-Whitney U test on the repeats (p <= 0.05),
+//! by more than either side's spread, *and* by more than the limit (`--fail-if-slower`,
+//! else `DEFAULT_MIN_EFFECT_PCT`); with
 //! single runs the noise is unmeasured and only the limit judges (said on the line).
 
 use std::fmt::Write as _;
@@ -31,7 +32,8 @@ pub const ALPHA: f64 = 0.05;
 pub const DEFAULT_MIN_EFFECT_PCT: f64 = 20.0;
 
 /// The test named in every conclusion.
-pub const METHOD: &str = "one-sided Mann-Whitney U on the repeats (exact), p <= 0.05, and the change beyond the limit";
+pub const METHOD: &str = "one-sided Mann-Whitney U on the repeats (exact), p <= 0.05, medians apart by more than \
+     either side's min-max spread, and the change beyond the limit";
 
 #[derive(Clone, Debug, Serialize)]
 pub struct OpDelta {
@@ -45,6 +47,8 @@ pub struct OpDelta {
     pub p99_change_pct: f64,
     /// One-sided p that B's p99s are above A's (None: noise not measured).
     pub p99_p_value: Option<f64>,
+    /// The medians differ by more than either side's min–max spread (None: not measured).
+    pub p99_beyond_spread: Option<bool>,
 }
 
 /// The smallest and the largest of a side's repeats.
@@ -67,6 +71,8 @@ pub struct RowDelta {
     pub throughput_change_pct: f64,
     /// One-sided p that A's throughputs are above B's (None: noise not measured).
     pub throughput_p_value: Option<f64>,
+    /// The medians differ by more than either side's min–max spread (None: not measured).
+    pub throughput_beyond_spread: Option<bool>,
     pub verdict: (String, String),
     pub mismatched: (u64, u64),
     pub ops: Vec<OpDelta>,
@@ -129,17 +135,20 @@ impl Rule {
         if self.measured { Some(self.limit.unwrap_or(DEFAULT_MIN_EFFECT_PCT)) } else { self.limit }
     }
 
-    /// `worse_pct` (positive: slower) with `p` (that the worse side really is worse): the
-    /// reason it is a regression, or None.
-    fn judge(self, worse_pct: f64, p: Option<f64>) -> Option<String> {
+    /// `worse_pct` (positive: slower) with `p` (that the worse side really is worse) and
+    /// whether the medians are further apart than either side's spread: the reason it is
+    /// a regression, or None.
+    fn judge(self, worse_pct: f64, p: Option<f64>, clear: Option<bool>) -> Option<String> {
         let limit = self.limit()?;
         if worse_pct <= limit {
             return None;
         }
-        match (self.measured, p) {
-            (true, Some(p)) if p <= ALPHA => Some(format!("limit {limit}%; Mann-Whitney U p = {p:.3} <= {ALPHA}")),
-            (true, _) => None,
-            (false, _) => Some(format!("limit {limit}%; unmeasured noise: single runs")),
+        match (self.measured, p, clear) {
+            (true, Some(p), Some(true)) if p <= ALPHA => Some(format!(
+                "limit {limit}%; Mann-Whitney U p = {p:.3} <= {ALPHA}; medians apart by more than either side's spread"
+            )),
+            (true, _, _) => None,
+            (false, _, _) => Some(format!("limit {limit}%; unmeasured noise: single runs")),
         }
     }
 }
@@ -216,6 +225,16 @@ pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, fail_if_slowe
     }
 }
 
+/// The effect is larger than the noise measured: the medians of `a` and `b` are further
+/// apart than the widest min–max spread of either side.
+fn beyond_spread(a: &[f64], b: &[f64]) -> bool {
+    let width = |xs: &[f64]| spread(xs).map_or(f64::INFINITY, |(lo, hi)| hi - lo);
+    match (median(a), median(b)) {
+        (Some(ma), Some(mb)) => (mb - ma).abs() > width(a).max(width(b)),
+        _ => false,
+    }
+}
+
 /// The row's figures side by side (medians over repeats) and the throughput test's p.
 fn row_delta(
     k: &(String, String, String),
@@ -237,6 +256,7 @@ fn row_delta(
         noise_measured: rule.measured,
         throughput_change_pct: pct(sa.throughput_ops_per_s, sb.throughput_ops_per_s),
         throughput_p_value: if rule.measured { mann_whitney_greater_p(&ta, &tb) } else { None },
+        throughput_beyond_spread: rule.measured.then(|| beyond_spread(&ta, &tb)),
         verdict: (sa.check.verdict.clone(), sb.check.verdict.clone()),
         mismatched: (sa.check.users_mismatched, sb.check.users_mismatched),
         ops,
@@ -275,10 +295,11 @@ fn op_deltas(
             p999: (la.p999, lb.p999),
             p99_change_pct: pct(median(&pa).unwrap_or(0.0), median(&pb).unwrap_or(0.0)),
             p99_p_value: if rule.measured { mann_whitney_greater_p(&pb, &pa) } else { None },
+            p99_beyond_spread: rule.measured.then(|| beyond_spread(&pa, &pb)),
         };
         if oa.count >= MIN_OPS_FOR_P99
             && ob.count >= MIN_OPS_FOR_P99
-            && let Some(why) = rule.judge(d.p99_change_pct, d.p99_p_value)
+            && let Some(why) = rule.judge(d.p99_change_pct, d.p99_p_value, d.p99_beyond_spread)
         {
             regressions.push(format!(
                 "{} {}: p99 {} -> {} us (+{:.1}%; {why})",
@@ -312,7 +333,7 @@ fn row_regressions(r: &RowDelta, sa: &StrategyReport, sb: &StrategyReport, rule:
             drop_rate(sb) * 100.0
         ));
     }
-    if let Some(why) = rule.judge(-r.throughput_change_pct, r.throughput_p_value) {
+    if let Some(why) = rule.judge(-r.throughput_change_pct, r.throughput_p_value, r.throughput_beyond_spread) {
         regressions.push(format!(
             "{}: throughput {} -> {} ({:.1}%; {why})",
             label(&k),
@@ -578,6 +599,8 @@ mod tests {
         assert_eq!((c.conclusion.as_str(), c.rows[0].throughput_p_value), ("no regression", Some(0.35)));
         // Fully separated but small (-5%, under the default least effect of 20%).
         assert_eq!(cmp(&[1000.0, 1010.0, 1020.0], &[950.0, 960.0, 970.0], None).conclusion, "no regression");
+        // Fully separated and past the limit, but the gap is within A's own spread.
+        assert_eq!(cmp(&[1000.0, 2000.0, 3000.0], &[500.0, 600.0, 900.0], Some(10.0)).conclusion, "no regression");
         // Fully separated and large: found, with the test named.
         let c = cmp(&[1000.0, 1010.0, 1020.0], &[100.0, 110.0, 120.0], None);
         assert_eq!(c.conclusion, "1 regression(s)");
