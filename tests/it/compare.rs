@@ -21,6 +21,7 @@ use crate::util;
 struct Probe {
     inner: Arc<dyn Strategy>,
     sleep: Duration,
+    info: StrategyInfo,
 }
 
 impl Probe {
@@ -32,7 +33,7 @@ impl Probe {
 #[async_trait]
 impl Strategy for Probe {
     fn info(&self) -> StrategyInfo {
-        PROBE
+        self.info
     }
     async fn create(&self, user: UserId) -> Result<NotificationId, OpError> {
         self.nap().await;
@@ -59,7 +60,8 @@ impl Strategy for Probe {
 const PROBE: StrategyInfo = StrategyInfo { name: "probe", guarantee: Guarantee::Exact, summary: "test-only" };
 
 fn probe(db: Db, sleep: Duration) -> Arc<dyn Strategy> {
-    Arc::new(Probe { inner: build("conditional-update", db).expect("a built-in to delegate to"), sleep })
+    let inner = build("conditional-update", db).expect("a built-in to delegate to");
+    Arc::new(Probe { inner, sleep, info: PROBE })
 }
 
 /// The build as shipped: 2 ms per op.
@@ -77,6 +79,16 @@ const SCENARIO: &str = "backends = [\"sqlite\"]\nrepeat = 3\n\
     [data]\nusers = 50\nnotifications_per_user = 4\n\
     [workload]\nworkers = 4\nduration_s = 1.5\n\
     [workload.mix]\ncreate = 1\nmark_read = 1\nread_count = 1\n";
+
+const RACY: StrategyInfo =
+    StrategyInfo { name: "racy-exact", guarantee: Guarantee::Exact, summary: "test-only, read-check-write" };
+
+/// direct-update's read-check-write, claiming an exact guarantee: it breaks it when the
+/// duplicate mark_read race is hit (on PostgreSQL, where writers do race).
+fn racy(_: StrategyInfo, db: Db) -> Arc<dyn Strategy> {
+    let inner = build("direct-update", db).expect("a built-in to delegate to");
+    Arc::new(Probe { inner, sleep: Duration::ZERO, info: RACY })
+}
 
 /// Runs `strategies` with the probe built by `f`; writes report.json into `dir/name` and
 /// returns its path, with the namespaces in the order their loads started.
@@ -209,4 +221,39 @@ fn repeat_is_bounded_in_the_file_and_on_the_command_line() {
     let flag = Overrides { repeat: Some(5), ..Overrides::default() };
     assert_eq!(parse("r.toml", &toml("repeat = 2"), "r", &flag, &known, 1).unwrap().repeat, 5, "the flag wins");
     assert_eq!(parse("r.toml", &toml(""), "r", &Overrides::default(), &known, 1).unwrap().repeat, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guarantee_broken_in_any_repeat_is_broken_and_every_failing_repeat_s_anomalies_are_kept() {
+    let _heavy = util::heavy().await;
+    let registry = Registry::builtin().with(Builtin { info: RACY, build: Build::Sql(racy) });
+    let toml = "strategies = [\"racy-exact\"]\nbackends = [\"postgres\"]\nisolation = [\"read-committed\"]\n\
+                [data]\nusers = 10\nnotifications_per_user = 5\n\
+                [workload]\nworkers = 4\nduration_s = 1\ndup_k = 4\n\
+                [workload.mix]\ncreate = 1\nmark_read_dup = 3\nread_count = 1\n";
+    let flags = Overrides { repeat: Some(3), ..Overrides::default() };
+    let plan = parse("racy.toml", toml, "racy", &flags, &registry.names(), 9).expect("a valid plan");
+    let mut opts = util::options(false, None);
+    opts.registry = registry;
+    let report = run_plan(&plan, &opts, &mut |_| {}).await.expect("the run completes");
+    assert_eq!(report.strategies.len(), 1);
+    let row = &report.strategies[0];
+    assert_eq!(row.repeats.len(), 3);
+    let failing: Vec<u32> = row.repeats.iter().filter(|r| !r.matches_guarantee).map(|r| r.repeat).collect();
+    assert!(!failing.is_empty(), "the race was hit in no repeat: {:?}", row.repeats);
+    assert!(row.check.verdict.starts_with("FAIL") && !row.check.matches_guarantee && !report.all_guarantees_held);
+    // Each failing repeat's anomalies are on the row, saying which repeat; no others.
+    for a in &row.anomalies {
+        let n: u32 = a.detail.strip_prefix("repeat ").and_then(|d| d.split(':').next()).unwrap().parse().unwrap();
+        assert!(failing.contains(&n), "{} from a passing repeat {n}", a.name);
+    }
+    for n in &failing {
+        assert!(row.anomalies.iter().any(|a| a.detail.starts_with(&format!("repeat {n}:"))), "{:?}", row.anomalies);
+    }
+    // Every repeat's schema is gone.
+    let admin = util::admin().await;
+    for r in &row.repeats {
+        assert!(r.namespace.ends_with(&format!("_r{}", r.repeat)), "{}", r.namespace);
+        assert!(!util::schema_exists(&admin, &r.namespace).await, "{} left behind", r.namespace);
+    }
 }

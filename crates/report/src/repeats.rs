@@ -50,14 +50,19 @@ impl RepeatRun {
     }
 }
 
+/// A broken guarantee: the top of `severity`.
+const BROKEN: u8 = 4;
+
 /// How bad a row's verdict is, for picking the worst repeat: a broken guarantee, then an
-/// incomplete check, then no evidence, then the rest.
+/// incomplete check, then no evidence, then drift where none was promised (the race was
+/// hit), then the rest.
 fn severity(r: &StrategyReport) -> u8 {
     match r.check.verdict_kind() {
-        _ if !r.check.matches_guarantee => 3,
-        VerdictLabel::Fail(_) => 3,
-        VerdictLabel::Incomplete(_) => 2,
-        VerdictLabel::NoEvidence => 1,
+        _ if !r.check.matches_guarantee => BROKEN,
+        VerdictLabel::Fail(_) => BROKEN,
+        VerdictLabel::Incomplete(_) => 3,
+        VerdictLabel::NoEvidence => 2,
+        VerdictLabel::DriftExpected => 1,
         _ => 0,
     }
 }
@@ -76,7 +81,7 @@ pub fn merge_repeats(runs: Vec<StrategyReport>, seed: u64) -> Option<StrategyRep
     let worst = runs.iter().map(severity).max().unwrap_or(0);
     let pick =
         if worst > 0 { runs.iter().position(|r| severity(r) == worst).unwrap_or(0) } else { median_index(&repeats) };
-    let failing: Vec<usize> = (0..runs.len()).filter(|i| severity(&runs[*i]) == 3).collect();
+    let failing: Vec<usize> = (0..runs.len()).filter(|i| severity(&runs[*i]) == BROKEN).collect();
     let mut row = runs[pick].clone();
     let anomalies_from: Vec<usize> = if failing.is_empty() { vec![pick] } else { failing };
     row.anomalies = anomalies_from
@@ -193,6 +198,17 @@ mod tests {
         let details: Vec<&str> = row.anomalies.iter().map(|a| a.detail.as_str()).collect();
         assert_eq!(details, ["repeat 2: u1", "repeat 3: u2"]);
         assert_eq!(row.throughput_ops_per_s, 150.0);
+    }
+
+    #[test]
+    fn a_race_hit_in_any_repeat_is_the_row_s_verdict() {
+        let runs = vec![
+            run(100.0, 5, "no-drift-observed", true),
+            run(90.0, 5, "drift-expected", true),
+            run(95.0, 5, "no-drift-observed", true),
+        ];
+        let row = merge_repeats(runs, 1).unwrap();
+        assert_eq!((row.check.verdict.as_str(), row.throughput_ops_per_s), ("drift-expected", 95.0));
     }
 
     #[test]
