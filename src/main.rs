@@ -222,9 +222,20 @@ struct CompareArgs {
     /// The report.json to judge against it.
     b: PathBuf,
     /// Fail (exit 1) when a strategy's throughput drops, or an op's p99 rises, by more than PCT percent.
+    /// With repeats on both sides (--repeat 3 or more) a slowdown must also be significant
+    /// (one-sided Mann-Whitney U, p <= 0.05); without this flag it must then be over 20%.
     #[arg(long = "fail-if-slower", value_name = "PCT")]
     fail_if_slower: Option<f64>,
+    /// Also write the comparison as Markdown to FILE.
+    #[arg(long, value_name = "FILE")]
+    md: Option<PathBuf>,
+    /// Also write the comparison as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
+
+/// `compare`'s exit code when the two reports share no row: nothing was judged.
+const EXIT_NOTHING_TO_COMPARE: u8 = 4;
 
 fn read_report(path: &std::path::Path) -> anyhow::Result<counterlab_report::Report> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -262,9 +273,19 @@ fn compare_cmd(args: CompareArgs) -> ExitCode {
         args.fail_if_slower,
     );
     print!("{}", counterlab_report::render_comparison(&c));
-    if c.rows.is_empty() {
-        eprintln!("error: the two reports have no strategy x backend x isolation in common");
-        return ExitCode::from(2);
+    let json = serde_json::to_string_pretty(&c).expect("the comparison serializes");
+    let files = [(&args.md, counterlab_report::render_comparison_markdown(&c)), (&args.json, json)];
+    for (path, text) in files {
+        if let Some(path) = path
+            && let Err(e) = std::fs::write(path, text)
+        {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    if c.nothing_in_common() {
+        eprintln!("error: nothing to compare: the two reports share no strategy x backend x isolation row");
+        return ExitCode::from(EXIT_NOTHING_TO_COMPARE);
     }
     if c.regressions.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
@@ -300,6 +321,11 @@ struct RunArgs {
     /// scenario's load (give --duration-s when the scenario has stages).
     #[arg(long, value_name = "OPS_PER_S")]
     rate: Option<f64>,
+    /// Run every strategy N times, interleaved (all once, then again: A B C A B C); the
+    /// report shows medians and the spread, and `compare` judges against the noise (1..=20);
+    /// replaces the scenario's `repeat`.
+    #[arg(long, value_name = "N")]
+    repeat: Option<u32>,
     /// Output folder for report.json, report.md, report.html and hdr/*.hlog [default: reports/runs/<time>-<scenario>/].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -433,6 +459,7 @@ fn load_plan(args: &RunArgs, default_seed: u64) -> Result<scenario::RunPlan, Fai
         duration_s: args.duration_s,
         ops: args.ops,
         rate: args.rate,
+        repeat: args.repeat,
     };
     let known = Registry::builtin().names();
     scenario::load(&args.scenario, &overrides, &known, default_seed).map_err(|e| Failure::Input(e.into()))

@@ -39,6 +39,9 @@ mod html;
 /// Open loop: coordinated omission, rate tracking, HDR logs, `compare`.
 mod openloop;
 
+/// `--repeat` and `compare` against the measured noise: same build, injected slowdown.
+mod compare;
+
 /// File-defined strategies: twins, a caught racy file, the slotted counter, validation.
 mod custom;
 

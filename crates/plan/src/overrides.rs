@@ -12,4 +12,6 @@ pub struct Overrides {
     pub duration_s: Option<f64>,
     pub ops: Option<u64>,
     pub rate: Option<f64>,
+    /// `--repeat N`: runs of each cell.
+    pub repeat: Option<u32>,
 }

@@ -46,10 +46,12 @@ pub fn parse(
     let expect = resolve::expectations(&src, raw.expect.as_deref(), &s)?;
     let data: DataPlan = resolve::data(&src, &raw.data)?;
     let workload = resolve::workload(&src, &raw.workload, overrides, raw.faults.as_deref())?;
+    let repeat = repeat(&src, raw.repeat.as_ref(), overrides.repeat)?;
     Ok(RunPlan {
         scenario: raw.name.clone().unwrap_or_else(|| default_name.to_string()),
         scenario_path: path.to_string(),
         seed: overrides.seed.or(raw.seed).unwrap_or(default_seed),
+        repeat,
         backends,
         isolation,
         strategy_isolation,
@@ -66,4 +68,15 @@ pub fn parse(
         strategies: s.run,
         custom: s.custom,
     })
+}
+
+/// `--repeat` (which wins) or the file's `repeat`, within 1..=MAX_REPEAT; 1 when neither.
+fn repeat(src: &Src<'_>, file: Option<&toml::Spanned<u32>>, flag: Option<u32>) -> Result<u32, ScenarioError> {
+    let range = 1..=crate::types::limits::MAX_REPEAT;
+    match (flag, file) {
+        (Some(n), _) if range.contains(&n) => Ok(n),
+        (Some(n), _) => Err(src.flag(format!("--repeat must be in 1..={}, got {n}", range.end()))),
+        (None, Some(x)) => crate::bounds::within_at(src, x, "repeat", range),
+        (None, None) => Ok(1),
+    }
 }

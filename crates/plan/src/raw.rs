@@ -11,6 +11,7 @@ use toml::Spanned;
 pub(crate) struct RawScenario {
     pub(crate) name: Option<String>,
     pub(crate) seed: Option<u64>,
+    pub(crate) repeat: Option<Spanned<u32>>,
     pub(crate) strategies: Option<Vec<Spanned<String>>>,
     pub(crate) backends: Option<Vec<Spanned<String>>>,
     pub(crate) isolation: Option<Vec<Spanned<String>>>,

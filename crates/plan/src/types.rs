@@ -16,6 +16,8 @@ pub mod limits {
     pub const MAX_SEEDED_ROWS: u64 = 100_000_000;
     pub const MAX_WORKERS: u32 = 1024;
     pub const MAX_DUP_K: u32 = 64;
+    /// `repeat` / `--repeat`: runs of each cell (interleaved); `compare`'s exact test goes to 20.
+    pub const MAX_REPEAT: u32 = 20;
     pub const MAX_CONNECTIONS: u32 = 1000;
     pub const MAX_DURATION_S: f64 = 86_400.0;
     pub const MAX_OPS: u64 = 1_000_000_000;
@@ -82,6 +84,8 @@ pub struct RunPlan {
     pub scenario: String,
     pub scenario_path: String,
     pub seed: u64,
+    /// Runs of each cell, interleaved (all cells once, then again): `repeat` or `--repeat`.
+    pub repeat: u32,
     pub strategies: Vec<String>,
     /// Backends in run order.
     #[serde(serialize_with = "named::list")]

@@ -5,6 +5,8 @@
 mod compare;
 mod html;
 mod render;
+mod repeats;
+pub mod stats;
 mod thresholds;
 
 use std::collections::BTreeMap;
@@ -14,9 +16,10 @@ use counterlab_sim::{LoadModel, LoadResult, Sample, StageResult, Stop};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-pub use compare::{Comparison, MIN_OPS_FOR_P99, compare, render_comparison};
+pub use compare::{Comparison, MIN_OPS_FOR_P99, compare, render_comparison, render_comparison_markdown};
 pub use html::render_html;
 pub use render::{render_markdown, render_terminal};
+pub use repeats::{RepeatRun, merge_repeats, throughput_with_spread};
 pub use thresholds::{Metric, Threshold, ThresholdResult, evaluate};
 
 /// Version of the report.json layout; bumped on any incompatible change.
@@ -151,6 +154,10 @@ pub struct StrategyReport {
     /// The recorded history and the read check.
     #[serde(default)]
     pub history: HistoryReport,
+    /// `--repeat N`: one entry per repeat in run order; the row's throughput and latency
+    /// percentiles are then the medians over them, its verdict the worst (`repeats.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<RepeatRun>,
 }
 
 /// One phase of the load.
@@ -742,6 +749,7 @@ impl StrategyReport {
             open_loop: open_loop_report(load),
             series: run.series.iter().map(series_point).collect(),
             hdr_log: run.hdr_log,
+            repeats: Vec::new(),
             check: CheckReport {
                 users_checked: c.users_checked,
                 users_mismatched: c.users_mismatched,

@@ -30,6 +30,7 @@ pub fn render_terminal(r: &Report) -> String {
     terminal_summary(w, r);
     writeln!(w).unwrap();
     terminal_latency(w, r);
+    w.push_str(&crate::repeats::repeats_block(r, "\nrepeats (", "  "));
     terminal_strategy_notes(w, r);
     terminal_figures(w, r);
     terminal_problems(w, r);
@@ -203,6 +204,7 @@ pub fn render_markdown(r: &Report) -> String {
         line(w, "- **interrupted** by Ctrl-C: later runs did not start");
     }
     markdown_summary(w, r);
+    w.push_str(&crate::repeats::repeats_block(r, "\n## Repeats (", "- "));
     markdown_latency(w, r);
     line(w, "\n## Drift\n");
     for s in &r.strategies {

@@ -748,6 +748,7 @@ mod tests {
             series,
             hdr_log: None,
             history: Default::default(),
+            repeats: Vec::new(),
         }
     }
 

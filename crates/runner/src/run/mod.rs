@@ -97,6 +97,8 @@ struct Target<'a> {
     info: StrategyInfo,
     isolation: Isolation,
     seed: SeedSpec,
+    /// Which repeat this is (0-based); with `repeat` > 1 the namespace ends `_r<n>`.
+    repeat: u32,
 }
 
 /// What the cells produced so far: their rows, the cells skipped (and why), and the
@@ -133,24 +135,51 @@ async fn run_cells(
     rows: &mut Rows,
     log: &mut dyn FnMut(&str),
 ) -> Result<(), BackendError> {
-    for server in &servers.sql {
-        for name in &plan.strategies {
-            let Some((info, (redis, amqp), levels)) = cells_of(plan, opts, server, servers, name, &mut rows.skipped)?
-            else {
-                continue;
-            };
-            for isolation in levels {
-                if opts.cancel.load(Ordering::Relaxed) {
-                    let b = server.dialect().name();
-                    log(&format!("interrupted: {name} on {b} at {} not run", isolation.name()));
+    // With `repeat` > 1 the cells run interleaved (A B C A B C): each round runs every cell
+    // once, so a slow spell of the machine lands on every cell alike.
+    let mut cells: Vec<Vec<StrategyReport>> = Vec::new();
+    for round in 0..plan.repeat {
+        if plan.repeat > 1 {
+            log(&format!("repeat {}/{}", round + 1, plan.repeat));
+        }
+        let mut skipped = Vec::new();
+        let mut i = 0;
+        for server in &servers.sql {
+            for name in &plan.strategies {
+                let Some((info, (redis, amqp), levels)) = cells_of(plan, opts, server, servers, name, &mut skipped)?
+                else {
                     continue;
+                };
+                for isolation in levels {
+                    if cells.len() <= i {
+                        cells.push(Vec::new());
+                    }
+                    i += 1;
+                    if opts.cancel.load(Ordering::Relaxed) {
+                        let b = server.dialect().name();
+                        log(&format!("interrupted: {name} on {b} at {} not run", isolation.name()));
+                        continue;
+                    }
+                    let seed = plan.data.seed_spec();
+                    let target = Target { server, redis, amqp, run_id, name, info, isolation, seed, repeat: round };
+                    let (report, files) = one::run_one(plan, opts, cfg, target, log).await?;
+                    cells[i - 1].push(report);
+                    rows.side_files.extend(files);
                 }
-                let seed = plan.data.seed_spec();
-                let target = Target { server, redis, amqp, run_id, name, info, isolation, seed };
-                let (report, files) = one::run_one(plan, opts, cfg, target, log).await?;
-                rows.reports.push(report);
-                rows.side_files.extend(files);
             }
+        }
+        if round == 0 {
+            rows.skipped = skipped;
+        }
+    }
+    for runs in cells {
+        let merged = runs.len() > 1;
+        if let Some(mut row) = counterlab_report::merge_repeats(runs, plan.seed) {
+            if merged {
+                // Thresholds judge the medians (the row's own figures after the merge).
+                row.thresholds = plan.thresholds.iter().filter_map(|t| counterlab_report::evaluate(t, &row)).collect();
+            }
+            rows.reports.push(row);
         }
     }
     Ok(())

@@ -79,7 +79,10 @@ pub(super) async fn run_one(
         (None, Some(_)) => format!("{sql_backend}+rabbitmq"),
         (None, None) => sql_backend.to_string(),
     };
-    let ns_name = scoped_namespace(t.run_id, t.server.dialect(), t.isolation, t.name);
+    let ns_name = match plan.repeat {
+        1 => scoped_namespace(t.run_id, t.server.dialect(), t.isolation, t.name),
+        _ => scoped_namespace(t.run_id, t.server.dialect(), t.isolation, &format!("{}_r{}", t.name, t.repeat + 1)),
+    };
     let short = ns_name.strip_prefix(&format!("cl_{}_", t.run_id)).unwrap_or(&ns_name).to_string();
     let cell = Cell { plan, opts, t, backend, ns_name, short };
     let spec = PoolSpec {
