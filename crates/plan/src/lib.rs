@@ -4,6 +4,7 @@
 
 mod bounds;
 mod custom;
+mod edit;
 mod error;
 mod named;
 mod overrides;
@@ -15,5 +16,6 @@ mod types;
 pub use custom::{MAX_NAME, MAX_STEPS};
 pub use error::ScenarioError;
 pub use overrides::Overrides;
-pub use parse::{load, parse};
+pub use edit::Env;
+pub use parse::{load, parse, parse_with_env};
 pub use types::*;

@@ -12,4 +12,7 @@ pub struct Overrides {
     pub duration_s: Option<f64>,
     pub ops: Option<u64>,
     pub rate: Option<f64>,
+    /// `--set path.to.field=value`, in order: applied to the file's text before it is
+    /// parsed, so the file's validation and messages apply (`--set:N:COL` locates them).
+    pub sets: Vec<String>,
 }

@@ -8,6 +8,7 @@ mod one;
 mod post;
 mod replay;
 mod servers;
+mod status;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use crate::clock;
 pub use names::{namespace_name, new_run_id};
 pub use post::{POST_LOAD_ATTEMPTS, POST_LOAD_BACKOFF, SETTLED_READS};
 pub use replay::{replay_command, server_flags};
+pub use status::{Progress, Status};
 use servers::{Servers, uses_amqp, uses_redis};
 
 /// Where the backends are and how the run treats its namespaces.
@@ -53,7 +55,8 @@ pub struct RunOptions {
     /// Set by Ctrl-C: the load stops, the run in flight is still checked and torn down,
     /// later runs do not start, and the report says `interrupted`.
     pub cancel: Arc<AtomicBool>,
-    /// Receives a live status line about once a second while a strategy runs.
+    /// Receives the live status at each phase and about once a second while a strategy
+    /// runs (a progress display, a metrics endpoint).
     pub progress: Option<Progress>,
     /// `--trust-strategy-files`: run file-defined strategies as the configured account
     /// where a server cannot give their namespace an identity of its own.
@@ -78,8 +81,6 @@ counterlab_core::named_enum! {
 /// See `RunOptions::on_phase`.
 pub type PhaseHook = Arc<dyn Fn(Phase, &str) + Send + Sync>;
 
-/// A sink for the live status line.
-pub type Progress = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Calls recorded per strategy run (about 64 bytes each); beyond it the read check is
 /// skipped and the report says how many calls were left out.
@@ -97,6 +98,8 @@ struct Target<'a> {
     info: StrategyInfo,
     isolation: Isolation,
     seed: SeedSpec,
+    /// 1-based index of this cell, and the number of cells the run has.
+    index: (usize, usize),
 }
 
 /// What the cells produced so far: their rows, the cells skipped (and why), and the
@@ -133,6 +136,14 @@ async fn run_cells(
     rows: &mut Rows,
     log: &mut dyn FnMut(&str),
 ) -> Result<(), BackendError> {
+    // The cells to run, counted first for the progress display's `i/N`.
+    let mut cells = 0;
+    for server in &servers.sql {
+        for name in &plan.strategies {
+            cells += cells_of(plan, opts, server, servers, name, &mut Vec::new())?.map_or(0, |c| c.2.len());
+        }
+    }
+    let mut index = 0;
     for server in &servers.sql {
         for name in &plan.strategies {
             let Some((info, (redis, amqp), levels)) = cells_of(plan, opts, server, servers, name, &mut rows.skipped)?
@@ -146,7 +157,9 @@ async fn run_cells(
                     continue;
                 }
                 let seed = plan.data.seed_spec();
-                let target = Target { server, redis, amqp, run_id, name, info, isolation, seed };
+                index += 1;
+                let index = (index, cells.max(index));
+                let target = Target { server, redis, amqp, run_id, name, info, isolation, seed, index };
                 let (report, files) = one::run_one(plan, opts, cfg, target, log).await?;
                 rows.reports.push(report);
                 rows.side_files.extend(files);
@@ -247,6 +260,19 @@ fn not_judged(plan: &RunPlan, reports: &[StrategyReport]) -> Vec<String> {
 /// A strategy's info, its Redis and broker (if it uses them) and the levels it runs at.
 type Cell<'a> = (StrategyInfo, (Option<&'a RedisServer>, Option<&'a AmqpServer>), Vec<Isolation>);
 
+/// Every URL in the plan (a value a scenario took from `${VAR}`, say) with its password
+/// replaced by `***`: the plan is printed into the report.
+fn redact_urls(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::String(s) if s.contains("://") && !s.contains(char::is_whitespace) => {
+            *s = counterlab_strategies::redact_url(s);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(redact_urls),
+        serde_json::Value::Object(o) => o.values_mut().for_each(redact_urls),
+        _ => {}
+    }
+}
+
 /// The report of the whole run.
 fn assemble(
     plan: &RunPlan,
@@ -260,8 +286,9 @@ fn assemble(
     let breached = rows.reports.iter().flat_map(|r| &r.thresholds).filter(|t| !t.passed).count() as u64;
     let unmet = rows.reports.iter().flat_map(|r| &r.expectations).filter(|e| e.judged && !e.met).count() as u64;
     let not_judged = not_judged(plan, &rows.reports);
-    let plan_json = serde_json::to_value(plan)
+    let mut plan_json = serde_json::to_value(plan)
         .map_err(|e| BackendError::Refused(format!("the plan cannot be written into the report: {e}")))?;
+    redact_urls(&mut plan_json);
     Ok(Report {
         report_schema_version: REPORT_SCHEMA_VERSION,
         counterlab_version: env!("CARGO_PKG_VERSION").to_string(),
