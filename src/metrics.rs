@@ -73,8 +73,11 @@ impl Metrics {
     }
 
     fn update(&mut self, s: &Status) {
-        let cell: Labels =
-            vec![("strategy".into(), s.strategy.clone()), ("backend".into(), s.backend.clone()), ("isolation".into(), s.isolation.clone())];
+        let cell: Labels = vec![
+            ("strategy".into(), s.strategy.clone()),
+            ("backend".into(), s.backend.clone()),
+            ("isolation".into(), s.isolation.clone()),
+        ];
         let with = |k: &str, v: &str| {
             let mut l = cell.clone();
             l.push((k.to_string(), v.to_string()));
@@ -119,8 +122,9 @@ pub struct MetricsServer {
 
 /// Starts serving `GET /metrics` (any path answers the same) on `addr`.
 pub fn serve(addr: &str) -> anyhow::Result<MetricsServer> {
-    let parsed: SocketAddr =
-        addr.parse().map_err(|e| anyhow::anyhow!("--metrics-addr {addr}: expected HOST:PORT such as 127.0.0.1:9464 ({e})"))?;
+    let parsed: SocketAddr = addr
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--metrics-addr {addr}: expected HOST:PORT such as 127.0.0.1:9464 ({e})"))?;
     let server = tiny_http::Server::http(parsed)
         .map(Arc::new)
         .map_err(|e| anyhow::anyhow!("--metrics-addr {addr}: cannot listen: {e}"))?;

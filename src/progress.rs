@@ -1,6 +1,6 @@
 //! What a run shows while it runs: on a terminal a live line (indicatif) that fits the
 //! terminal's width; elsewhere (CI logs, pipes) a plain line every `--progress-interval`
-//! seconds and at each cell's start; nothing with `--quiet`; each phase with `--verbose`.
+//! seconds and at each phase of each cell; nothing with `--quiet`; each phase with `--verbose`.
 
 use std::io::{IsTerminal, Write as _};
 use std::sync::{Arc, Mutex};
@@ -36,7 +36,8 @@ fn positive_seconds(s: &str) -> Result<f64, String> {
 /// Where the progress goes.
 enum Sink {
     Live(indicatif::ProgressBar),
-    Plain { every: Duration, last: Mutex<Option<(Instant, usize)>> },
+    /// The last line's time, cell and phase.
+    Plain { every: Duration, last: Mutex<Option<(Instant, usize, String)>> },
     Silent,
 }
 
@@ -101,12 +102,13 @@ impl Ui {
             }
             Sink::Plain { every, last } => {
                 let mut last = last.lock().expect("progress lock");
-                let due = match *last {
+                // A line at each new cell and phase, and every `every` in between.
+                let due = match &*last {
                     None => true,
-                    Some((at, cell)) => cell != s.cell || at.elapsed() >= *every,
+                    Some((at, cell, phase)) => *cell != s.cell || *phase != s.phase || at.elapsed() >= *every,
                 };
                 if due {
-                    *last = Some((Instant::now(), s.cell));
+                    *last = Some((Instant::now(), s.cell, s.phase.clone()));
                     drop(last);
                     writeln!(std::io::stderr(), "{}", fit(s, usize::MAX)).ok();
                 }
@@ -135,7 +137,7 @@ fn phase_line(s: &Status) -> String {
 fn elapsed(s: &Status) -> String {
     let secs = |v: f64| format!("{:.0}s", v.max(0.0));
     match (s.planned_s, s.planned_ops) {
-        (Some(total), _) if s.phase != "settle" => {
+        (Some(total), _) => {
             format!("{}/{} ETA {}", secs(s.elapsed_s), secs(total), secs(total - s.elapsed_s))
         }
         (None, Some(ops)) => format!("{}/{ops} ops", s.ops),
@@ -149,9 +151,12 @@ fn elapsed(s: &Status) -> String {
 pub fn fit(s: &Status, width: usize) -> String {
     let head = format!("[{}/{}]", s.cell, s.cells);
     let mut parts = vec![s.phase.clone()];
+    let loading = !matches!(s.phase.as_str(), "seed" | "settle" | "check" | "teardown");
     if let Some(x) = &s.sample {
-        parts.push(elapsed(s));
-        parts.push(format!("{:.0} ops/s", x.ops_per_s()));
+        match loading {
+            true => parts.extend([elapsed(s), format!("{:.0} ops/s", x.ops_per_s())]),
+            false => parts.extend([format!("{:.0}s", s.elapsed_s), format!("{} ops", s.ops)]),
+        }
         parts.push(format!("{} err", s.errors));
         if let Some(d) = x.drift {
             parts.push(format!("drift {d}"));
@@ -233,7 +238,10 @@ mod tests {
                 assert!(line.chars().count() <= width, "{width}: {line}");
                 assert!(line.starts_with("[2/12] "), "{line}");
                 if width >= 60 {
-                    assert!(line.contains("| load |") && line.contains("10234 ops/s") && line.contains("3 err"), "{line}");
+                    assert!(
+                        line.contains("| load |") && line.contains("10234 ops/s") && line.contains("3 err"),
+                        "{line}"
+                    );
                 }
                 if width >= 79 {
                     assert!(line.contains("12s/30s ETA 18s"), "{line}");

@@ -72,7 +72,8 @@ pub fn resolve(flags: Flags, env: &dyn Fn(&str) -> Option<String>) -> Resolved {
     let flag = |v: Option<String>, name: &str| v.map(|u| (u, name.to_string()));
     let mut r = Resolved {
         postgres: flag(flags.postgres, "--postgres").or_else(|| first(env, &["COUNTERLAB_POSTGRES_URL"])),
-        mysql: flag(flags.mysql, "--mysql").or_else(|| first(env, &["COUNTERLAB_MYSQL_URL", "MYSQL_URL", "MARIADB_URL"])),
+        mysql: flag(flags.mysql, "--mysql")
+            .or_else(|| first(env, &["COUNTERLAB_MYSQL_URL", "MYSQL_URL", "MARIADB_URL"])),
         redis: flag(flags.redis, "--redis").or_else(|| first(env, &["COUNTERLAB_REDIS_URL", "REDIS_URL"])),
         amqp: flag(flags.amqp, "--amqp").or_else(|| first(env, &["COUNTERLAB_AMQP_URL", "AMQP_URL"])),
         sqlite: flags.sqlite.map(|d| (d, "--sqlite".to_string())),
@@ -168,10 +169,7 @@ mod tests {
         assert_eq!(src(&r.mysql), Some(("mysql://c@h/x", "MARIADB_URL")), "an empty MYSQL_URL is not set");
         assert_eq!(src(&r.redis), Some(("redis://b", "REDIS_URL")));
         // DATABASE_URL never replaces a backend configured otherwise.
-        let r = resolve(
-            Flags::default(),
-            &env(&[("MYSQL_URL", "mysql://m@h/x"), ("DATABASE_URL", "mysql://d@h/x")]),
-        );
+        let r = resolve(Flags::default(), &env(&[("MYSQL_URL", "mysql://m@h/x"), ("DATABASE_URL", "mysql://d@h/x")]));
         assert_eq!(src(&r.mysql), Some(("mysql://m@h/x", "MYSQL_URL")));
     }
 }

@@ -71,7 +71,12 @@ fn the_live_view_fits_80_columns_in_tmux() {
     let f = scenario(&dir, 2.0);
     let tmux = Tmux(format!("counterlab-test-{}", std::process::id()));
     let exit = dir.join("exit");
-    let cmd = format!("{BIN} run {} --out {} --backend sqlite; echo $? > {}; sleep 60", f.display(), dir.display(), exit.display());
+    let cmd = format!(
+        "{BIN} run {} --out {} --backend sqlite; echo $? > {}; sleep 60",
+        f.display(),
+        dir.display(),
+        exit.display()
+    );
     let o = tmux.cmd(&["new-session", "-d", "-x", "80", "-y", "24", "-s", "live", &cmd]);
     assert!(o.status.success(), "{}", text(&o));
     let mut captures = Vec::new();
@@ -111,7 +116,8 @@ fn plain_lines_in_a_pipe_json_on_stdout_and_quiet() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!err.contains('\r') && !err.contains("\x1b["), "terminal codes in a pipe: {err}");
-    let plain: Vec<&str> = err.lines().filter(|l| l.starts_with("[1/2] conditional-update sqlite@serializable | load | ")).collect();
+    let plain: Vec<&str> =
+        err.lines().filter(|l| l.starts_with("[1/2] conditional-update sqlite@serializable | load | ")).collect();
     assert!(plain.len() >= 2, "expected a line every 0.2 s of a 1.5 s load:\n{err}");
     assert!(err.contains("[2/2] select-for-update on sqlite at serializable: check ("), "--verbose phases: {err}");
     // stdout is the summary and nothing else; it agrees with report.json and the exit code.
@@ -203,7 +209,9 @@ fn metrics_are_served_during_the_run_and_agree_with_the_report() {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
     let value = |v: &prometheus_parse::Value| match v {
-        prometheus_parse::Value::Counter(x) | prometheus_parse::Value::Gauge(x) | prometheus_parse::Value::Untyped(x) => *x,
+        prometheus_parse::Value::Counter(x)
+        | prometheus_parse::Value::Gauge(x)
+        | prometheus_parse::Value::Untyped(x) => *x,
         _ => panic!("unexpected {v:?}"),
     };
     let mut seen_ops = 0.0;
@@ -220,12 +228,17 @@ fn metrics_are_served_during_the_run_and_agree_with_the_report() {
         seen_ops += ops;
     }
     assert!(seen_ops > 0.0, "{body}");
-    let p99 = scrape.samples.iter().find(|s| s.metric == "counterlab_latency_seconds" && s.labels.get("quantile") == Some("0.99"));
+    let p99 = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == "counterlab_latency_seconds" && s.labels.get("quantile") == Some("0.99"));
     assert!(p99.is_some_and(|s| value(&s.value) > 0.0), "{body}");
-    let phases: Vec<_> = scrape.samples.iter().filter(|s| s.metric == "counterlab_phase" && value(&s.value) == 1.0).collect();
+    let phases: Vec<_> =
+        scrape.samples.iter().filter(|s| s.metric == "counterlab_phase" && value(&s.value) == 1.0).collect();
     assert_eq!(phases.len(), 1, "one phase at a time: {body}");
     assert!(scrape.samples.iter().any(|s| s.metric == "counterlab_cells" && value(&s.value) == 2.0), "{body}");
-    let o = counterlab(&["run", f.to_str().unwrap(), "--out", dir.to_str().unwrap(), "--metrics-addr", "nonsense"], &[]);
+    let o =
+        counterlab(&["run", f.to_str().unwrap(), "--out", dir.to_str().unwrap(), "--metrics-addr", "nonsense"], &[]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("--metrics-addr nonsense: expected HOST:PORT"), "{}", text(&o));
 }
@@ -235,15 +248,21 @@ fn set_overrides_fields_and_its_errors_name_the_flag() {
     let dir = tempdir("live-set");
     let f = scenario(&dir, 0.5);
     let (f, out) = (f.to_str().unwrap(), dir.to_str().unwrap());
-    let run = |extra: &[&str]| counterlab(&[&["run", f, "--out", out, "--strategy", "conditional-update"], extra].concat(), &[]);
+    let run = |extra: &[&str]| {
+        counterlab(&[&["run", f, "--out", out, "--strategy", "conditional-update"], extra].concat(), &[])
+    };
     let o = run(&["--set", "workload.workers=3", "--set", "data.users=40", "--set", "name=set test"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
     assert_eq!(report["scenario"], "set test");
     assert_eq!(report["plan"]["workload"]["n_workers"], 3, "{}", report["plan"]["workload"]);
     assert_eq!(report["strategies"][0]["check"]["users_checked"], 40);
     for (set, message) in [
-        ("workload.workers=abc", "--set:1:18: invalid type: string \"abc\", expected u32 (in `--set workload.workers=abc`)"),
+        (
+            "workload.workers=abc",
+            "--set:1:18: invalid type: string \"abc\", expected u32 (in `--set workload.workers=abc`)",
+        ),
         ("workload.workers=0", "--set:1:18: workers must be in 1..="),
         ("workload.nope=1", "--set:1:1: unknown field `nope`"),
         ("workload.stages.0.rate=5", "--set:1:1: `workload.stages` is not in the file"),
@@ -274,7 +293,8 @@ fn variables_are_interpolated_located_and_their_passwords_never_shown() {
     let o = counterlab(&["run", fs, "--out", out], &[("STRATEGY", "conditional-update")]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("env.toml:10:8: ") && text(&o).contains("${literal}"), "$${{ is a literal: {}", text(&o));
-    let o = counterlab(&["run", fs, "--out", out, "--set", "workload.skew=uniform"], &[("STRATEGY", "conditional-update")]);
+    let o =
+        counterlab(&["run", fs, "--out", out, "--set", "workload.skew=uniform"], &[("STRATEGY", "conditional-update")]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let report = std::fs::read_to_string(dir.join("report.json")).unwrap();
     assert!(report.contains("\"scenario\": \"fallback\""), "{report}");
@@ -302,8 +322,12 @@ fn conventional_variables_are_read_and_said() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let all = text(&o);
     assert!(all.contains("redis URL from REDIS_URL") && all.contains("sqlite folder from DATABASE_URL"), "{all}");
-    let kept: Vec<_> = std::fs::read_dir(&sqlite).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
-    assert!(kept.iter().any(|n| n.starts_with("cl_") && n.contains("conditional_update")), "the SQLite files go to DATABASE_URL's folder: {kept:?}");
+    let kept: Vec<_> =
+        std::fs::read_dir(&sqlite).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    assert!(
+        kept.iter().any(|n| n.starts_with("cl_") && n.contains("conditional_update")),
+        "the SQLite files go to DATABASE_URL's folder: {kept:?}"
+    );
     let o = counterlab(&args, &[("DATABASE_URL", "mysql://nobody:hunter2@127.0.0.1:1/x")]);
     assert!(text(&o).contains("mysql URL from DATABASE_URL") && !text(&o).contains("hunter2"), "{}", text(&o));
 }

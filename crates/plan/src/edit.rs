@@ -7,7 +7,7 @@ use std::ops::Range;
 
 use toml_edit::{ArrayOfTables, Document, Item, Table, Value};
 
-use crate::error::ScenarioError;
+use crate::error::{Mapping, Place, ScenarioError, line_col};
 
 /// One edit: `new` in the edited text replaced `old` of the text before it.
 struct Region {
@@ -15,15 +15,6 @@ struct Region {
     old: Range<usize>,
     /// Made by this `--set` (index), whose value starts at `value` in the edited text.
     set: Option<(usize, usize)>,
-}
-
-/// Where a byte of the edited text came from.
-#[derive(Debug, PartialEq)]
-pub(crate) enum Place {
-    /// A byte offset of the original file.
-    File(usize),
-    /// The `index`th `--set` (0-based), at a 1-based column of its `path=value`.
-    Set { index: usize, col: usize },
 }
 
 /// The scenario text after interpolation and `--set`, and the way back.
@@ -88,7 +79,7 @@ impl Edited {
     }
 
     /// Where byte `pos` of the edited text came from.
-    pub fn place(&self, mut pos: usize) -> Place {
+    fn place_of(&self, mut pos: usize) -> Place {
         for layer in self.layers.iter().rev() {
             let mut shift: isize = 0;
             let mut mapped = None;
@@ -115,8 +106,8 @@ impl Edited {
 
     /// An error at byte `at` of the current text, located through the edits so far.
     fn error_at(&self, path: &str, at: usize, message: String) -> ScenarioError {
-        let at_set = |index: usize, col: usize| self.at_set(index, col, message.clone());
-        match self.place(at) {
+        let at_set = |index: usize, col: usize| self.set_error(index, col, message.clone());
+        match self.place_of(at) {
             Place::Set { index, col } => at_set(index, col),
             Place::File(p) => ScenarioError {
                 path: path.to_string(),
@@ -127,7 +118,7 @@ impl Edited {
     }
 
     /// An error about the `index`th `--set`.
-    pub fn at_set(&self, index: usize, col: usize, message: String) -> ScenarioError {
+    fn set_error(&self, index: usize, col: usize, message: String) -> ScenarioError {
         ScenarioError {
             path: "--set".into(),
             line_col: Some((index + 1, col)),
@@ -146,7 +137,7 @@ impl Edited {
     /// Applies the `index`th `--set` to the current text.
     fn apply_set(&mut self, index: usize) -> Result<(), ScenarioError> {
         let flag = self.sets[index].clone();
-        let bad = |col: usize, m: &str| self.at_set(index, col, m.to_string());
+        let bad = |col: usize, m: &str| self.set_error(index, col, m.to_string());
         let Some((path, raw)) = flag.split_once('=') else {
             return Err(bad(1, "expected `path.to.field=value`"));
         };
@@ -172,20 +163,18 @@ impl Edited {
     }
 }
 
-/// 1-based line and column (in characters) of byte `pos` of `text`.
-pub(crate) fn line_col(text: &str, pos: usize) -> (usize, usize) {
-    let before = &text[..floor_char(text, pos)];
-    let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, col)
-}
-
-fn floor_char(text: &str, mut pos: usize) -> usize {
-    pos = pos.min(text.len());
-    while !text.is_char_boundary(pos) {
-        pos -= 1;
+impl Mapping for Edited {
+    fn place(&self, pos: usize) -> Place {
+        self.place_of(pos)
     }
-    pos
+
+    fn original(&self) -> &str {
+        &self.original
+    }
+
+    fn at_set(&self, index: usize, col: usize, message: String) -> ScenarioError {
+        self.set_error(index, col, message)
+    }
 }
 
 /// Every string value (in tables, arrays of tables, arrays and inline tables) that holds
@@ -316,7 +305,11 @@ fn find_edit(text: &str, root: &Item, keys: &[&str], value: &str) -> Result<Edit
                             return Err(format!("`{array}` is not in the file: add it there to set its entries"));
                         }
                         let lead = format!("{} = ", keys[from..].join("."));
-                        return Ok(Edit { replace: start..start, insert: format!("{lead}{value}\n"), value_at: lead.len() });
+                        return Ok(Edit {
+                            replace: start..start,
+                            insert: format!("{lead}{value}\n"),
+                            value_at: lead.len(),
+                        });
                     }
                 }
             }
@@ -410,16 +403,20 @@ mod tests {
         assert_eq!(v["name"].as_str(), Some("my run"));
         // The file's own lines are still found where they are in the file.
         let users = e.text.find("users = 5").unwrap();
-        assert_eq!(e.place(users), Place::File(SCENARIO.find("users = 5").unwrap()));
+        assert_eq!(e.place_of(users), Place::File(SCENARIO.find("users = 5").unwrap()));
         let workers = e.text.find("workers = 7").unwrap() + "workers = ".len();
-        assert_eq!(e.place(workers), Place::Set { index: 0, col: 18 });
+        assert_eq!(e.place_of(workers), Place::Set { index: 0, col: 18 });
     }
 
     #[test]
     fn bad_sets_name_the_flag() {
         let err = |s: &str| edited(&["seed=1", s]).err().map(|e| e.to_string()).unwrap_or_default();
         assert_eq!(err("workload"), "--set:2:1: expected `path.to.field=value` (in `--set workload`)");
-        assert!(err("workload.stages.2.rate=1").contains("the file has 2 entries"), "{}", err("workload.stages.2.rate=1"));
+        assert!(
+            err("workload.stages.2.rate=1").contains("the file has 2 entries"),
+            "{}",
+            err("workload.stages.2.rate=1")
+        );
         assert!(err("workload.stages.x.rate=1").contains("expected an entry number"));
         assert!(err("workload=3").contains("`workload` is a table"));
         assert!(err("data.users.x=3").contains("`data.users` is a value"));
@@ -448,7 +445,7 @@ mod tests {
         let e = Edited::new("f.toml", text, &["seed=x".into()], &env).unwrap();
         assert_eq!(e.secrets, vec!["postgres://u:s3cret@h/db".to_string()]);
         let seed = e.text.find("seed = ").unwrap();
-        assert_eq!(e.place(seed + 2), Place::File(text.find("seed").unwrap() + 2));
+        assert_eq!(e.place_of(seed + 2), Place::File(text.find("seed").unwrap() + 2));
         let scrubbed = e.scrub(ScenarioError { path: "f".into(), line_col: None, message: e.text.clone() });
         assert!(!scrubbed.message.contains("s3cret") && scrubbed.message.contains("u:***@h"), "{scrubbed}");
     }

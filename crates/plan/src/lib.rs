@@ -14,8 +14,8 @@ mod resolve;
 mod types;
 
 pub use custom::{MAX_NAME, MAX_STEPS};
+pub use edit::Env;
 pub use error::ScenarioError;
 pub use overrides::Overrides;
-pub use edit::Env;
 pub use parse::{load, parse, parse_with_env};
 pub use types::*;

@@ -25,8 +25,8 @@ use crate::clock;
 pub use names::{namespace_name, new_run_id};
 pub use post::{POST_LOAD_ATTEMPTS, POST_LOAD_BACKOFF, SETTLED_READS};
 pub use replay::{replay_command, server_flags};
-pub use status::{Progress, Status};
 use servers::{Servers, uses_amqp, uses_redis};
+pub use status::{Progress, Status};
 
 /// Where the backends are and how the run treats its namespaces.
 #[derive(Clone)]
@@ -80,7 +80,6 @@ counterlab_core::named_enum! {
 
 /// See `RunOptions::on_phase`.
 pub type PhaseHook = Arc<dyn Fn(Phase, &str) + Send + Sync>;
-
 
 /// Calls recorded per strategy run (about 64 bytes each); beyond it the read check is
 /// skipped and the report says how many calls were left out.
