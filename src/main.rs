@@ -131,8 +131,7 @@ struct ZooArgs {
 /// Where the servers are (the same flags as `run`).
 #[derive(clap::Args)]
 struct ServerArgs {
-    /// PostgreSQL URL; else COUNTERLAB_POSTGRES_URL, else DATABASE_URL when postgres(ql)://, else postgres://postgres@127.0.0.1:5432/test.
-    /// (DATABASE_URL goes by its scheme: postgres(ql):// PostgreSQL, mysql:// or mariadb:// MySQL, sqlite:PATH the SQLite folder.)
+    /// PostgreSQL URL; else COUNTERLAB_POSTGRES_URL, else DATABASE_URL when postgres(ql):// (DATABASE_URL goes to the server its scheme names), else postgres://postgres@127.0.0.1:5432/test.
     #[arg(long, value_name = "URL")]
     postgres: Option<String>,
     /// MySQL/MariaDB URL; else COUNTERLAB_MYSQL_URL, MYSQL_URL, MARIADB_URL, DATABASE_URL when mysql:// or mariadb://, else mysql://root@127.0.0.1:3306/test.

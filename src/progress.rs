@@ -37,7 +37,10 @@ fn positive_seconds(s: &str) -> Result<f64, String> {
 enum Sink {
     Live(indicatif::ProgressBar),
     /// The last line's time, cell and phase.
-    Plain { every: Duration, last: Mutex<Option<(Instant, usize, String)>> },
+    Plain {
+        every: Duration,
+        last: Mutex<Option<(Instant, usize, String)>>,
+    },
     Silent,
 }
 
