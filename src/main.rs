@@ -627,10 +627,14 @@ fn main() -> ExitCode {
         },
         Command::Run(args) => {
             let Some(rt) = runtime() else { return ExitCode::from(2) };
+            let json = args.output.json;
             match rt.block_on(run(*args)) {
                 Ok(end) => ExitCode::from(end.code()),
                 Err(Failure::Input(e)) => {
                     eprintln!("error: {e:#}");
+                    if json {
+                        println!("{}", serde_json::json!({"exit_code": 2, "error": format!("{e:#}")}));
+                    }
                     ExitCode::from(2)
                 }
             }

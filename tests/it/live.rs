@@ -137,6 +137,13 @@ fn plain_lines_in_a_pipe_json_on_stdout_and_quiet() {
     assert!(!all.contains("[1/2]") && !all.contains("seeded "), "--quiet shows progress or log: {all}");
     assert!(all.contains("pass") && all.contains("report: "), "{all}");
 
+    // Bad input: exit 2, and stdout still holds one JSON value saying so.
+    let o = counterlab(&["run", f, "--out", out, "--json", "--set", "seed=x"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let error: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is one JSON value");
+    assert_eq!(error["exit_code"], 2);
+    assert!(error["error"].as_str().unwrap().starts_with("--set:1:6: invalid type"), "{error}");
+
     let o = counterlab(&["list", "--json"], &[]);
     let list: serde_json::Value = serde_json::from_slice(&o.stdout).expect("list --json is JSON");
     let names: Vec<&str> = list.as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();

@@ -311,3 +311,20 @@ fn assemble(
         side_files: rows.side_files,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn urls_in_the_printed_plan_lose_their_passwords() {
+        let mut plan = serde_json::json!({
+            "scenario": "postgres://bob:hunter2@db/x",
+            "custom": {"a": ["redis://:s3cret@h:6379", "select 1 -- not a URL: a@b:c"]},
+            "n": 3,
+        });
+        super::redact_urls(&mut plan);
+        let shown = plan.to_string();
+        assert!(!shown.contains("hunter2") && !shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("postgres://bob:***@db/x") && shown.contains("redis://:***@h:6379"), "{shown}");
+        assert!(shown.contains("select 1 -- not a URL: a@b:c"), "text with spaces is left alone: {shown}");
+    }
+}
