@@ -25,8 +25,8 @@ pub struct Status {
     pub planned_s: Option<f64>,
     /// The load's planned operations, when its stages count them.
     pub planned_ops: Option<u64>,
-    /// Ops and errors completed so far in this cell's load, and per op kind
-    /// (`OpKind::ALL` order).
+    /// Ops and errors completed so far in this cell's measured load (warm-up left
+    /// out), and per op kind (`OpKind::ALL` order).
     pub ops: u64,
     pub errors: u64,
     pub ops_by_kind: Vec<u64>,
@@ -53,10 +53,15 @@ pub(super) fn planned(plan: &RunPlan) -> (Option<f64>, Option<u64>) {
 }
 
 impl Status {
-    /// Adds a closed interval: its counts to the totals, and it as the latest.
+    /// Adds a closed interval: its counts to the totals (not a warm-up's: the report
+    /// does not count those either), and it as the latest.
     pub(super) fn add(&mut self, s: &Sample) {
         self.phase = s.phase.clone();
         self.elapsed_s = s.t_s;
+        self.sample = Some(s.clone());
+        if s.phase == counterlab_sim::WARMUP {
+            return;
+        }
         self.ops += s.ops;
         self.errors += s.errors;
         if self.ops_by_kind.len() < s.ops_by_kind.len() {
@@ -65,6 +70,5 @@ impl Status {
         for (a, b) in self.ops_by_kind.iter_mut().zip(&s.ops_by_kind) {
             *a += b;
         }
-        self.sample = Some(s.clone());
     }
 }
