@@ -5,7 +5,7 @@
 //! (INCOMPLETE) and nothing failed, 128 + the signal when Ctrl-C, SIGTERM or SIGHUP
 //! interrupted it: 130, 143, 129).
 
-use std::io::{IsTerminal, Write as _};
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -20,6 +20,11 @@ use counterlab::scenario::{self, Overrides};
 use counterlab_report::{render_html, render_json, render_markdown, render_terminal};
 use counterlab_strategies::BackendError;
 use counterlab_strategies::Registry;
+
+mod metrics;
+mod progress;
+mod summary;
+mod urls;
 
 #[derive(Parser)]
 #[command(
@@ -37,7 +42,7 @@ enum Command {
     /// Run a scenario file: every strategy in its own namespace, checked against the truth.
     Run(Box<RunArgs>),
     /// List the strategies and their declared guarantees.
-    List,
+    List(ListArgs),
     /// Compare two runs' report.json: throughput and latency changes, verdict changes.
     /// Exit 1 when a verdict stopped matching its guarantee or, with --fail-if-slower, on
     /// a slowdown beyond the limit.
@@ -48,6 +53,13 @@ enum Command {
     /// Run the bug zoo: every scenario in DIR declaring `expect_anomaly` over several
     /// seeds. Exit 1 when a mutant's anomaly is missed or a correct strategy shows one.
     Zoo(ZooArgs),
+}
+
+#[derive(clap::Args)]
+struct ListArgs {
+    /// As a JSON array (name, guarantee, needs, summary) on stdout.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -119,19 +131,19 @@ struct ZooArgs {
 /// Where the servers are (the same flags as `run`).
 #[derive(clap::Args)]
 struct ServerArgs {
-    /// PostgreSQL URL; else COUNTERLAB_POSTGRES_URL, else DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test.
+    /// PostgreSQL URL; else COUNTERLAB_POSTGRES_URL, else DATABASE_URL when postgres(ql):// (DATABASE_URL goes to the server its scheme names), else postgres://postgres@127.0.0.1:5432/test.
     #[arg(long, value_name = "URL")]
     postgres: Option<String>,
-    /// MySQL/MariaDB URL; else COUNTERLAB_MYSQL_URL, else mysql://root@127.0.0.1:3306/test.
+    /// MySQL/MariaDB URL; else COUNTERLAB_MYSQL_URL, MYSQL_URL, MARIADB_URL, DATABASE_URL when mysql:// or mariadb://, else mysql://root@127.0.0.1:3306/test.
     #[arg(long, value_name = "URL")]
     mysql: Option<String>,
-    /// Redis URL for the Redis strategies; else COUNTERLAB_REDIS_URL, else redis://127.0.0.1:6379.
+    /// Redis URL for the Redis strategies; else COUNTERLAB_REDIS_URL, else REDIS_URL, else redis://127.0.0.1:6379.
     #[arg(long, value_name = "URL")]
     redis: Option<String>,
-    /// AMQP URL of the broker (RabbitMQ) for the mq-consumer strategies; else COUNTERLAB_AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/%2f.
+    /// AMQP URL of the broker (RabbitMQ) for the mq-consumer strategies; else COUNTERLAB_AMQP_URL, else AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/%2f.
     #[arg(long, value_name = "URL")]
     amqp: Option<String>,
-    /// Directory for SQLite namespace files [default: a temporary directory, removed after the run].
+    /// Directory for SQLite namespace files; else DATABASE_URL when sqlite:PATH (PATH's folder) [default: a temporary directory, removed after the run].
     #[arg(long, value_name = "DIR")]
     sqlite: Option<PathBuf>,
     /// Run file-defined strategies with the configured account's rights where a server
@@ -143,21 +155,22 @@ struct ServerArgs {
 impl ServerArgs {
     /// Run options for these servers, and where each URL came from (for the log).
     fn options(self, keep: bool, history_dir: Option<PathBuf>) -> (RunOptions, String) {
-        let postgres = configured(self.postgres, "--postgres", &["COUNTERLAB_POSTGRES_URL", "DATABASE_URL"]);
-        let mysql = configured(self.mysql, "--mysql", &["COUNTERLAB_MYSQL_URL"]);
-        let redis = configured(self.redis, "--redis", &["COUNTERLAB_REDIS_URL"]);
-        let amqp = configured(self.amqp, "--amqp", &["COUNTERLAB_AMQP_URL"]);
-        let sources: Vec<String> = [("postgres", &postgres), ("mysql", &mysql), ("redis", &redis), ("amqp", &amqp)]
-            .iter()
-            .map(|(b, c)| format!("{b} URL from {}", c.as_ref().map_or("the local default", |c| c.1)))
-            .collect();
+        let flags = urls::Flags {
+            postgres: self.postgres,
+            mysql: self.mysql,
+            redis: self.redis,
+            amqp: self.amqp,
+            sqlite: self.sqlite,
+        };
+        let r = urls::resolve(flags, &|v| std::env::var(v).ok());
+        let sources = r.sources();
         let opts = RunOptions {
-            postgres_url: postgres.map(|c| c.0),
+            postgres_url: r.postgres.map(|c| c.0),
             postgres_default: counterlab_strategies::DEFAULT_POSTGRES_URL.to_string(),
-            mysql_url: mysql.map(|c| c.0),
-            redis_url: redis.map(|c| c.0),
-            amqp_url: amqp.map(|c| c.0),
-            sqlite_dir: self.sqlite,
+            mysql_url: r.mysql.map(|c| c.0),
+            redis_url: r.redis.map(|c| c.0),
+            amqp_url: r.amqp.map(|c| c.0),
+            sqlite_dir: r.sqlite.map(|c| c.0),
             keep,
             history_dir,
             connect_timeout: Duration::from_secs(5),
@@ -167,7 +180,7 @@ impl ServerArgs {
             registry: Registry::builtin(),
             on_phase: None,
         };
-        (opts, sources.join("; "))
+        (opts, sources)
     }
 }
 
@@ -332,9 +345,17 @@ struct RunArgs {
     /// Keep each strategy's schema after the run (the report names it).
     #[arg(long)]
     keep: bool,
-    /// Print only the final table (no progress line, no log).
-    #[arg(long)]
-    quiet: bool,
+    /// Override any scenario field by its dotted path (repeatable), e.g. `--set
+    /// workload.workers=8`, `--set workload.stages.1.rate=500`, `--set name=nightly`; checked
+    /// like the file's own value (errors at `--set:N:COL`).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    sets: Vec<String>,
+    /// Serve the live metrics as OpenMetrics (Prometheus text format) on HOST:PORT
+    /// while the run lasts (GET /metrics).
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_addr: Option<String>,
+    #[command(flatten)]
+    output: progress::OutputArgs,
     /// Also write each strategy run's recorded history as JSON Lines (history/<run>.jsonl
     /// beside the report; format in docs/history.md).
     #[arg(long)]
@@ -365,14 +386,6 @@ fn dir_name(name: &str) -> String {
     if safe.is_empty() { "scenario".into() } else { safe.chars().take(64).collect() }
 }
 
-/// A configured URL and where it came from: the flag, else the first set variable.
-fn configured(flag: Option<String>, flag_name: &'static str, vars: &[&'static str]) -> Option<(String, &'static str)> {
-    if let Some(u) = flag {
-        return Some((u, flag_name));
-    }
-    vars.iter().find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()).map(|u| (u, *v)))
-}
-
 enum Failure {
     /// Bad input or unreachable backend.
     Input(anyhow::Error),
@@ -385,6 +398,16 @@ fn list() {
     }
 }
 
+/// With `--json`, stdout holds the summary only: the human-readable lines go to stderr.
+static JSON_STDOUT: AtomicBool = AtomicBool::new(false);
+
+/// `println!`, or `eprintln!` when stdout is reserved for `--json`.
+macro_rules! say {
+    ($($t:tt)*) => {
+        if JSON_STDOUT.load(Ordering::Relaxed) { eprintln!($($t)*) } else { println!($($t)*) }
+    };
+}
+
 /// How a run that produced a report ended.
 enum Ending {
     Held,
@@ -392,6 +415,18 @@ enum Ending {
     /// No verdict failed, but a strategy's check could not complete (exit 3).
     Incomplete,
     Interrupted,
+}
+
+impl Ending {
+    /// The exit code (see the file's opening comment).
+    fn code(&self) -> u8 {
+        match self {
+            Ending::Held => 0,
+            Ending::Broken => 1,
+            Ending::Incomplete => 3,
+            Ending::Interrupted => exit_interrupted(),
+        }
+    }
 }
 
 async fn run(args: RunArgs) -> Result<Ending, Failure> {
@@ -417,35 +452,33 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     };
     let (mut opts, sources) = args.servers.options(args.keep, history_dir);
     watch_ctrl_c(opts.cancel.clone(), "this run's namespaces (schemas cl_*)");
-    let quiet = args.quiet;
-    // A live line on a terminal only: CI logs and pipes get the plain log.
-    let live = !quiet && std::io::stderr().is_terminal();
-    if live {
-        opts.progress = Some(Arc::new(|line: &str| {
-            let mut err = std::io::stderr().lock();
-            write!(err, "\r\x1b[2K{line}").ok();
-            err.flush().ok();
-        }));
-    }
+    let mut served = args.metrics_addr.as_deref().map(metrics::serve).transpose().map_err(Failure::Input)?;
+    // A live line on a terminal, plain lines in CI logs and pipes, nothing with --quiet.
+    let ui = progress::Ui::new(&args.output);
+    opts.progress = metrics::both(ui.progress(), served.as_ref().map(|m| m.sink()));
     // Writes that fail (a terminal closed under SIGHUP) are dropped, never a panic.
-    let mut log = |line: &str| {
-        let mut err = std::io::stderr().lock();
-        if live {
-            write!(err, "\r\x1b[2K").ok();
-        }
-        if !quiet {
-            writeln!(err, "{line}").ok();
-        }
-    };
+    let mut log = |line: &str| ui.log(line);
     log(&sources);
-    let report = run_plan(&plan, &opts, &mut log).await.map_err(backend_failure)?;
+    if let Some(m) = &served {
+        log(&format!("metrics: http://{}/metrics", m.addr));
+    }
+    let report = run_plan(&plan, &opts, &mut log).await.map_err(backend_failure);
+    served.as_mut().map(metrics::MetricsServer::stop);
+    ui.finish();
+    let report = report?;
     let written = write_report(&out, &report);
-    print!("{}", render_terminal(&report));
+    JSON_STDOUT.store(args.output.json, Ordering::Relaxed);
+    say!("{}", render_terminal(&report).trim_end_matches('\n'));
+    let path = out.join("report.json");
     match written {
-        Ok(()) => println!("\nreport: {}", out.join("report.json").display()),
+        Ok(()) => say!("\nreport: {}", path.display()),
         Err(e) => return Err(Failure::Input(e)),
     }
-    Ok(ending(&report, strict))
+    let end = ending(&report, strict);
+    if args.output.json {
+        println!("{}", summary::json(&report, &path, end.code(), strict));
+    }
+    Ok(end)
 }
 
 /// The scenario with the flags' overrides, resolved against the built-in strategies.
@@ -460,6 +493,7 @@ fn load_plan(args: &RunArgs, default_seed: u64) -> Result<scenario::RunPlan, Fai
         ops: args.ops,
         rate: args.rate,
         repeat: args.repeat,
+        sets: args.sets.clone(),
     };
     let known = Registry::builtin().names();
     scenario::load(&args.scenario, &overrides, &known, default_seed).map_err(|e| Failure::Input(e.into()))
@@ -496,37 +530,37 @@ fn write_report(out: &std::path::Path, report: &counterlab_report::Report) -> an
 /// lines that explain a non-zero exit.
 fn ending(report: &counterlab_report::Report, strict: bool) -> Ending {
     if report.thresholds_breached > 0 {
-        println!("{} threshold(s) breached:", report.thresholds_breached);
+        say!("{} threshold(s) breached:", report.thresholds_breached);
         for s in &report.strategies {
             for t in s.thresholds.iter().filter(|t| !t.passed) {
-                println!("  {} on {} at {}: {}", s.strategy, s.backend, s.isolation, t.detail);
+                say!("  {} on {} at {}: {}", s.strategy, s.backend, s.isolation, t.detail);
             }
         }
     }
     if report.expectations_unmet > 0 {
-        println!("{} expectation(s) of the scenario not met:", report.expectations_unmet);
+        say!("{} expectation(s) of the scenario not met:", report.expectations_unmet);
         for s in &report.strategies {
             for e in s.expectations.iter().filter(|e| e.judged && !e.met) {
-                println!("  {} on {} at {}: {}", s.strategy, s.backend, s.isolation, e.detail);
+                say!("  {} on {} at {}: {}", s.strategy, s.backend, s.isolation, e.detail);
             }
         }
     }
     if report.interrupted {
-        println!("interrupted: the report covers the strategies that ran");
+        say!("interrupted: the report covers the strategies that ran");
         return Ending::Interrupted;
     }
     if !report.all_guarantees_held {
-        println!("a strategy broke its declared guarantee; replay with: {}", report.replay_command);
+        say!("a strategy broke its declared guarantee; replay with: {}", report.replay_command);
     }
     let no_evidence = report.strategies.iter().filter(|s| !s.check.evidence).count();
     if no_evidence > 0 {
         let then = if strict { "--strict: exit 1" } else { "pass --strict to fail on it" };
-        println!("{no_evidence} strategy run(s) had too few operations to judge (NO EVIDENCE; {then})");
+        say!("{no_evidence} strategy run(s) had too few operations to judge (NO EVIDENCE; {then})");
     }
     let failed = report.strategies.iter().any(|s| s.check.verdict_kind().is_fail());
     let incomplete = report.strategies.iter().filter(|s| s.check.verdict_kind().is_incomplete()).count();
     if incomplete > 0 {
-        println!("{incomplete} strategy run(s) INCOMPLETE: their check could not complete (exit 3 unless one FAILed)");
+        say!("{incomplete} strategy run(s) INCOMPLETE: their check could not complete (exit 3 unless one FAILed)");
     }
     let limits_broken = report.thresholds_breached > 0 || report.expectations_unmet > 0;
     let held = report.all_guarantees_held && !limits_broken && !(strict && no_evidence > 0);
@@ -602,8 +636,11 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::List => {
-            list();
+        Command::List(args) => {
+            match args.json {
+                true => println!("{}", summary::list_json()),
+                false => list(),
+            }
             ExitCode::SUCCESS
         }
         Command::Compare(args) => compare_cmd(args),
@@ -617,13 +654,14 @@ fn main() -> ExitCode {
         },
         Command::Run(args) => {
             let Some(rt) = runtime() else { return ExitCode::from(2) };
+            let json = args.output.json;
             match rt.block_on(run(*args)) {
-                Ok(Ending::Held) => ExitCode::SUCCESS,
-                Ok(Ending::Broken) => ExitCode::from(1),
-                Ok(Ending::Incomplete) => ExitCode::from(3),
-                Ok(Ending::Interrupted) => ExitCode::from(exit_interrupted()),
+                Ok(end) => ExitCode::from(end.code()),
                 Err(Failure::Input(e)) => {
                     eprintln!("error: {e:#}");
+                    if json {
+                        println!("{}", serde_json::json!({"exit_code": 2, "error": format!("{e:#}")}));
+                    }
                     ExitCode::from(2)
                 }
             }

@@ -462,8 +462,7 @@ async fn faults_reach_file_defined_redis_strategies_and_their_keys_are_removed()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lua_script_redis_refuses_fails_the_run_naming_the_script() {
-    let dir = std::env::temp_dir().join(format!("counterlab-lua-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = util::tempdir("lua");
     std::fs::write(dir.join("bad.lua"), "return redis.call('GET', KEYS[1]) +* 1\n").unwrap();
     let src =
         with_step("lua_file = \"bad.lua\"\nkeys = [\"k:{user}\"]").replace("s1.rows\"\ndelete", "s1.value\"\ndelete");
@@ -471,7 +470,6 @@ async fn a_lua_script_redis_refuses_fails_the_run_naming_the_script() {
     let plan = parse(&path.display().to_string(), &src, "byo", &Overrides::default(), &util::known(), 1)
         .unwrap_or_else(|e| panic!("{e}"));
     let e = counterlab::run::run_plan(&plan, &util::options(false, None), &mut |_| {}).await.unwrap_err().to_string();
-    std::fs::remove_dir_all(&dir).ok();
     assert!(e.contains("bad.lua") && e.contains("refused by Redis"), "{e}");
     // The failed run removed its Redis space too (the marker key included).
     let server =

@@ -33,6 +33,10 @@ mod scenarios;
 /// The binary: exit codes, redacted URLs, report files, and namespace hygiene.
 mod cli;
 
+/// The run as it runs: the live view in 80 columns (tmux), plain lines, --json,
+/// --metrics-addr scraped mid-run, --set, ${VAR} and the conventional URL variables.
+mod live;
+
 /// The HTML report, rendered by headless Chromium.
 mod html;
 

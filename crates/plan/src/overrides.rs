@@ -14,4 +14,7 @@ pub struct Overrides {
     pub rate: Option<f64>,
     /// `--repeat N`: runs of each cell.
     pub repeat: Option<u32>,
+    /// `--set path.to.field=value`, in order: applied to the file's text before it is
+    /// parsed, so the file's validation and messages apply (`--set:N:COL` locates them).
+    pub sets: Vec<String>,
 }

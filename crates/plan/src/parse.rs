@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use crate::edit::{Edited, Env};
 use crate::error::{ScenarioError, Src};
 use crate::overrides::Overrides;
 use crate::raw::RawScenario;
@@ -23,7 +24,8 @@ pub fn load(path: &Path, overrides: &Overrides, known: &[&str], default_seed: u6
     parse(&shown, &src, &name, overrides, known, default_seed)
 }
 
-/// Validates scenario text; `path` is only used in messages.
+/// Validates scenario text; `path` is only used in messages. `${VAR}` in its string
+/// values are read from the process environment.
 pub fn parse(
     path: &str,
     text: &str,
@@ -32,7 +34,32 @@ pub fn parse(
     known: &[&str],
     default_seed: u64,
 ) -> Result<RunPlan, ScenarioError> {
-    let src = Src { path, text };
+    parse_with_env(path, text, default_name, overrides, known, default_seed, &|v| std::env::var(v).ok())
+}
+
+/// `parse` with the variables `${VAR}` reads looked up in `env`.
+pub fn parse_with_env(
+    path: &str,
+    text: &str,
+    default_name: &str,
+    overrides: &Overrides,
+    known: &[&str],
+    default_seed: u64,
+    env: Env<'_>,
+) -> Result<RunPlan, ScenarioError> {
+    let edited = Edited::new(path, text, &overrides.sets, env)?;
+    let src = Src { path, text: &edited.text, edits: Some(&edited) };
+    resolve_all(&src, default_name, overrides, known, default_seed).map_err(|e| edited.scrub(e))
+}
+
+fn resolve_all(
+    src: &Src<'_>,
+    default_name: &str,
+    overrides: &Overrides,
+    known: &[&str],
+    default_seed: u64,
+) -> Result<RunPlan, ScenarioError> {
+    let (src, path, text) = (*src, src.path, src.text);
     let raw: RawScenario = toml::from_str(text).map_err(|e| src.toml(e))?;
     let s = Strategies::resolve(&src, &raw, overrides, known)?;
     let backends = resolve::backends(&src, &raw, overrides)?;
@@ -48,7 +75,8 @@ pub fn parse(
     let workload = resolve::workload(&src, &raw.workload, overrides, raw.faults.as_deref())?;
     let repeat = repeat(&src, raw.repeat.as_ref(), overrides.repeat)?;
     Ok(RunPlan {
-        scenario: raw.name.clone().unwrap_or_else(|| default_name.to_string()),
+        // A name is shown everywhere: a URL in it (from `${VAR}`, say) loses its password.
+        scenario: counterlab_strategies::redact_url(&raw.name.clone().unwrap_or_else(|| default_name.to_string())),
         scenario_path: path.to_string(),
         seed: overrides.seed.or(raw.seed).unwrap_or(default_seed),
         repeat,

@@ -42,7 +42,7 @@ impl Strategies {
         }
         for listed in raw.strategy_files.iter().flatten() {
             let (file, text) = custom::load_file(src.path, listed, src)?;
-            let there = Src { path: &file, text: &text };
+            let there = Src { path: &file, text: &text, edits: None };
             for (name, r) in custom::parse_file(&there)? {
                 s.add(&name, &r, &there, builtin)?;
             }

@@ -8,6 +8,7 @@ mod one;
 mod post;
 mod replay;
 mod servers;
+mod status;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,6 +26,7 @@ pub use names::{namespace_name, new_run_id};
 pub use post::{POST_LOAD_ATTEMPTS, POST_LOAD_BACKOFF, SETTLED_READS};
 pub use replay::{replay_command, server_flags};
 use servers::{Servers, uses_amqp, uses_redis};
+pub use status::{Progress, Status};
 
 /// Where the backends are and how the run treats its namespaces.
 #[derive(Clone)]
@@ -53,7 +55,8 @@ pub struct RunOptions {
     /// Set by Ctrl-C: the load stops, the run in flight is still checked and torn down,
     /// later runs do not start, and the report says `interrupted`.
     pub cancel: Arc<AtomicBool>,
-    /// Receives a live status line about once a second while a strategy runs.
+    /// Receives the live status at each phase and about once a second while a strategy
+    /// runs (a progress display, a metrics endpoint).
     pub progress: Option<Progress>,
     /// `--trust-strategy-files`: run file-defined strategies as the configured account
     /// where a server cannot give their namespace an identity of its own.
@@ -78,9 +81,6 @@ counterlab_core::named_enum! {
 /// See `RunOptions::on_phase`.
 pub type PhaseHook = Arc<dyn Fn(Phase, &str) + Send + Sync>;
 
-/// A sink for the live status line.
-pub type Progress = Arc<dyn Fn(&str) + Send + Sync>;
-
 /// Calls recorded per strategy run (about 64 bytes each); beyond it the read check is
 /// skipped and the report says how many calls were left out.
 pub const HISTORY_LIMIT: u64 = 4_000_000;
@@ -99,6 +99,8 @@ struct Target<'a> {
     seed: SeedSpec,
     /// Which repeat this is (0-based); with `repeat` > 1 the namespace ends `_r<n>`.
     repeat: u32,
+    /// 1-based index of this cell run (repeats counted), and the number the run has.
+    index: (usize, usize),
 }
 
 /// What the cells produced so far: their rows, the cells skipped (and why), and the
@@ -136,7 +138,16 @@ async fn run_cells(
     log: &mut dyn FnMut(&str),
 ) -> Result<(), BackendError> {
     // With `repeat` > 1 the cells run interleaved (A B C A B C): each round runs every cell
-    // once, so a slow spell of the machine lands on every cell alike.
+    // once, so a slow spell of the machine lands on every cell alike. The cells are counted
+    // first for the progress display's `i/N`.
+    let mut per_round = 0;
+    for server in &servers.sql {
+        for name in &plan.strategies {
+            per_round += cells_of(plan, opts, server, servers, name, &mut Vec::new())?.map_or(0, |c| c.2.len());
+        }
+    }
+    let total = per_round * plan.repeat as usize;
+    let mut index = 0;
     let mut cells: Vec<Vec<StrategyReport>> = Vec::new();
     for round in 0..plan.repeat {
         if plan.repeat > 1 {
@@ -161,7 +172,10 @@ async fn run_cells(
                         continue;
                     }
                     let seed = plan.data.seed_spec();
-                    let target = Target { server, redis, amqp, run_id, name, info, isolation, seed, repeat: round };
+                    index += 1;
+                    let at = (index, total.max(index));
+                    let target =
+                        Target { server, redis, amqp, run_id, name, info, isolation, seed, repeat: round, index: at };
                     let (report, files) = one::run_one(plan, opts, cfg, target, log).await?;
                     cells[i - 1].push(report);
                     rows.side_files.extend(files);
@@ -276,6 +290,19 @@ fn not_judged(plan: &RunPlan, reports: &[StrategyReport]) -> Vec<String> {
 /// A strategy's info, its Redis and broker (if it uses them) and the levels it runs at.
 type Cell<'a> = (StrategyInfo, (Option<&'a RedisServer>, Option<&'a AmqpServer>), Vec<Isolation>);
 
+/// Every URL in the plan (a value a scenario took from `${VAR}`, say) with its password
+/// replaced by `***`: the plan is printed into the report.
+fn redact_urls(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::String(s) if s.contains("://") && !s.contains(char::is_whitespace) => {
+            *s = counterlab_strategies::redact_url(s);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(redact_urls),
+        serde_json::Value::Object(o) => o.values_mut().for_each(redact_urls),
+        _ => {}
+    }
+}
+
 /// The report of the whole run.
 fn assemble(
     plan: &RunPlan,
@@ -289,8 +316,9 @@ fn assemble(
     let breached = rows.reports.iter().flat_map(|r| &r.thresholds).filter(|t| !t.passed).count() as u64;
     let unmet = rows.reports.iter().flat_map(|r| &r.expectations).filter(|e| e.judged && !e.met).count() as u64;
     let not_judged = not_judged(plan, &rows.reports);
-    let plan_json = serde_json::to_value(plan)
+    let mut plan_json = serde_json::to_value(plan)
         .map_err(|e| BackendError::Refused(format!("the plan cannot be written into the report: {e}")))?;
+    redact_urls(&mut plan_json);
     Ok(Report {
         report_schema_version: REPORT_SCHEMA_VERSION,
         counterlab_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -313,4 +341,21 @@ fn assemble(
         trusted_strategy_files: opts.trust_strategy_files,
         side_files: rows.side_files,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn urls_in_the_printed_plan_lose_their_passwords() {
+        let mut plan = serde_json::json!({
+            "scenario": "postgres://bob:hunter2@db/x",
+            "custom": {"a": ["redis://:s3cret@h:6379", "select 1 -- not a URL: a@b:c"]},
+            "n": 3,
+        });
+        super::redact_urls(&mut plan);
+        let shown = plan.to_string();
+        assert!(!shown.contains("hunter2") && !shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("postgres://bob:***@db/x") && shown.contains("redis://:***@h:6379"), "{shown}");
+        assert!(shown.contains("select 1 -- not a URL: a@b:c"), "text with spaces is left alone: {shown}");
+    }
 }

@@ -2,7 +2,7 @@
 //! strategy file) and seeded, the load with its faults, the checks and the verdict, then
 //! teardown whatever happened.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use counterlab_core::{
@@ -19,6 +19,7 @@ use counterlab_strategies::{
 
 use super::names::scoped_namespace;
 use super::post::{Incomplete, executed, incomplete_report, judged_errors, retry_lost, schedule_faults, settled_reads};
+use super::status::{self, Progress, Status};
 use super::{Phase, RunOptions, Target};
 
 /// A cell's row and the files beside the report (its HDR interval log).
@@ -35,12 +36,24 @@ struct Cell<'a> {
     ns_name: String,
     /// The namespace without the run's prefix: the HDR log's and history's file name.
     short: String,
+    /// The live status, when the caller wants it.
+    live: Option<(Progress, Arc<Mutex<Status>>)>,
 }
 
 impl Cell<'_> {
     fn enter(&self, phase: Phase) {
         if let Some(hook) = &self.opts.on_phase {
             hook(phase, &self.ns_name);
+        }
+        self.report(phase.name());
+    }
+
+    /// Sends the live status with the cell in `phase`.
+    fn report(&self, phase: &str) {
+        if let Some((progress, status)) = &self.live {
+            let mut s = status.lock().expect("status lock");
+            s.phase = phase.to_string();
+            progress(&s);
         }
     }
 
@@ -84,7 +97,27 @@ pub(super) async fn run_one(
         _ => scoped_namespace(t.run_id, t.server.dialect(), t.isolation, &format!("{}_r{}", t.name, t.repeat + 1)),
     };
     let short = ns_name.strip_prefix(&format!("cl_{}_", t.run_id)).unwrap_or(&ns_name).to_string();
-    let cell = Cell { plan, opts, t, backend, ns_name, short };
+    let live = opts.progress.clone().map(|p| {
+        let (planned_s, planned_ops) = status::planned(plan);
+        let s = Status {
+            cell: t.index.0,
+            cells: t.index.1,
+            strategy: t.name.to_string(),
+            backend: backend.clone(),
+            isolation: t.isolation.name().to_string(),
+            phase: "seed".into(),
+            elapsed_s: 0.0,
+            planned_s,
+            planned_ops,
+            ops: 0,
+            errors: 0,
+            ops_by_kind: Vec::new(),
+            sample: None,
+        };
+        (p, Arc::new(Mutex::new(s)))
+    });
+    let cell = Cell { plan, opts, t, backend, ns_name, short, live };
+    cell.report("seed");
     let spec = PoolSpec {
         max_connections: plan.workload.connections,
         // Bounds the wait for a pooled connection (and SQLite's write lock).
@@ -292,20 +325,13 @@ async fn drive(
     Loaded { strategy, load, faults, settle_s, settle_error, series }
 }
 
-/// The live status line, when the caller wants one.
+/// The live status at each sampled interval, when the caller wants it.
 fn progress_line(cell: &Cell<'_>) -> Box<dyn FnMut(&Sample) + Send> {
-    let Some(progress) = cell.opts.progress.clone() else { return Box::new(|_: &Sample| {}) };
-    let label = cell.label();
+    let Some((progress, status)) = cell.live.clone() else { return Box::new(|_: &Sample| {}) };
     Box::new(move |s: &Sample| {
-        progress(&format!(
-            "{label} | {} | {:.0} s | {:.0} ops/s | {} errors | {} dropped | p99 {} us",
-            s.phase,
-            s.t_s,
-            s.ops_per_s(),
-            s.errors,
-            s.dropped,
-            s.p99_us
-        ))
+        let mut st = status.lock().expect("status lock");
+        st.add(s);
+        progress(&st);
     })
 }
 
