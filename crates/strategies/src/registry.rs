@@ -39,6 +39,21 @@ impl Builtin {
         matches!(self.build, Build::Mq(_))
     }
 
+    /// What the design needs beyond the SQL database, for the report's decision view:
+    /// its row in `MOVING_PARTS`, else what its build implies (Redis, or the broker and
+    /// its consumer). A reconciler, when configured, is added by the runner.
+    pub fn moving_parts(&self) -> Vec<String> {
+        if let Some((_, parts)) = MOVING_PARTS.iter().find(|(n, _)| *n == self.info.name) {
+            return parts.iter().map(|p| p.to_string()).collect();
+        }
+        let parts: &[&str] = match self.build {
+            Build::Sql(_) => &[],
+            Build::Redis(_) => &["Redis"],
+            Build::Mq(_) => &["RabbitMQ", "consumer", "eventual reads"],
+        };
+        parts.iter().map(|p| p.to_string()).collect()
+    }
+
     /// `SQL`, `SQL + Redis` or `SQL + RabbitMQ`, for listings.
     pub fn family(&self) -> &'static str {
         match self.build {
@@ -185,6 +200,19 @@ pub const BUILTINS: &[Builtin] = &[
         "the same queue; the consumer records each message id in the apply's transaction and skips ids already recorded: a redelivery after a lost ack applies nothing",
         Build::Mq(|i, db, s, c| mq(i, db, s, c, MqDesign::Idempotent)),
     ),
+];
+
+/// The moving parts of the built-ins whose build does not say it all (beside `BUILTINS`;
+/// a strategy missing here gets its build's: none for SQL, `Redis`, or the broker's).
+pub const MOVING_PARTS: &[(&str, &[&str])] = &[
+    ("zset-buffer", &["Redis", "flusher", "eventual reads (pending deltas)"]),
+    ("zset-buffer-durable", &["Redis", "flusher", "eventual reads (pending deltas)"]),
+    ("zset-buffer-replay", &["Redis", "flusher", "eventual reads (pending deltas)"]),
+    ("lua-script", &["Redis (holds the truth)"]),
+    ("redis-set", &["Redis (holds the truth)"]),
+    ("redis-set-check-then-remove", &["Redis (holds the truth)"]),
+    ("cache-aside", &["Redis cache", "eventual reads (read lag)"]),
+    ("cache-aside-delete-first", &["Redis cache", "eventual reads (read lag)"]),
 ];
 
 /// The strategies a run can build: the built-ins, plus any a test registers.

@@ -7,12 +7,14 @@
 
 mod charts;
 mod svg;
+mod top;
 
 use std::fmt::Write as _;
 
 use self::charts::{drift_chart, p99_chart, percentile_chart, throughput_chart};
 use self::svg::esc;
 use crate::render::history_line;
+use crate::units::latency;
 use crate::{Report, StageReport};
 
 /// A figure for a table cell; `-` when not finite.
@@ -24,7 +26,7 @@ fn yes_no(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
 
-fn verdict_class(v: &str) -> &'static str {
+pub(super) fn verdict_class(v: &str) -> &'static str {
     use counterlab_core::VerdictLabel as V;
     match V::parse(v) {
         Some(V::Pass) => "v-pass",
@@ -35,9 +37,15 @@ fn verdict_class(v: &str) -> &'static str {
 
 const CSS: &str = r#"
 :root { color-scheme: light; }
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px auto; max-width: 1240px;
-  padding: 0 16px; color: #1d232a; background: #fff; }
-h1 { font-size: 1.5em; margin-bottom: 8px; }
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 12px auto; max-width: 1240px;
+  padding: 0 16px; color: #1d232a; background: #fff; font-size: 15px; }
+h1 { font-size: 1.3em; margin: 0 0 4px; }
+#decision p.overall { margin: 0 0 4px; font-size: 0.9em; }
+#decision ul.sentences { margin: 4px 0 8px; padding-left: 18px; }
+#decision li.decision-sentence { margin: 2px 0; line-height: 1.3; }
+table.grid td, table.grid th { white-space: normal; }
+table.grid .rel { color: #59636e; font-size: 0.92em; }
+span.verdict { padding: 0 4px; border-radius: 3px; }
 h2 { font-size: 1.2em; margin-top: 32px; border-bottom: 1px solid #d6dbe1; padding-bottom: 4px; }
 h3 { font-size: 1em; margin: 16px 0 4px; }
 dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 0; }
@@ -98,7 +106,10 @@ pub fn render_html(r: &Report) -> String {
     writeln!(w, "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">").unwrap();
     writeln!(w, "<title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>", esc(&title)).unwrap();
     writeln!(w, "<h1>{}</h1>", esc(&title)).unwrap();
+    top::decision(w, r);
+    writeln!(w, "<h2>Run</h2>").unwrap();
     header(w, r);
+    top::ranked_tables(w, r);
     comparison(w, r);
     charts(w, r);
     latency_table(w, r);
@@ -230,7 +241,7 @@ fn table(w: &mut String, head: &[&str], rows: &[Vec<Cell>]) {
 }
 
 fn comparison(w: &mut String, r: &Report) {
-    writeln!(w, "<h2>Strategy x backend x isolation</h2>").unwrap();
+    writeln!(w, "<h2>All figures per strategy x backend x isolation</h2>").unwrap();
     let rows: Vec<Vec<Cell>> = r
         .strategies
         .iter()
@@ -243,7 +254,7 @@ fn comparison(w: &mut String, r: &Report) {
                 classed("wide", esc(&s.load_model)),
                 num(s.ops_total),
                 num(fig(s.throughput_ops_per_s, 1)),
-                num(s.p99_all()),
+                num(latency(s.p99_all())),
                 num(s.errors_total),
                 num(s.retries),
                 num(s.open_loop.as_ref().map_or(0, |o| o.dropped)),
@@ -264,7 +275,7 @@ fn comparison(w: &mut String, r: &Report) {
             "load model",
             "ops",
             "ops/s",
-            "p99 us (worst op)",
+            "p99 (worst op)",
             "errors",
             "retries",
             "dropped",
@@ -289,7 +300,7 @@ fn charts(w: &mut String, r: &Report) {
     writeln!(
         w,
         "<p class=\"muted\">Percentile curves: solid from the intended start (free of coordinated omission), \
-         dashed from the moment a worker started the op (service time); in a closed loop they coincide.</p>"
+         dotted from the moment a worker started the op (service time); in a closed loop they coincide.</p>"
     )
     .unwrap();
     for (i, s) in r.strategies.iter().enumerate() {
@@ -299,7 +310,7 @@ fn charts(w: &mut String, r: &Report) {
 }
 
 fn latency_table(w: &mut String, r: &Report) {
-    writeln!(w, "<h2>Latency per operation (microseconds)</h2>").unwrap();
+    writeln!(w, "<h2>Latency per operation</h2>").unwrap();
     let mut rows = Vec::new();
     for s in &r.strategies {
         for (op, o) in s.ops.iter().filter(|(_, o)| o.count + o.skipped > 0) {
@@ -313,13 +324,13 @@ fn latency_table(w: &mut String, r: &Report) {
                 num(o.errors),
                 num(o.retries),
                 num(o.skipped),
-                num(l.p50),
-                num(l.p90),
-                num(l.p99),
-                num(l.p999),
-                num(l.max),
-                num(u.p99),
-                num(u.max),
+                num(latency(l.p50)),
+                num(latency(l.p90)),
+                num(latency(l.p99)),
+                num(latency(l.p999)),
+                num(latency(l.max)),
+                num(latency(u.p99)),
+                num(latency(u.max)),
             ]);
         }
     }
@@ -376,7 +387,7 @@ fn stages_table(w: &mut String, r: &Report) {
                 num(st.ops),
                 num(st.dropped),
                 num(fig(st.achieved_ops_per_s, 1)),
-                num(st.p99_us),
+                num(latency(st.p99_us)),
             ]);
         }
     }
@@ -395,7 +406,7 @@ fn stages_table(w: &mut String, r: &Report) {
             "ops",
             "dropped",
             "achieved ops/s",
-            "p99 us",
+            "p99",
         ],
         &rows,
     );
@@ -414,7 +425,7 @@ fn open_loop_table(w: &mut String, r: &Report) {
                 num(o.issued),
                 num(o.dropped),
                 num(o.late),
-                num(o.schedule_lag_us.p99),
+                num(latency(o.schedule_lag_us.p99)),
                 num(fig(o.target_ops_per_s, 1)),
                 num(fig(o.achieved_ops_per_s, 1)),
                 num(fig(o.achieved_over_target, 3)),
@@ -431,7 +442,7 @@ fn open_loop_table(w: &mut String, r: &Report) {
                 "issued",
                 "dropped",
                 "late",
-                "schedule lag p99 us",
+                "schedule lag p99",
                 "target ops/s",
                 "achieved ops/s",
                 "achieved / target",
@@ -608,6 +619,12 @@ fn skipped(w: &mut String, r: &Report) {
     table(w, &["strategy", "backend", "isolation", "reason"], &rows);
 }
 
+/// A report with these rows and a test run's header, for other modules' unit tests.
+#[cfg(test)]
+pub(crate) fn tests_report(rows: Vec<crate::StrategyReport>) -> Report {
+    tests::report(rows)
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -670,6 +687,7 @@ mod tests {
             isolation: "read-committed".into(),
             isolation_in_effect: "read committed".into(),
             guarantee: "exact".into(),
+            moving_parts: Vec::new(),
             namespace: "cl_test".into(),
             namespace_kept: false,
             identity: "role cl_test (this namespace only)".into(),
