@@ -241,3 +241,50 @@ fn markdown_strategy(w: &mut String, s: &StrategyReport) {
         line(w, format!("  - threshold {}: {}", if t.passed { "ok" } else { "**BREACHED**" }, t.detail));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::tests::{report, row};
+
+    /// Lines outside `<details>` blocks (their opening and closing lines show).
+    fn visible(md: &str) -> usize {
+        let mut depth = 0usize;
+        md.lines()
+            .filter(|l| {
+                if l.starts_with("<details>") {
+                    depth += 1;
+                    true
+                } else if l.starts_with("</details>") {
+                    depth = depth.saturating_sub(1);
+                    true
+                } else {
+                    depth == 0
+                }
+            })
+            .count()
+    }
+
+    #[test]
+    fn a_quickstart_report_shows_the_decision_first_in_under_40_lines() {
+        let mut r = report(vec![
+            row("direct-update", "postgres", "none", "drift-expected", 1500.0, 9_000),
+            row("select-for-update", "postgres", "exact", "pass", 1000.0, 18_000),
+            row("conditional-update", "postgres", "exact", "pass", 1250.0, 12_000),
+        ]);
+        r.plan = serde_json::json!({"workload": {"lines": (0..400).collect::<Vec<u32>>()}});
+        let md = render_markdown(&r);
+        assert!(visible(&md) <= 40, "{} visible lines:\n{md}", visible(&md));
+        assert!(md.lines().count() > 400, "the plan is still there, folded");
+        let decision = md.find("## Decision").unwrap();
+        let sentence = md.find("**On postgres at read-committed, conditional-update kept exact counts").unwrap();
+        assert!(
+            decision < sentence
+                && sentence < md.find("| 1 | conditional-update | kept exact counts | 1.00× | 12 ms").unwrap()
+        );
+        assert!(md.contains("| drift-expected |") && md.contains("- `pass` postgres at read-committed"));
+        let plan = md.find("<details><summary>Resolved plan</summary>").unwrap();
+        assert!(md[plan..].contains("```json"), "the plan is inside its block");
+        assert!(!md.contains(" us |") && !md.contains("p99 us"), "one unit: ms");
+    }
+}

@@ -38,9 +38,28 @@ pub(crate) fn row(
 }
 
 pub(crate) fn report(rows: Vec<StrategyReport>) -> Report {
-    let mut r = crate::html::tests_report(rows);
-    r.scenario = "decision".into();
-    r
+    Report {
+        report_schema_version: crate::REPORT_SCHEMA_VERSION,
+        counterlab_version: "0.1.0".into(),
+        git_commit: "0c6a774".into(),
+        scenario: "decision".into(),
+        scenario_path: "scenarios/decision.toml".into(),
+        seed: 42,
+        run_id: "20261201-120000-abcd".into(),
+        started_at_utc: "2026-12-01T12:00:00Z".into(),
+        plan: serde_json::json!({}),
+        servers: Vec::new(),
+        all_guarantees_held: rows.iter().all(|s| s.check.matches_guarantee),
+        strategies: rows,
+        skipped: Vec::new(),
+        thresholds_breached: 0,
+        expectations_unmet: 0,
+        expectations_not_judged: Vec::new(),
+        interrupted: false,
+        replay_command: "counterlab run scenarios/decision.toml --seed 42".into(),
+        trusted_strategy_files: false,
+        side_files: Vec::new(),
+    }
 }
 
 #[test]
@@ -78,8 +97,8 @@ fn differences_within_the_band_are_ties_not_wins() {
     assert!(!g.sentence.contains("fastest"), "a tie is not a win: {}", g.sentence);
     assert_eq!(relative_text(&g.rows[1]), "0.91× (tie)");
     assert!(noise_note(&r).contains("15%"));
-    // Just outside the band: a win.
-    assert!(!tied(&[1000.0], &[1180.0]) && tied(&[1000.0], &[1170.0]));
+    // Just outside the band (1.16×): a win; just inside (1.14×): a tie.
+    assert!(!tied(&[1000.0], &[1160.0]) && tied(&[1000.0], &[1140.0]) && tied(&[1140.0], &[1000.0]));
     // Several samples: overlapping ranges tie, disjoint ones do not.
     assert!(tied(&[900.0, 1100.0], &[1050.0, 1200.0]) && !tied(&[900.0, 1000.0], &[1050.0, 1200.0]));
     assert!(!tied(&[f64::NAN], &[1.0]));

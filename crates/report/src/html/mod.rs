@@ -619,12 +619,6 @@ fn skipped(w: &mut String, r: &Report) {
     table(w, &["strategy", "backend", "isolation", "reason"], &rows);
 }
 
-/// A report with these rows and a test run's header, for other modules' unit tests.
-#[cfg(test)]
-pub(crate) fn tests_report(rows: Vec<crate::StrategyReport>) -> Report {
-    tests::report(rows)
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -882,6 +876,30 @@ mod tests {
         }
         assert!(html.starts_with("<!DOCTYPE html>") && html.trim_end().ends_with("</html>"));
         assert!(html.contains("document.body.dataset.charts"));
+    }
+
+    #[test]
+    fn the_decision_view_opens_the_page_with_every_rows_verdict() {
+        let html = render_html(&two_strategies());
+        let decision = html.find("<section id=\"decision\">").unwrap();
+        let sentence = html.find("<li class=\"decision-sentence\">On postgres at read-committed, ").unwrap();
+        assert!(decision < sentence && sentence < html.find("<dl class=\"meta\">").unwrap());
+        let top = &html[decision..html.find("</section>").unwrap()];
+        for s in &two_strategies().strategies {
+            assert!(top.contains(&format!("data-row=\"{}\"", esc(&s.label()))), "{} missing", s.label());
+        }
+        // One group: the ranked table, with at most 7 columns and the latency in ms.
+        assert_eq!(top.matches("<th>").count(), 7, "{top}");
+        let p99 = crate::units::latency(two_strategies().strategies[0].p99_all());
+        assert!(p99.ends_with(" ms") && top.contains(&format!(">{p99}<")), "{top}");
+        // Several groups: the grid, one verdict per row.
+        let mut r = two_strategies();
+        r.strategies[1].backend = "mysql".into();
+        let html = render_html(&r);
+        let top = &html[html.find("<section id=\"decision\">").unwrap()..html.find("</section>").unwrap()];
+        assert!(top.contains("<table class=\"grid\">") && top.matches("data-row=").count() == 2, "{top}");
+        assert_eq!(top.matches("class=\"decision-sentence\"").count(), 2);
+        assert!(html.contains("<h2>Ranked per backend and level</h2>"));
     }
 
     #[test]
