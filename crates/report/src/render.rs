@@ -133,23 +133,21 @@ fn terminal_decision(w: &mut String, r: &Report, width: u16) {
 
 /// The summary table: one row per strategy run with its totals and verdict label.
 fn terminal_summary(w: &mut String, r: &Report, width: u16) {
-    let head = ["strategy", "backend", "isolation", "ops", "ops/s", "errors", "mismatched", "drift", "verdict"];
-    let mut t = table(width, &head, &[3, 4, 5, 6, 7]);
+    let head = ["strategy", "backend", "isolation", "ops/s", "errors", "mismatched", "verdict"];
+    let mut t = table(width, &head, &[3, 4, 5]);
     for s in &r.strategies {
         t.add_row(vec![
             s.strategy.clone(),
             s.backend.clone(),
             s.isolation.clone(),
-            s.ops_total.to_string(),
             format!("{:.0}", s.throughput_ops_per_s),
             s.errors_total.to_string(),
             mismatched(s),
-            s.check.drift_abs_total.to_string(),
             s.check.verdict.clone(),
         ]);
     }
     keep_whole(&mut t, 0);
-    keep_whole(&mut t, 8);
+    keep_whole(&mut t, 6);
     writeln!(w, "{t}\n").unwrap();
 }
 

@@ -245,3 +245,29 @@ impl Registry {
         &self.rows
     }
 }
+
+#[cfg(test)]
+mod moving_parts_tests {
+    use super::*;
+
+    #[test]
+    fn every_design_declares_what_it_needs_beyond_sql() {
+        for (name, _) in MOVING_PARTS {
+            assert!(BUILTINS.iter().any(|b| b.info.name == *name), "{name} is not a built-in");
+        }
+        for b in BUILTINS {
+            let parts = b.moving_parts();
+            match b.build {
+                Build::Sql(_) => assert!(parts.is_empty(), "{}: {parts:?}", b.info.name),
+                Build::Redis(_) => assert!(parts.iter().any(|p| p.starts_with("Redis")), "{}: {parts:?}", b.info.name),
+                Build::Mq(_) => assert!(parts.contains(&"RabbitMQ".to_string()), "{}: {parts:?}", b.info.name),
+            }
+            if b.info.guarantee == Guarantee::Eventual {
+                assert!(parts.iter().any(|p| p.starts_with("eventual reads")), "{}: {parts:?}", b.info.name);
+            }
+        }
+        let find = |n: &str| BUILTINS.iter().find(|b| b.info.name == n).unwrap().moving_parts();
+        assert_eq!(find("zset-buffer"), ["Redis", "flusher", "eventual reads (pending deltas)"]);
+        assert_eq!(find("mq-consumer-idempotent"), ["RabbitMQ", "consumer", "eventual reads"]);
+    }
+}

@@ -261,7 +261,6 @@ fn comparison(w: &mut String, r: &Report) {
                 num(format!("{}/{}", s.check.users_mismatched, s.check.users_checked)),
                 num(s.check.drift_abs_total),
                 classed(verdict_class(&s.check.verdict), esc(&s.check.verdict)),
-                classed(if s.check.matches_guarantee { "good" } else { "bad" }, yes_no(s.check.matches_guarantee)),
             ]
         })
         .collect();
@@ -282,7 +281,6 @@ fn comparison(w: &mut String, r: &Report) {
             "mismatched",
             "drift",
             "verdict",
-            "matches guarantee",
         ],
         &rows,
     );

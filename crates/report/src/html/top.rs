@@ -61,7 +61,7 @@ fn verdict_html(x: &Ranked<'_>, top: bool) -> String {
 /// One group's rows: rank, strategy, verdict, throughput vs best, p99, retries/give-ups,
 /// moving parts.
 fn ranked_table(w: &mut String, g: &Group<'_>, top: bool) {
-    writeln!(w, "<table class=\"ranked\">\n<thead><tr><th>#</th><th>strategy</th><th>verdict</th><th>throughput vs best</th><th>p99</th><th>retries / give-ups</th><th>moving parts</th></tr></thead>\n<tbody>").unwrap();
+    writeln!(w, "<div class=\"scroll\"><table class=\"ranked\">\n<thead><tr><th>#</th><th>strategy</th><th>verdict</th><th>throughput vs best</th><th>p99</th><th>retries / give-ups</th><th>moving parts</th></tr></thead>\n<tbody>").unwrap();
     for (i, x) in g.rows.iter().enumerate() {
         writeln!(
             w,
@@ -77,7 +77,7 @@ fn ranked_table(w: &mut String, g: &Group<'_>, top: bool) {
         )
         .unwrap();
     }
-    writeln!(w, "</tbody></table>").unwrap();
+    writeln!(w, "</tbody></table></div>").unwrap();
 }
 
 /// A short verdict for a grid cell (the ranked tables below have the words).
@@ -101,7 +101,7 @@ fn grid(w: &mut String, groups: &[Group<'_>]) {
             names.push(&x.row.strategy);
         }
     }
-    write!(w, "<table class=\"grid\">\n<thead><tr><th>strategy</th>").unwrap();
+    write!(w, "<div class=\"scroll\"><table class=\"grid\">\n<thead><tr><th>strategy</th>").unwrap();
     for g in groups {
         write!(w, "<th>{}<br>{}</th>", esc(&g.backend), esc(&g.isolation)).unwrap();
     }
@@ -125,5 +125,5 @@ fn grid(w: &mut String, groups: &[Group<'_>]) {
         }
         writeln!(w, "</tr>").unwrap();
     }
-    writeln!(w, "</tbody></table>").unwrap();
+    writeln!(w, "</tbody></table></div>").unwrap();
 }
