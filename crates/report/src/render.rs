@@ -54,12 +54,21 @@ pub fn render_terminal_width(r: &Report, width: u16) -> String {
     terminal_decision(w, r, width);
     terminal_summary(w, r, width);
     terminal_latency(w, r, width);
-    terminal_strategy_notes(w, r);
-    terminal_figures(w, r);
-    terminal_problems(w, r);
-    writeln!(w, "\nverdicts:").unwrap();
+    let mut notes = String::new();
+    terminal_strategy_notes(&mut notes, r);
+    terminal_figures(&mut notes, r);
+    terminal_problems(&mut notes, r);
+    writeln!(notes, "\nverdicts:").unwrap();
     for s in &r.strategies {
-        writeln!(w, "  {:<20} {} at {}: {}", s.check.verdict, s.backend, s.isolation, s.check.summary).unwrap();
+        writeln!(notes, "  {:<20} {} at {}: {}", s.check.verdict, s.backend, s.isolation, s.check.summary).unwrap();
+    }
+    for l in notes.lines() {
+        let text = l.trim_start();
+        let indent = &l[..l.len() - text.len()];
+        let inner = width.saturating_sub(indent.len() as u16).max(20);
+        for part in wrap(text, inner).lines() {
+            writeln!(w, "{indent}{part}").unwrap();
+        }
     }
     out
 }
@@ -293,6 +302,11 @@ mod tests {
         for width in [80u16, 100, 200] {
             let text = tables(&r, width);
             for l in text.lines() {
+                assert!(l.chars().count() <= width as usize, "{} > {width}: {l}", l.chars().count());
+            }
+            let mut wide = r.clone();
+            wide.strategies[0].check.summary = "word ".repeat(60);
+            for l in render_terminal_width(&wide, width).lines() {
                 assert!(l.chars().count() <= width as usize, "{} > {width}: {l}", l.chars().count());
             }
             assert!(text.contains("conditional-update-unguarded"), "names are not broken:\n{text}");
