@@ -236,29 +236,36 @@ fn sentence(backend: &str, isolation: &str, rows: &[Ranked<'_>]) -> String {
 /// The fastest design that kept its guarantee against the runner-up, or the designs
 /// tied with it.
 fn winner(best: &Ranked<'_>, rest: &[&Ranked<'_>]) -> String {
-    let same = rest.iter().all(|r| r.verdict == best.verdict);
-    let kept = if same { best.verdict.clone() } else { "kept its guarantee".into() };
+    let named = |r: &Ranked<'_>| match r.cost.as_str() {
+        "none" => r.row.strategy.clone(),
+        cost => format!("{} (carries: {cost})", r.row.strategy),
+    };
     let tied: Vec<&&Ranked<'_>> = rest.iter().filter(|r| r.tie).collect();
-    let parts = if best.cost == "none" { String::new() } else { format!(" (carries: {})", best.cost) };
     if !tied.is_empty() {
-        let names: Vec<&str> = tied.iter().map(|r| r.row.strategy.as_str()).collect();
+        let same = tied.iter().all(|r| r.verdict == best.verdict);
+        let names: Vec<String> = tied.iter().map(|r| named(r)).collect();
         let p99: Vec<String> = tied.iter().map(|r| r.p99.clone()).collect();
         let both = if tied.len() == 1 { "both" } else { "all" };
+        let kept = if same { best.verdict.clone() } else { "kept their guarantee".into() };
         return format!(
-            "{} and {} {}, tied on throughput (within the noise band){parts}: p99 {} vs {}.",
-            best.row.strategy,
+            "{} and {} {both} {kept} and tied on throughput (within the noise band): p99 {} vs {}.",
+            named(best),
             names.join(", "),
-            if same { format!("{both} {kept}") } else { format!("{both} kept their guarantee") },
             best.p99,
             p99.join(", ")
         );
     }
+    let same = rest.iter().all(|r| r.verdict == best.verdict);
+    let kept = if same { best.verdict.clone() } else { "kept its guarantee".into() };
     let next = rest[0];
     let ratio = next.relative.filter(|x| *x > 0.0).map_or("-".to_string(), |x| format!("{:.2}×", 1.0 / x));
     let of = if same && best.row.guarantee == "exact" { "the exact designs" } else { "the designs that kept theirs" };
     format!(
-        "{} {kept} and was fastest of {of}{parts}: {ratio} {}, p99 {} vs {}.",
-        best.row.strategy, next.row.strategy, best.p99, next.p99
+        "{} {kept} and was fastest of {of}: {ratio} {}, p99 {} vs {}.",
+        named(best),
+        next.row.strategy,
+        best.p99,
+        next.p99
     )
 }
 
