@@ -5,6 +5,8 @@
 //! (INCOMPLETE) and nothing failed, 128 + the signal when Ctrl-C, SIGTERM or SIGHUP
 //! interrupted it: 130, 143, 129).
 
+mod render_cmd;
+
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,6 +52,9 @@ enum Command {
     /// List the namespaces killed runs left on the configured servers (their markers
     /// say so); with --yes, remove them and their roles, users and ACL users.
     Clean(CleanArgs),
+    /// Re-render a saved report.json: write report.md and report.html (beside it, or in
+    /// --out) and print the terminal view.
+    Report(render_cmd::ReportArgs),
     /// Run the bug zoo: every scenario in DIR declaring `expect_anomaly` over several
     /// seeds. Exit 1 when a mutant's anomaly is missed or a correct strategy shows one.
     Zoo(ZooArgs),
@@ -644,6 +649,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Compare(args) => compare_cmd(args),
+        Command::Report(args) => render_cmd::report_cmd(args),
         Command::Clean(args) => match runtime() {
             Some(rt) => rt.block_on(clean_cmd(args)),
             None => ExitCode::from(2),

@@ -63,6 +63,9 @@ named_enum! {
 
 pub const DEFAULT_MAX_WAIT_MS: u64 = 1_000;
 pub const DEFAULT_SAMPLE_INTERVAL_MS: u64 = 1_000;
+/// Drift is sampled unless a scenario says `sample_drift = false`: one aggregate query
+/// per interval, whose measured cost docs/running.md states.
+pub const DEFAULT_SAMPLE_DRIFT: bool = true;
 pub const DEFAULT_DUP_K: u32 = 4;
 pub const DEFAULT_ISOLATION: Isolation = Isolation::ReadCommitted;
 pub const DEFAULT_REDIS: RedisPlan = RedisPlan {

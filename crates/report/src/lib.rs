@@ -3,11 +3,14 @@
 //! terminal table. Rendering returns strings; the CLI alone writes files.
 
 mod compare;
+pub mod decision;
 mod html;
+mod markdown;
 mod render;
 mod repeats;
 pub mod stats;
 mod thresholds;
+pub mod units;
 
 use std::collections::BTreeMap;
 
@@ -18,7 +21,8 @@ use serde::{Deserialize, Serialize};
 
 pub use compare::{Comparison, MIN_OPS_FOR_P99, compare, render_comparison, render_comparison_markdown};
 pub use html::render_html;
-pub use render::{render_markdown, render_terminal};
+pub use markdown::render_markdown;
+pub use render::{FIXED_WIDTH, render_terminal, render_terminal_width, terminal_width};
 pub use repeats::{RepeatRun, merge_repeats, throughput_with_spread};
 pub use thresholds::{Metric, Threshold, ThresholdResult, evaluate};
 
@@ -96,6 +100,11 @@ pub struct StrategyReport {
     /// The level the server reported for those connections.
     pub isolation_in_effect: String,
     pub guarantee: String,
+    /// What the design needs beyond the SQL database (`Redis`, `flusher`, `reconciler`,
+    /// `RabbitMQ`, `consumer`, `eventual reads`...): the operational cost the decision
+    /// view shows. Declared next to the strategy's registry row; empty for plain SQL.
+    #[serde(default)]
+    pub moving_parts: Vec<String>,
     pub namespace: String,
     /// True when `--keep` left the namespace in place.
     pub namespace_kept: bool,
@@ -721,6 +730,7 @@ impl StrategyReport {
             isolation: run.isolation.to_string(),
             isolation_in_effect: run.isolation_in_effect.to_string(),
             guarantee: run.info.guarantee.name().to_string(),
+            moving_parts: Vec::new(),
             namespace: run.namespace.to_string(),
             namespace_kept: run.namespace_kept,
             identity: run.identity,

@@ -11,8 +11,8 @@ use crate::overrides::Overrides;
 use crate::raw::{RawFault, RawWorkload};
 use crate::types::limits::*;
 use crate::types::{
-    Arrival, DEFAULT_DUP_K, DEFAULT_MAX_WAIT_MS, DEFAULT_OP_TIMEOUT_MS, DEFAULT_SAMPLE_INTERVAL_MS, MixPlan, SkewKind,
-    WorkloadPlan,
+    Arrival, DEFAULT_DUP_K, DEFAULT_MAX_WAIT_MS, DEFAULT_OP_TIMEOUT_MS, DEFAULT_SAMPLE_DRIFT,
+    DEFAULT_SAMPLE_INTERVAL_MS, MixPlan, SkewKind, WorkloadPlan,
 };
 
 pub(crate) fn workload(
@@ -55,7 +55,7 @@ pub(crate) fn workload(
         arrival,
         max_wait_ms,
         sample_interval_ms,
-        sample_drift: w.sample_drift.unwrap_or(false),
+        sample_drift: w.sample_drift.unwrap_or(DEFAULT_SAMPLE_DRIFT),
         dup_k,
         op_timeout_ms,
         connections: within(src, &w.connections, "connections", 1..=MAX_CONNECTIONS, default_connections)?,

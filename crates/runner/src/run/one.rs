@@ -485,6 +485,7 @@ fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log: &mut dyn F
         anomalies: &f.anomalies,
         history: f.history,
     });
+    report.moving_parts = moving_parts(cell, &report);
     report.thresholds = cell.plan.thresholds.iter().filter_map(|t| evaluate(t, &report)).collect();
     report.expectations = expectations(cell, &report);
     for e in report.expectations.iter().filter(|e| e.judged && !e.met) {
@@ -494,6 +495,20 @@ fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log: &mut dyn F
         log(&format!("{}: threshold breached: {}", cell.label(), b.detail));
     }
     (report, vec![(hdr_name, l.series.hdr_log)])
+}
+
+/// What the design needs beyond the SQL database (the registry row's declaration; a
+/// file-defined strategy: Redis when it uses it), plus the reconciler when one ran.
+fn moving_parts(cell: &Cell<'_>, report: &StrategyReport) -> Vec<String> {
+    let mut parts = match cell.opts.registry.find(cell.t.name) {
+        Some(b) if !cell.plan.custom.contains_key(cell.t.name) => b.moving_parts(),
+        _ if cell.backend.contains("+redis") => vec!["Redis".to_string()],
+        _ => Vec::new(),
+    };
+    if report.figures.contains_key("reconcile_passes") && !parts.iter().any(|p| p == "reconciler") {
+        parts.push("reconciler".into());
+    }
+    parts
 }
 
 /// The scenario's `[[expect]]` entries for this strategy on this backend, judged on its
