@@ -131,6 +131,12 @@ struct ServerArgs {
     /// AMQP URL of the broker (RabbitMQ) for the mq-consumer strategies; else COUNTERLAB_AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/%2f.
     #[arg(long, value_name = "URL")]
     amqp: Option<String>,
+    /// A hot standby of the PostgreSQL server, for `[replica] read_from` (scripts/topologies/pg-standby.sh); else COUNTERLAB_POSTGRES_REPLICA_URL.
+    #[arg(long, value_name = "URL")]
+    postgres_replica: Option<String>,
+    /// A replica of the Redis server, for `[replica] read_from` (scripts/topologies/redis-replica.sh); else COUNTERLAB_REDIS_REPLICA_URL.
+    #[arg(long, value_name = "URL")]
+    redis_replica: Option<String>,
     /// Directory for SQLite namespace files [default: a temporary directory, removed after the run].
     #[arg(long, value_name = "DIR")]
     sqlite: Option<PathBuf>,
@@ -147,16 +153,25 @@ impl ServerArgs {
         let mysql = configured(self.mysql, "--mysql", &["COUNTERLAB_MYSQL_URL"]);
         let redis = configured(self.redis, "--redis", &["COUNTERLAB_REDIS_URL"]);
         let amqp = configured(self.amqp, "--amqp", &["COUNTERLAB_AMQP_URL"]);
-        let sources: Vec<String> = [("postgres", &postgres), ("mysql", &mysql), ("redis", &redis), ("amqp", &amqp)]
+        let pg_replica = configured(self.postgres_replica, "--postgres-replica", &["COUNTERLAB_POSTGRES_REPLICA_URL"]);
+        let redis_replica = configured(self.redis_replica, "--redis-replica", &["COUNTERLAB_REDIS_REPLICA_URL"]);
+        let mut sources: Vec<String> = [("postgres", &postgres), ("mysql", &mysql), ("redis", &redis), ("amqp", &amqp)]
             .iter()
             .map(|(b, c)| format!("{b} URL from {}", c.as_ref().map_or("the local default", |c| c.1)))
             .collect();
+        for (b, c) in [("postgres standby", &pg_replica), ("redis replica", &redis_replica)] {
+            if let Some(c) = c {
+                sources.push(format!("{b} URL from {}", c.1));
+            }
+        }
         let opts = RunOptions {
             postgres_url: postgres.map(|c| c.0),
             postgres_default: counterlab_strategies::DEFAULT_POSTGRES_URL.to_string(),
             mysql_url: mysql.map(|c| c.0),
             redis_url: redis.map(|c| c.0),
             amqp_url: amqp.map(|c| c.0),
+            postgres_replica_url: pg_replica.map(|c| c.0),
+            redis_replica_url: redis_replica.map(|c| c.0),
             sqlite_dir: self.sqlite,
             keep,
             history_dir,

@@ -197,7 +197,7 @@ pub fn render_markdown(r: &Report) -> String {
     markdown_header(w, r);
     line(w, "\n## Verdicts\n");
     for s in &r.strategies {
-        line(w, format!("- `{}` {} at {}: {}", s.check.verdict, s.backend, s.isolation, s.check.summary));
+        line(w, format!("- `{}` {}: {}", s.check.verdict, s.label().split_once(" on ").map_or("", |x| x.1), s.check.summary));
     }
     if r.interrupted {
         line(w, "- **interrupted** by Ctrl-C: later runs did not start");
@@ -325,6 +325,9 @@ fn markdown_strategy(w: &mut String, s: &StrategyReport) {
     );
     if let Some(e) = &s.cleanup_error {
         line(w, format!("  - **cleanup failed**: {e}"));
+    }
+    if let Some(st) = &s.staleness {
+        line(w, format!("  - staleness of replica reads: {}", st.line()));
     }
     if s.permission_denied > 0 {
         line(

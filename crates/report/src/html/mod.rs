@@ -535,6 +535,9 @@ fn details(w: &mut String, r: &Report) {
             esc(&s.identity)
         )
         .unwrap();
+        if let Some(st) = &s.staleness {
+            writeln!(w, "<li>staleness of replica reads: {}</li>", esc(&st.line())).unwrap();
+        }
         writeln!(
             w,
             "<li>seed {} s, load {} s, settle {} s; give-ups {}</li>",

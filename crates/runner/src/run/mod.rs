@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use counterlab_core::StrategyInfo;
+use counterlab_core::{ReadFrom, StrategyInfo};
 use counterlab_plan::RunPlan;
 use counterlab_report::{REPORT_SCHEMA_VERSION, Report, Skipped, StrategyReport};
 use counterlab_sim::DriverConfig;
@@ -38,6 +38,11 @@ pub struct RunOptions {
     /// A configured Redis URL; None: the local default, and Redis strategies are skipped
     /// (with the reason) when it does not answer.
     pub redis_url: Option<String>,
+    /// Replica reads (`[replica] read_from`): a hot standby of the PostgreSQL server and a
+    /// replica of the Redis server (`--postgres-replica`, `--redis-replica`); a cell that
+    /// reads from a replica it has none of is skipped with the reason.
+    pub postgres_replica_url: Option<String>,
+    pub redis_replica_url: Option<String>,
     /// A configured AMQP URL (RabbitMQ); None: the local default, and the broker
     /// strategies are skipped (with the reason) when it does not answer.
     pub amqp_url: Option<String>,
@@ -97,6 +102,8 @@ struct Target<'a> {
     info: StrategyInfo,
     isolation: Isolation,
     seed: SeedSpec,
+    /// Where its `read_count` reads.
+    read_from: ReadFrom,
 }
 
 /// What the cells produced so far: their rows, the cells skipped (and why), and the
@@ -139,14 +146,25 @@ async fn run_cells(
             else {
                 continue;
             };
-            for isolation in levels {
+            for (isolation, read_from) in levels.iter().flat_map(|l| plan.replica.read_from.iter().map(|r| (*l, *r))) {
                 if opts.cancel.load(Ordering::Relaxed) {
                     let b = server.dialect().name();
                     log(&format!("interrupted: {name} on {b} at {} not run", isolation.name()));
                     continue;
                 }
+                if let Some(why) = one::no_replica(opts, server, redis.is_some(), name, read_from) {
+                    let backend = format!("{}{}", server.dialect().name(), if redis.is_some() { "+redis" } else { "" });
+                    log(&format!("skipped: {name} on {backend} reading from {}: {why}", read_from.name()));
+                    rows.skipped.push(Skipped {
+                        strategy: name.to_string(),
+                        backend,
+                        isolation: isolation.name().into(),
+                        reason: format!("read_from = {}: {why}", read_from.name()),
+                    });
+                    continue;
+                }
                 let seed = plan.data.seed_spec();
-                let target = Target { server, redis, amqp, run_id, name, info, isolation, seed };
+                let target = Target { server, redis, amqp, run_id, name, info, isolation, seed, read_from };
                 let (report, files) = one::run_one(plan, opts, cfg, target, log).await?;
                 rows.reports.push(report);
                 rows.side_files.extend(files);
