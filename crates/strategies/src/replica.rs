@@ -91,10 +91,9 @@ impl ReplicaReader {
             .await;
         let (client, acl) = match made {
             Ok(()) => {
-                let mut info = admin.get_connection_info().clone();
-                info = info.set_redis_settings(
-                    info.redis_settings().clone().set_username(name.clone()).set_password(password.clone()),
-                );
+                let info = admin.get_connection_info().clone();
+                let settings = info.redis_settings().clone().set_username(name.clone()).set_password(password.clone());
+                let info = info.set_redis_settings(settings);
                 (redis::Client::open(info).map_err(err)?, Some((name, admin.clone())))
             }
             Err(_) => (admin.clone(), None),
