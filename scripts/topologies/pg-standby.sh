@@ -52,7 +52,6 @@ hot_standby = on
 hot_standby_feedback = on
 max_standby_streaming_delay = 5s
 fsync = off
-synchronous_commit = off
 max_connections = 200
 shared_buffers = 64MB
 CONF

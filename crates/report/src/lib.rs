@@ -212,7 +212,13 @@ impl StalenessReport {
         let bound = self.bound_ms.map_or("no bound".to_string(), |b| format!("bound {b:.0} ms"));
         format!(
             "{} of {} reads stale (p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms, up to {} counts off); {} over the {bound}",
-            self.stale_reads, self.reads_checked, self.p50_ms, self.p99_ms, self.max_ms, self.max_counts, self.over_bound
+            self.stale_reads,
+            self.reads_checked,
+            self.p50_ms,
+            self.p99_ms,
+            self.max_ms,
+            self.max_counts,
+            self.over_bound
         )
     }
 }
@@ -759,7 +765,8 @@ pub struct StrategyRun<'a> {
 impl StrategyReport {
     /// `<strategy> on <backend> at <isolation>`: how every renderer names a row.
     pub fn label(&self) -> String {
-        let reads = if self.read_from == "primary" { String::new() } else { format!(", reads from {}", self.read_from) };
+        let reads =
+            if self.read_from == "primary" { String::new() } else { format!(", reads from {}", self.read_from) };
         format!("{} on {} at {}{reads}", self.strategy, self.backend, self.isolation)
     }
 

@@ -36,7 +36,8 @@ pub fn render_terminal(r: &Report) -> String {
     // The verdicts last, in words: what a reader of a terminal sees first when it scrolls.
     writeln!(w, "\nverdicts:").unwrap();
     for s in &r.strategies {
-        writeln!(w, "  {:<20} {} at {}: {}", s.check.verdict, s.backend, s.isolation, s.check.summary).unwrap();
+        let at = s.label().split_once(" on ").map_or(String::new(), |x| x.1.to_string());
+        writeln!(w, "  {:<20} {at}: {}", s.check.verdict, s.check.summary).unwrap();
     }
     out
 }
@@ -197,7 +198,15 @@ pub fn render_markdown(r: &Report) -> String {
     markdown_header(w, r);
     line(w, "\n## Verdicts\n");
     for s in &r.strategies {
-        line(w, format!("- `{}` {}: {}", s.check.verdict, s.label().split_once(" on ").map_or("", |x| x.1), s.check.summary));
+        line(
+            w,
+            format!(
+                "- `{}` {}: {}",
+                s.check.verdict,
+                s.label().split_once(" on ").map_or("", |x| x.1),
+                s.check.summary
+            ),
+        );
     }
     if r.interrupted {
         line(w, "- **interrupted** by Ctrl-C: later runs did not start");

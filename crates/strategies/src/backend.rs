@@ -272,8 +272,7 @@ impl Server {
                 source: detail.into(),
             });
         }
-        let mut ns =
-            Namespace {
+        let mut ns = Namespace {
             name: name.into(),
             home,
             db: None,
@@ -349,7 +348,11 @@ impl Namespace {
     /// only its schema. Lazy: the first read connects.
     pub fn replica_db(&self, url: &str, spec: PoolSpec) -> Result<Db, BackendError> {
         let location = redact_url(url);
-        let err = |detail: String| BackendError::Connect { backend: "postgres standby", url: location.clone(), source: detail.into() };
+        let err = |detail: String| BackendError::Connect {
+            backend: "postgres standby",
+            url: location.clone(),
+            source: detail.into(),
+        };
         let Some(login) = &self.pg_login else {
             return Err(err(format!("replica reads need PostgreSQL, not {}", self.dialect().name())));
         };

@@ -32,9 +32,11 @@ impl RedisLayout {
     /// (None: its read combines SQL and Redis, or goes through a cache).
     pub fn of(strategy: &str) -> Option<RedisLayout> {
         match strategy {
-            "redis-counter" | "lua-script" | "watch-multi" | "watch-multi-unwatched" | "redis-set-check-then-remove" => {
-                Some(RedisLayout::UserKey)
-            }
+            "redis-counter"
+            | "lua-script"
+            | "watch-multi"
+            | "watch-multi-unwatched"
+            | "redis-set-check-then-remove" => Some(RedisLayout::UserKey),
             "redis-set" => Some(RedisLayout::SetCard),
             "zset-replica-reads" | "zset-replica-reads-no-reconcile" => Some(RedisLayout::ZsetScore),
             _ => None,
@@ -113,7 +115,9 @@ impl ReplicaReader {
                 let mut c = conn.clone();
                 let r = match layout {
                     RedisLayout::UserKey => c.get::<_, Option<i64>>(format!("{prefix}{{u:{user}}}:unread")).await,
-                    RedisLayout::SetCard => c.scard::<_, i64>(format!("{prefix}{{u:{user}}}:unread_ids")).await.map(Some),
+                    RedisLayout::SetCard => {
+                        c.scard::<_, i64>(format!("{prefix}{{u:{user}}}:unread_ids")).await.map(Some)
+                    }
                     RedisLayout::ZsetScore => c
                         .zscore::<_, _, Option<f64>>(format!("{prefix}{{z}}:unread"), user)
                         .await
@@ -137,7 +141,10 @@ impl ReplicaReader {
                     .map_err(|e| e.to_string())?;
                 while Instant::now() < deadline {
                     let done: Result<Option<bool>, _> =
-                        sqlx::query_scalar("SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn").bind(&lsn).fetch_one(standby).await;
+                        sqlx::query_scalar("SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn")
+                            .bind(&lsn)
+                            .fetch_one(standby)
+                            .await;
                     if let Ok(Some(true)) = done {
                         return Ok(());
                     }
@@ -148,7 +155,8 @@ impl ReplicaReader {
             (ReplicaReader::Redis { .. }, CatchUp::Redis(client)) => {
                 let mut c = client.get_multiplexed_async_connection().await.map_err(|e| e.to_string())?;
                 let ms = bound.as_millis() as u64;
-                let acked: i64 = redis::cmd("WAIT").arg(1).arg(ms).query_async(&mut c).await.map_err(|e| e.to_string())?;
+                let acked: i64 =
+                    redis::cmd("WAIT").arg(1).arg(ms).query_async(&mut c).await.map_err(|e| e.to_string())?;
                 if acked >= 1 { Ok(()) } else { Err(format!("no replica acknowledged the seed within {ms} ms")) }
             }
             _ => Err("the replica and the primary are of different kinds".into()),

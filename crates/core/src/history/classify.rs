@@ -189,11 +189,9 @@ fn reads_out_of_bounds(acc: &mut Acc, rc: &ReadCheck) {
 }
 
 fn replica_note(back_us: u64, counts: i64, bound_us: Option<u64>) -> String {
-    let bound = bound_us.map_or("no staleness allowed".to_string(), |b| format!("the bound is {:.1} ms", b as f64 / 1e3));
-    format!(
-        "the count as it stood {:.1} ms before the read began ({counts} off); {bound}",
-        back_us as f64 / 1000.0
-    )
+    let bound =
+        bound_us.map_or("no staleness allowed".to_string(), |b| format!("the bound is {:.1} ms", b as f64 / 1e3));
+    format!("the count as it stood {:.1} ms before the read began ({counts} off); {bound}", back_us as f64 / 1000.0)
 }
 
 fn bounds_note(lo: i64, hi: i64) -> String {

@@ -13,9 +13,8 @@ use counterlab_plan::{Expected, RunPlan};
 use counterlab_report::{ExpectationResult, FaultEvent, HistoryReport, StrategyReport, StrategyRun, evaluate};
 use counterlab_sim::{DriverConfig, IdPool, LoadResult, Monitor, Sample, Sampler, SamplerConfig, Series, run_load};
 use counterlab_strategies::{
-    BackendError, Build, CatchUp, CustomStrategy, Dialect, MqConfig, MqSpace, Namespace, Pausable, PoolSpec,
-    CATCH_UP_BOUND, RedisConfig, RedisLayout, RedisSpace, ReplicaReader, ReplicaReads, Server,
-    sql_replica_supported,
+    BackendError, Build, CATCH_UP_BOUND, CatchUp, CustomStrategy, Dialect, MqConfig, MqSpace, Namespace, Pausable,
+    PoolSpec, RedisConfig, RedisLayout, RedisSpace, ReplicaReader, ReplicaReads, Server, sql_replica_supported,
 };
 
 use super::names::scoped_namespace;

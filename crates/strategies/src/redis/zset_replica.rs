@@ -204,8 +204,12 @@ impl Strategy for ZsetReplicaReads {
         let mut out = Vec::with_capacity(n_users as usize);
         let users: Vec<i64> = (1..=n_users as i64).collect();
         for chunk in users.chunks(BATCH) {
-            let scores: Vec<Option<f64>> =
-                redis::cmd("ZMSCORE").arg(self.sh.key()).arg(chunk).query_async(&mut c).await.map_err(classify_redis)?;
+            let scores: Vec<Option<f64>> = redis::cmd("ZMSCORE")
+                .arg(self.sh.key())
+                .arg(chunk)
+                .query_async(&mut c)
+                .await
+                .map_err(classify_redis)?;
             out.extend(scores.into_iter().map(|s| s.map(|s| s.round() as i64)));
         }
         Ok(Some(out))
