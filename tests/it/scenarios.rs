@@ -125,7 +125,7 @@ fn malformed_input_is_located() {
         (
             &format!("{GOOD}[[faults]]\nkind = \"flusher_crash\"\nat_ms = 5\nduration_ms = 3\n"),
             "bad.toml:12:15:",
-            "applies to pause only",
+            "applies to pause and replica_pause only",
         ),
         (
             &format!("strategies = [\"direct-update\", \"nope\"]\n{GOOD}"),

@@ -46,19 +46,20 @@ impl RedisLayout {
 
 /// Where replica reads go.
 pub enum ReplicaReader {
-    /// The namespace's `unread_counts` on the standby, as the namespace's role.
-    Sql { db: Db, read: &'static str },
-    /// The run's keys on the replica; `acl` is the read-only ACL user made there (and
-    /// dropped at teardown) with the admin connection that made it.
-    Redis { conn: ConnectionManager, prefix: String, layout: RedisLayout, acl: Option<(String, redis::Client)> },
+    /// The namespace's `unread_counts` on the standby, as the namespace's role; `admin`
+    /// the standby's URL as configured (for `replica_pause`).
+    Sql { db: Db, read: &'static str, admin: String },
+    /// The run's keys on the replica; `acl` the read-only ACL user made there (dropped at
+    /// teardown); `admin` the configured account's client of the replica.
+    Redis { conn: ConnectionManager, prefix: String, layout: RedisLayout, acl: Option<String>, admin: redis::Client },
 }
 
 impl ReplicaReader {
     /// The standby's `unread_counts` read, over `db` (the namespace's pool on the
     /// standby: `Namespace::replica_db`).
-    pub fn sql(db: Db) -> ReplicaReader {
+    pub fn sql(db: Db, admin_url: &str) -> ReplicaReader {
         let read = statement(common(db.dialect()), "counter_read");
-        ReplicaReader::Sql { db, read }
+        ReplicaReader::Sql { db, read, admin: admin_url.to_string() }
     }
 
     /// Connects to the Redis replica at `url` as a read-only ACL user limited to the
@@ -96,7 +97,7 @@ impl ReplicaReader {
                 let info = admin.get_connection_info().clone();
                 let settings = info.redis_settings().clone().set_username(name.clone()).set_password(password.clone());
                 let info = info.set_redis_settings(settings);
-                (redis::Client::open(info).map_err(err)?, Some((name, admin.clone())))
+                (redis::Client::open(info).map_err(err)?, Some(name))
             }
             Err(_) => (admin.clone(), None),
         };
@@ -105,12 +106,12 @@ impl ReplicaReader {
             .set_connection_timeout(Some(timeout))
             .set_number_of_retries(1);
         let conn = ConnectionManager::new_with_config(client, config).await.map_err(err)?;
-        Ok(ReplicaReader::Redis { conn, prefix, layout, acl })
+        Ok(ReplicaReader::Redis { conn, prefix, layout, acl, admin })
     }
 
     async fn read(&self, user: UserId) -> Result<i64, OpError> {
         match self {
-            ReplicaReader::Sql { db, read } => Ok(db.opt_i64(read, &[user]).await?.unwrap_or(0)),
+            ReplicaReader::Sql { db, read, .. } => Ok(db.opt_i64(read, &[user]).await?.unwrap_or(0)),
             ReplicaReader::Redis { conn, prefix, layout, .. } => {
                 let mut c = conn.clone();
                 let r = match layout {
@@ -171,7 +172,7 @@ impl ReplicaReader {
                 db.close().await;
                 Ok(())
             }
-            ReplicaReader::Redis { acl: Some((name, admin)), .. } => {
+            ReplicaReader::Redis { acl: Some(name), admin, .. } => {
                 let mut a = admin.get_multiplexed_async_connection().await.map_err(classify_redis)?;
                 redis::cmd("ACL").arg("DELUSER").arg(name).query_async::<i64>(&mut a).await.map_err(classify_redis)?;
                 Ok(())
@@ -180,11 +181,36 @@ impl ReplicaReader {
         }
     }
 
+    /// `replica_pause`: the replica stops applying the primary's changes (reads go on);
+    /// `resume` ends it. Run as the configured account of the replica.
+    async fn hold(&self, pause: Option<Duration>) -> Result<String, OpError> {
+        let fail = |e: String| OpError::new(ErrorClass::Other, Outcome::Fail, format!("replica: {e}"));
+        match self {
+            ReplicaReader::Sql { admin: url, .. } => {
+                let c = sqlx::PgPool::connect(url).await.map_err(|e| fail(e.to_string()))?;
+                let sql =
+                    if pause.is_some() { "SELECT pg_wal_replay_pause()" } else { "SELECT pg_wal_replay_resume()" };
+                let done = sqlx::query(sql).execute(&c).await.map(|_| ()).map_err(|e| fail(e.to_string()));
+                c.close().await;
+                done.map(|()| "the standby's WAL replay paused".into())
+            }
+            ReplicaReader::Redis { admin, .. } => {
+                let mut a = admin.get_multiplexed_async_connection().await.map_err(classify_redis)?;
+                let cmd = match pause {
+                    Some(d) => redis::cmd("CLIENT").arg("PAUSE").arg(d.as_millis() as u64).arg("WRITE").clone(),
+                    None => redis::cmd("CLIENT").arg("UNPAUSE").clone(),
+                };
+                cmd.query_async::<()>(&mut a).await.map_err(classify_redis)?;
+                Ok("the replica's replication stream held (CLIENT PAUSE WRITE)".into())
+            }
+        }
+    }
+
     /// Who replica reads run as.
     pub fn describe(&self) -> String {
         match self {
             ReplicaReader::Sql { .. } => "the namespace's role on the standby".into(),
-            ReplicaReader::Redis { acl: Some((name, _)), .. } => format!("read-only ACL user {name} on the replica"),
+            ReplicaReader::Redis { acl: Some(name), .. } => format!("read-only ACL user {name} on the replica"),
             ReplicaReader::Redis { acl: None, .. } => "the configured account on the replica".into(),
         }
     }
@@ -211,7 +237,7 @@ pub fn sql_replica_supported(dialect: Dialect) -> bool {
 /// strategy's.
 pub struct ReplicaReads {
     inner: Arc<dyn Strategy>,
-    reader: ReplicaReader,
+    reader: Arc<ReplicaReader>,
     primary: CatchUp,
     mode: ReadFrom,
     replica_reads: AtomicU64,
@@ -238,7 +264,7 @@ impl ReplicaReads {
         assert!(mode != ReadFrom::Primary, "primary reads need no wrapper");
         ReplicaReads {
             inner,
-            reader,
+            reader: Arc::new(reader),
             primary,
             mode,
             replica_reads: AtomicU64::new(0),
@@ -292,6 +318,8 @@ impl Strategy for ReplicaReads {
     /// judge the final state and not replication.
     async fn settle(&self, bound: Duration) -> Result<(), OpError> {
         self.inner.settle(bound).await?;
+        // A replica_pause still on ends now.
+        self.reader.hold(None).await?;
         let caught = self.catch_up(CATCH_UP_BOUND).await;
         caught.map_err(|why| OpError::new(ErrorClass::Timeout, Outcome::Fail, format!("replica: {why}")))
     }
@@ -299,7 +327,18 @@ impl Strategy for ReplicaReads {
         self.inner.counters(n_users).await
     }
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
-        self.inner.inject(fault).await
+        let Fault::ReplicaPause { duration_ms } = fault else { return self.inner.inject(fault).await };
+        let d = Duration::from_millis(duration_ms);
+        let what = self.reader.hold(Some(d)).await?;
+        if matches!(*self.reader, ReplicaReader::Sql { .. }) {
+            // A standby's replay pause has no timer: a task resumes it (settle does too).
+            let reader = self.reader.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(d).await;
+                let _ = reader.hold(None).await;
+            });
+        }
+        Ok(format!("{what} for {duration_ms} ms"))
     }
     async fn pending(&self) -> Option<i64> {
         self.inner.pending().await

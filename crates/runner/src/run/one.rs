@@ -307,7 +307,7 @@ async fn replica_reads(
                 acquire_timeout: cell.op_timeout(),
                 isolation: t.isolation,
             };
-            (ReplicaReader::sql(ns.replica_db(url, spec)?), CatchUp::Pg(ns.db().clone()))
+            (ReplicaReader::sql(ns.replica_db(url, spec)?, url), CatchUp::Pg(ns.db().clone()))
         }
     };
     let wrapped = Arc::new(ReplicaReads::new(strategy, reader, primary, mode));
@@ -338,7 +338,8 @@ async fn drive(
 ) -> Loaded {
     let (plan, seed) = (cell.plan, cell.t.seed);
     // A scheduled pause needs the wrapper that stalls every op.
-    let strategy: Arc<dyn Strategy> = match plan.faults_for(cell.t.name).any(|f| f.fault.takes_duration()) {
+    let strategy: Arc<dyn Strategy> = match plan.faults_for(cell.t.name).any(|f| matches!(f.fault, Fault::Pause { .. }))
+    {
         true => Arc::new(Pausable::new(strategy)),
         false => strategy,
     };
