@@ -51,7 +51,13 @@ pub enum ReplicaReader {
     Sql { db: Db, read: &'static str, admin: String },
     /// The run's keys on the replica; `acl` the read-only ACL user made there (dropped at
     /// teardown); `admin` the configured account's client of the replica.
-    Redis { conn: ConnectionManager, prefix: String, layout: RedisLayout, acl: Option<String>, admin: redis::Client },
+    Redis {
+        conn: ConnectionManager,
+        prefix: String,
+        layout: RedisLayout,
+        acl: Option<String>,
+        admin: Box<redis::Client>,
+    },
 }
 
 impl ReplicaReader {
@@ -106,7 +112,7 @@ impl ReplicaReader {
             .set_connection_timeout(Some(timeout))
             .set_number_of_retries(1);
         let conn = ConnectionManager::new_with_config(client, config).await.map_err(err)?;
-        Ok(ReplicaReader::Redis { conn, prefix, layout, acl, admin })
+        Ok(ReplicaReader::Redis { conn, prefix, layout, acl, admin: Box::new(admin) })
     }
 
     async fn read(&self, user: UserId) -> Result<i64, OpError> {
@@ -220,7 +226,7 @@ impl ReplicaReader {
 /// PostgreSQL primary, or the configured account's client of the Redis primary.
 pub enum CatchUp {
     Pg(Db),
-    Redis(redis::Client),
+    Redis(Box<redis::Client>),
 }
 
 /// How long settle waits for the replica to catch up, so reads after settle see the

@@ -298,7 +298,10 @@ async fn replica_reads(
         (Some(space), Some(r)) => {
             let url = opts.redis_replica_url.as_deref().ok_or_else(|| refused("no Redis replica".into()))?;
             let layout = RedisLayout::of(t.name).ok_or_else(|| refused("no replica layout".into()))?;
-            (ReplicaReader::redis(url, space, layout, cell.op_timeout()).await?, CatchUp::Redis(r.client().clone()))
+            (
+                ReplicaReader::redis(url, space, layout, cell.op_timeout()).await?,
+                CatchUp::Redis(Box::new(r.client().clone())),
+            )
         }
         _ => {
             let url = opts.postgres_replica_url.as_deref().ok_or_else(|| refused("no standby".into()))?;
