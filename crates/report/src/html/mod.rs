@@ -723,6 +723,8 @@ mod tests {
                 summary: format!("{name}: {verdict}"),
             },
             load_model: "open loop, 200 -> 400 ops/s".into(),
+            read_from: "primary".into(),
+            staleness: None,
             stages: vec![StageReport {
                 name: "steady".into(),
                 measured: true,
