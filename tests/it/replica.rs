@@ -46,14 +46,51 @@ fn scenario(strategy: &str) -> String {
     )
 }
 
-/// The run, with `hold` started as each replica cell's load begins.
-async fn run(strategy: &str, hold: Arc<dyn Fn() + Send + Sync>) -> Report {
-    let plan = util::plan(&scenario(strategy));
+/// Run options on the topologies: primaries and their replicas.
+fn topology_options() -> counterlab::run::RunOptions {
     let mut opts = util::options(false, None);
     opts.postgres_url = Some(PG_PRIMARY.into());
     opts.postgres_replica_url = Some(PG_STANDBY.into());
     opts.redis_url = Some(REDIS_PRIMARY.into());
     opts.redis_replica_url = Some(REDIS_REPLICA.into());
+    opts
+}
+
+/// A shipped scenario that reads replicas (`scenarios::every_shipped_scenario_runs_small`):
+/// run on the topologies (its namespaces are dropped by the run, on the private primary),
+/// every row's counters hold, every planned op ran, nothing is left on the primary.
+pub async fn run_shipped(file: &std::path::Path, plan: &counterlab::scenario::RunPlan) {
+    if !topology("pg-standby.sh") || !topology("redis-replica.sh") {
+        eprintln!("SKIPPED: {} (its topologies did not start)", file.display());
+        return;
+    }
+    let r = run_plan(plan, &topology_options(), &mut |_| {}).await.expect("the run completes");
+    assert!(r.skipped.is_empty() && !r.strategies.is_empty(), "{}: {:?}", file.display(), r.skipped);
+    for s in &r.strategies {
+        assert_eq!(s.check.users_mismatched, 0, "{}: {} broke its counters", file.display(), s.label());
+        assert!(s.anomalies.iter().all(|a| a.name == "stale_read"), "{}: {:?}", file.display(), s.anomalies);
+        assert_eq!(s.ops_total + s.ops.values().map(|o| o.skipped).sum::<u64>(), 300, "{}", s.label());
+        assert_eq!(s.staleness.is_some(), s.read_from != "primary", "{}", s.label());
+    }
+    assert_eq!(left_on_primary().await, 0, "{}: schemas or roles left on the primary", file.display());
+}
+
+/// `cl_` schemas and roles on the private primary.
+async fn left_on_primary() -> i64 {
+    let primary = PgPoolOptions::new().max_connections(1).connect(PG_PRIMARY).await.unwrap();
+    sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'cl\\_%') \
+         + (SELECT count(*) FROM pg_roles WHERE rolname LIKE 'cl\\_%')",
+    )
+    .fetch_one(&primary)
+    .await
+    .unwrap()
+}
+
+/// The run, with `hold` started as each replica cell's load begins.
+async fn run(strategy: &str, hold: Arc<dyn Fn() + Send + Sync>) -> Report {
+    let plan = util::plan(&scenario(strategy));
+    let mut opts = topology_options();
     opts.on_phase = Some(Arc::new(move |phase: Phase, ns: &str| {
         if phase == Phase::Load && ns.ends_with("_rep") {
             hold();
@@ -105,15 +142,7 @@ async fn a_paused_standby_serves_stale_reads_named_stale_read_not_write_anomalie
     drop(resume);
     assert_stale_only_on_the_replica(&r);
     // Nothing left on the private primary (the standby follows it).
-    let primary = PgPoolOptions::new().max_connections(1).connect(PG_PRIMARY).await.unwrap();
-    let left: i64 = sqlx::query_scalar(
-        "SELECT (SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'cl\\_%') \
-         + (SELECT count(*) FROM pg_roles WHERE rolname LIKE 'cl\\_%')",
-    )
-    .fetch_one(&primary)
-    .await
-    .unwrap();
-    assert_eq!(left, 0, "schemas or roles left on the primary");
+    assert_eq!(left_on_primary().await, 0, "schemas or roles left on the primary");
 }
 
 /// Resumes the standby's replay whatever happened (a failed assertion included), on a

@@ -31,6 +31,10 @@ async fn every_shipped_scenario_runs_small() {
         assert!(text.starts_with('#'), "{} is not documented at its top", f.display());
         let overrides = Overrides { ops: Some(300), workers: Some(3), ..Overrides::default() };
         let plan = load(&f, &overrides, &util::known(), 5).unwrap_or_else(|e| panic!("{e}"));
+        if plan.replica.read_from.iter().any(|r| *r != counterlab_core::ReadFrom::Primary) {
+            crate::replica::run_shipped(&f, &plan).await;
+            continue;
+        }
         let dir = util::sqlite_dir("shipped");
         let report = util::run_kept(&plan, Some(dir.to_path_buf())).await;
         assert!(!report.strategies.is_empty());
