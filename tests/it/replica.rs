@@ -187,3 +187,40 @@ async fn a_paused_redis_replica_serves_stale_reads_and_its_acl_user_goes() {
         assert!(keys.is_empty(), "{url}: keys left: {keys:?}");
     }
 }
+
+/// `replica-fallback` on a replica that cannot answer (nothing listens on 5439): every
+/// read falls back to the strategy's own read (the primary's value) and is counted;
+/// plain `replica` reads fail instead, as failures (a read never half applies). Runs on
+/// the shared PostgreSQL, no topology needed; the namespace is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_replica_falls_back_to_the_primary_and_counts_it() {
+    use counterlab_core::{Outcome, ReadFrom, SeedSpec, Strategy};
+    use counterlab_strategies::{CatchUp, Isolation, PoolSpec, ReplicaReader, ReplicaReads, Server};
+    let pg = Server::connect_postgres(&util::pg_url(), Duration::from_secs(5)).await.unwrap();
+    let ns_name = counterlab::run::namespace_name(&counterlab::run::new_run_id(), "replica_fallback");
+    let spec =
+        PoolSpec { max_connections: 2, acquire_timeout: Duration::from_secs(2), isolation: Isolation::ReadCommitted };
+    let ns = pg.create_namespace(&ns_name, spec).await.unwrap();
+    ns.seed(SeedSpec { n_users: 2, notifications_per_user: 4, initial_read_per_user: 1 }).await.unwrap();
+    let dead = "postgres://postgres@127.0.0.1:5439/test";
+    let wrap = |mode| {
+        let inner = counterlab_strategies::build("conditional-update", ns.db().clone()).unwrap();
+        let reader = ReplicaReader::sql(ns.replica_db(dead, spec).unwrap(), dead);
+        ReplicaReads::new(inner, reader, CatchUp::Pg(ns.db().clone()), mode)
+    };
+    let fallback = wrap(ReadFrom::ReplicaFallback);
+    fallback.create(1).await.unwrap();
+    assert_eq!(fallback.read_count(1).await.unwrap(), 4, "the primary's count: 3 seeded unread + 1");
+    assert_eq!(fallback.read_count(2).await.unwrap(), 3);
+    let fig = |s: &ReplicaReads, k: &str| s.figures().into_iter().find(|f| f.0 == k).map(|f| f.1);
+    assert_eq!(fig(&fallback, "replica_fallbacks"), Some(2.0));
+    assert_eq!((fig(&fallback, "replica_reads"), fig(&fallback, "replica_read_errors")), (Some(0.0), Some(2.0)));
+    let strict = wrap(ReadFrom::Replica);
+    let e = strict.read_count(1).await.unwrap_err();
+    assert_eq!(e.outcome, Outcome::Fail, "{e:?}");
+    assert!(e.message.starts_with("replica:"), "{e:?}");
+    assert_eq!(fig(&strict, "replica_fallbacks"), None, "no fallback figure without fallback");
+    fallback.release().await.unwrap();
+    strict.release().await.unwrap();
+    ns.drop_namespace().await.unwrap();
+}
