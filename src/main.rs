@@ -148,6 +148,12 @@ struct ServerArgs {
     /// AMQP URL of the broker (RabbitMQ) for the mq-consumer strategies; else COUNTERLAB_AMQP_URL, else AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/%2f.
     #[arg(long, value_name = "URL")]
     amqp: Option<String>,
+    /// A hot standby of the PostgreSQL server, for `[replica] read_from` (scripts/topologies/pg-standby.sh); else COUNTERLAB_POSTGRES_REPLICA_URL.
+    #[arg(long, value_name = "URL")]
+    postgres_replica: Option<String>,
+    /// A replica of the Redis server, for `[replica] read_from` (scripts/topologies/redis-replica.sh); else COUNTERLAB_REDIS_REPLICA_URL.
+    #[arg(long, value_name = "URL")]
+    redis_replica: Option<String>,
     /// Directory for SQLite namespace files; else DATABASE_URL when sqlite:PATH (PATH's folder) [default: a temporary directory, removed after the run].
     #[arg(long, value_name = "DIR")]
     sqlite: Option<PathBuf>,
@@ -166,6 +172,8 @@ impl ServerArgs {
             redis: self.redis,
             amqp: self.amqp,
             sqlite: self.sqlite,
+            postgres_replica: self.postgres_replica,
+            redis_replica: self.redis_replica,
         };
         let r = urls::resolve(flags, &|v| std::env::var(v).ok());
         let sources = r.sources();
@@ -175,6 +183,8 @@ impl ServerArgs {
             mysql_url: r.mysql.map(|c| c.0),
             redis_url: r.redis.map(|c| c.0),
             amqp_url: r.amqp.map(|c| c.0),
+            postgres_replica_url: r.postgres_replica.map(|c| c.0),
+            redis_replica_url: r.redis_replica.map(|c| c.0),
             sqlite_dir: r.sqlite.map(|c| c.0),
             keep,
             history_dir,

@@ -13,6 +13,8 @@ pub struct Flags {
     pub redis: Option<String>,
     pub amqp: Option<String>,
     pub sqlite: Option<PathBuf>,
+    pub postgres_replica: Option<String>,
+    pub redis_replica: Option<String>,
 }
 
 /// Each backend's configured URL (or SQLite folder) and where it came from.
@@ -23,6 +25,8 @@ pub struct Resolved {
     pub redis: Option<(String, String)>,
     pub amqp: Option<(String, String)>,
     pub sqlite: Option<(PathBuf, String)>,
+    pub postgres_replica: Option<(String, String)>,
+    pub redis_replica: Option<(String, String)>,
     /// Variables that were set but not used, and why (for the log).
     pub warnings: Vec<String>,
 }
@@ -77,6 +81,10 @@ pub fn resolve(flags: Flags, env: &dyn Fn(&str) -> Option<String>) -> Resolved {
         redis: flag(flags.redis, "--redis").or_else(|| first(env, &["COUNTERLAB_REDIS_URL", "REDIS_URL"])),
         amqp: flag(flags.amqp, "--amqp").or_else(|| first(env, &["COUNTERLAB_AMQP_URL", "AMQP_URL"])),
         sqlite: flags.sqlite.map(|d| (d, "--sqlite".to_string())),
+        postgres_replica: flag(flags.postgres_replica, "--postgres-replica")
+            .or_else(|| first(env, &["COUNTERLAB_POSTGRES_REPLICA_URL"])),
+        redis_replica: flag(flags.redis_replica, "--redis-replica")
+            .or_else(|| first(env, &["COUNTERLAB_REDIS_REPLICA_URL"])),
         warnings: Vec::new(),
     };
     let Some((url, _)) = first(env, &["DATABASE_URL"]) else { return r };
@@ -103,6 +111,11 @@ impl Resolved {
         ];
         if let Some((_, from)) = &self.sqlite {
             parts.push(format!("sqlite folder from {from}"));
+        }
+        for (what, c) in [("postgres standby", &self.postgres_replica), ("redis replica", &self.redis_replica)] {
+            if let Some((_, from)) = c {
+                parts.push(format!("{what} URL from {from}"));
+            }
         }
         parts.extend(self.warnings.iter().cloned());
         parts.join("; ")

@@ -75,3 +75,7 @@ mod failures;
 
 /// cache-aside: the delayed double delete and its delete-first mutant, on every SQL backend.
 mod cache;
+
+/// Replica reads on the local topologies: a paused standby and a paused Redis replica
+/// give `stale_read` with its staleness, no write-path anomaly, nothing left behind.
+mod replica;

@@ -31,6 +31,10 @@ async fn every_shipped_scenario_runs_small() {
         assert!(text.starts_with('#'), "{} is not documented at its top", f.display());
         let overrides = Overrides { ops: Some(300), workers: Some(3), ..Overrides::default() };
         let plan = load(&f, &overrides, &util::known(), 5).unwrap_or_else(|e| panic!("{e}"));
+        if plan.replica.read_from.iter().any(|r| *r != counterlab_core::ReadFrom::Primary) {
+            crate::replica::run_shipped(&f, &plan).await;
+            continue;
+        }
         let dir = util::sqlite_dir("shipped");
         let report = util::run_kept(&plan, Some(dir.to_path_buf())).await;
         assert!(!report.strategies.is_empty());
@@ -125,7 +129,7 @@ fn malformed_input_is_located() {
         (
             &format!("{GOOD}[[faults]]\nkind = \"flusher_crash\"\nat_ms = 5\nduration_ms = 3\n"),
             "bad.toml:12:15:",
-            "applies to pause only",
+            "applies to pause and replica_pause only",
         ),
         (
             &format!("strategies = [\"direct-update\", \"nope\"]\n{GOOD}"),

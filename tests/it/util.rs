@@ -77,6 +77,8 @@ pub fn options(keep: bool, sqlite: Option<PathBuf>) -> RunOptions {
         mysql_url: Some(mysql_url()),
         redis_url: Some(crate::redis::redis_url()),
         amqp_url: Some(crate::mq::amqp_url()),
+        postgres_replica_url: None,
+        redis_replica_url: None,
         sqlite_dir: sqlite,
         keep,
         history_dir: None,

@@ -37,10 +37,15 @@ pub enum Fault {
     /// Every operation that starts in the next `duration_ms` stalls at its entry until
     /// the pause ends, as if the server froze (the `Pausable` wrapper does it).
     Pause { duration_ms: u64 },
+    /// The replica that `read_count` reads from (`[replica] read_from`) stops applying
+    /// the primary's changes for `duration_ms` while still answering reads: a PostgreSQL
+    /// standby's WAL replay paused (`pg_wal_replay_pause()`), a Redis replica's
+    /// replication stream held (`CLIENT PAUSE <ms> WRITE`). Only rows reading a replica.
+    ReplicaPause { duration_ms: u64 },
 }
 
 impl Fault {
-    pub const ALL: [Fault; 8] = [
+    pub const ALL: [Fault; 9] = [
         Fault::RedisDataLoss,
         Fault::FlusherCrash,
         Fault::ConsumerCrashAfterApply,
@@ -49,6 +54,7 @@ impl Fault {
         Fault::CrashAfterCommit { op: None },
         Fault::ErrorBeforeCommit { op: None },
         Fault::Pause { duration_ms: 0 },
+        Fault::ReplicaPause { duration_ms: 0 },
     ];
 
     /// The op kinds a commit fault can be placed in: those that commit a write.
@@ -64,6 +70,7 @@ impl Fault {
             Fault::CrashAfterCommit { .. } => "crash_after_commit",
             Fault::ErrorBeforeCommit { .. } => "error_before_commit",
             Fault::Pause { .. } => "pause",
+            Fault::ReplicaPause { .. } => "replica_pause",
         }
     }
 
@@ -72,9 +79,9 @@ impl Fault {
         matches!(self, Fault::CrashAfterCommit { .. } | Fault::ErrorBeforeCommit { .. })
     }
 
-    /// Placement rule: a pause needs a duration (and no other fault takes one).
+    /// Placement rule: the pauses need a duration (and no other fault takes one).
     pub fn takes_duration(self) -> bool {
-        matches!(self, Fault::Pause { .. })
+        matches!(self, Fault::Pause { .. } | Fault::ReplicaPause { .. })
     }
 
     /// The commit faults placed in `op`'s kind; other faults have one place and stay as
@@ -91,6 +98,7 @@ impl Fault {
     pub fn lasting(self, duration_ms: u64) -> Fault {
         match self {
             Fault::Pause { .. } => Fault::Pause { duration_ms },
+            Fault::ReplicaPause { .. } => Fault::ReplicaPause { duration_ms },
             other => other,
         }
     }
@@ -106,7 +114,7 @@ impl Fault {
     /// How long a pause lasts.
     pub fn duration_ms(self) -> Option<u64> {
         match self {
-            Fault::Pause { duration_ms } => Some(duration_ms),
+            Fault::Pause { duration_ms } | Fault::ReplicaPause { duration_ms } => Some(duration_ms),
             _ => None,
         }
     }

@@ -106,6 +106,9 @@ pub struct RunPlan {
     /// mutant), or none (correct strategies must show none).
     pub expect_anomaly: Option<Expectation>,
     pub redis: RedisPlan,
+    /// `[replica]`: where `read_count` reads (each a cell of its own) and the staleness
+    /// bound replica reads are judged by.
+    pub replica: ReplicaPlan,
     pub faults: Vec<FaultPlan>,
     /// Limits that fail the run (exit code 1) when breached.
     pub thresholds: Vec<counterlab_report::Threshold>,
@@ -258,6 +261,16 @@ pub struct RedisPlan {
     pub cache_delay_ms: u64,
     /// cache-aside: how long a cached count lives.
     pub cache_ttl_ms: u64,
+}
+
+/// Where reads go, and how stale a replica read may be.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ReplicaPlan {
+    /// Each strategy runs once per entry (default: `primary` only).
+    #[serde(serialize_with = "named::list")]
+    pub read_from: Vec<counterlab_core::ReadFrom>,
+    /// Replica reads staler than this are `stale_read` (None: any stale read is).
+    pub stale_read_bound_ms: Option<u64>,
 }
 
 /// A fault fired `at_ms` after the load starts, `times` times in a row, in the runs of

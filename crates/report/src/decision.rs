@@ -148,6 +148,9 @@ pub fn cost(s: &StrategyReport) -> String {
         let allowed = f("read_lag_allowed_ms").map_or(String::new(), |a| format!(" of {a:.0} ms allowed"));
         parts.push(format!("stalest read {}{allowed}", latency((ms * 1000.0) as u64)));
     }
+    if let Some(st) = &s.staleness {
+        parts.push(format!("reads from {}: stale p99 {}", s.read_from, latency((st.p99_ms * 1000.0) as u64)));
+    }
     if let Some(ms) = f("apply_lag_p99_ms") {
         parts.push(format!("apply lag p99 {}", latency((ms * 1000.0) as u64)));
     }
@@ -227,13 +230,13 @@ fn sentence(backend: &str, isolation: &str, rows: &[Ranked<'_>]) -> String {
     match held.as_slice() {
         [] => out.push_str("no design kept its guarantee."),
         [only] => {
-            out.push_str(&format!("{} {}", only.row.strategy, only.verdict));
+            out.push_str(&format!("{} {}", only.row.display_name(), only.verdict));
             out.push_str(if rows.len() > 1 { ", the only design that did." } else { "." });
         }
         [best, rest @ ..] => out.push_str(&winner(best, rest)),
     }
     for r in rows.iter().filter(|r| r.standing != Standing::Held) {
-        out.push_str(&format!(" {} {}.", r.row.strategy, r.verdict));
+        out.push_str(&format!(" {} {}.", r.row.display_name(), r.verdict));
     }
     out
 }
@@ -242,8 +245,8 @@ fn sentence(backend: &str, isolation: &str, rows: &[Ranked<'_>]) -> String {
 /// tied with it.
 fn winner(best: &Ranked<'_>, rest: &[&Ranked<'_>]) -> String {
     let named = |r: &Ranked<'_>| match r.cost.as_str() {
-        "none" => r.row.strategy.clone(),
-        cost => format!("{} (carries: {cost})", r.row.strategy),
+        "none" => r.row.display_name(),
+        cost => format!("{} (carries: {cost})", r.row.display_name()),
     };
     let tied: Vec<&&Ranked<'_>> = rest.iter().filter(|r| r.tie).collect();
     if !tied.is_empty() {
@@ -268,7 +271,7 @@ fn winner(best: &Ranked<'_>, rest: &[&Ranked<'_>]) -> String {
     format!(
         "{} {kept} and was fastest of {of}: {ratio} {}, p99 {} vs {}.",
         named(best),
-        next.row.strategy,
+        next.row.display_name(),
         best.p99,
         next.p99
     )

@@ -167,6 +167,76 @@ pub struct StrategyReport {
     /// percentiles are then the medians over them, its verdict the worst (`repeats.rs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repeats: Vec<RepeatRun>,
+    /// Where `read_count` read: `primary`, `replica` or `replica-fallback`.
+    #[serde(default = "primary")]
+    pub read_from: String,
+    /// Replica reads: how stale they were (None when reads went to the primary).
+    #[serde(default)]
+    pub staleness: Option<StalenessReport>,
+}
+
+fn primary() -> String {
+    "primary".into()
+}
+
+/// How stale a row's replica reads were: a read outside the history's bounds whose value
+/// the counter had earlier is stale by the time from then to the read's start.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StalenessReport {
+    pub reads_checked: u64,
+    pub stale_reads: u64,
+    /// Stale reads beyond the scenario's `stale_read_bound_ms` (the `stale_read` anomaly).
+    pub over_bound: u64,
+    pub bound_ms: Option<f64>,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// The most counts a stale read was off.
+    pub max_counts: i64,
+    /// Stale reads per bucket: `le_ms` (None: the rest) and how many.
+    pub buckets: Vec<StalenessBucket>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StalenessBucket {
+    pub le_ms: Option<f64>,
+    pub count: u64,
+}
+
+impl StalenessReport {
+    pub fn from_core(s: &counterlab_core::Staleness) -> StalenessReport {
+        let ms = |us: u64| us as f64 / 1e3;
+        StalenessReport {
+            reads_checked: s.reads_checked,
+            stale_reads: s.stale_reads,
+            over_bound: s.over_bound,
+            bound_ms: s.bound_us.map(ms),
+            p50_ms: ms(s.p50_us),
+            p99_ms: ms(s.p99_us),
+            max_ms: ms(s.max_us),
+            max_counts: s.max_counts,
+            buckets: s
+                .buckets
+                .iter()
+                .map(|&(le, count)| StalenessBucket { le_ms: (le != u64::MAX).then(|| ms(le)), count })
+                .collect(),
+        }
+    }
+
+    /// One line for the Markdown and terminal reports.
+    pub fn line(&self) -> String {
+        let bound = self.bound_ms.map_or("no bound".to_string(), |b| format!("bound {b:.0} ms"));
+        format!(
+            "{} of {} reads stale (p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms, up to {} counts off); {} over the {bound}",
+            self.stale_reads,
+            self.reads_checked,
+            self.p50_ms,
+            self.p99_ms,
+            self.max_ms,
+            self.max_counts,
+            self.over_bound
+        )
+    }
 }
 
 /// One phase of the load.
@@ -711,7 +781,18 @@ pub struct StrategyRun<'a> {
 impl StrategyReport {
     /// `<strategy> on <backend> at <isolation>`: how every renderer names a row.
     pub fn label(&self) -> String {
-        format!("{} on {} at {}", self.strategy, self.backend, self.isolation)
+        let reads =
+            if self.read_from == "primary" { String::new() } else { format!(", reads from {}", self.read_from) };
+        format!("{} on {} at {}{reads}", self.strategy, self.backend, self.isolation)
+    }
+
+    /// The strategy's name as the decision view shows it: `<strategy>` or, when its reads
+    /// went to a replica, `<strategy> (reads: replica)`.
+    pub fn display_name(&self) -> String {
+        match self.read_from.as_str() {
+            "primary" | "" => self.strategy.clone(),
+            from => format!("{} (reads: {from})", self.strategy),
+        }
     }
 
     /// The worst p99 over the ops that ran: a row's one latency figure.
@@ -760,6 +841,8 @@ impl StrategyReport {
             series: run.series.iter().map(series_point).collect(),
             hdr_log: run.hdr_log,
             repeats: Vec::new(),
+            read_from: primary(),
+            staleness: None,
             check: CheckReport {
                 users_checked: c.users_checked,
                 users_mismatched: c.users_mismatched,

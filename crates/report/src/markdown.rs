@@ -29,7 +29,8 @@ pub fn render_markdown(r: &Report) -> String {
     markdown_facts(w, r);
     details(w, "Every verdict in words", |w| {
         for s in &r.strategies {
-            line(w, format!("- `{}` {} at {}: {}", s.check.verdict, s.backend, s.isolation, s.check.summary));
+            let at = s.label().split_once(" on ").map_or(String::new(), |x| x.1.to_string());
+            line(w, format!("- `{}` {at}: {}", s.check.verdict, s.check.summary));
         }
     });
     let repeats = crate::repeats::repeats_block(r, "Repeats (", "- ");
@@ -69,7 +70,7 @@ fn markdown_decision(w: &mut String, r: &Report) {
                 format!(
                     "| {} | {} | {} | {} | {} | {} / {} | {} |",
                     i + 1,
-                    c(&x.row.strategy),
+                    c(&x.row.display_name()),
                     c(&x.verdict),
                     relative_text(x),
                     x.p99,
@@ -190,6 +191,9 @@ fn markdown_strategy(w: &mut String, s: &StrategyReport) {
     );
     if let Some(e) = &s.cleanup_error {
         line(w, format!("  - **cleanup failed**: {e}"));
+    }
+    if let Some(st) = &s.staleness {
+        line(w, format!("  - staleness of replica reads: {}", st.line()));
     }
     if s.permission_denied > 0 {
         line(

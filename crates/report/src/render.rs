@@ -61,7 +61,8 @@ pub fn render_terminal_width(r: &Report, width: u16) -> String {
     terminal_problems(&mut notes, r);
     writeln!(notes, "\nverdicts:").unwrap();
     for s in &r.strategies {
-        writeln!(notes, "  {:<20} {} at {}: {}", s.check.verdict, s.backend, s.isolation, s.check.summary).unwrap();
+        let at = s.label().split_once(" on ").map_or(String::new(), |x| x.1.to_string());
+        writeln!(notes, "  {:<20} {at}: {}", s.check.verdict, s.check.summary).unwrap();
     }
     for l in notes.lines() {
         let text = l.trim_start();
@@ -127,7 +128,7 @@ fn terminal_decision(w: &mut String, r: &Report, width: u16) {
         for (i, x) in g.rows.iter().enumerate() {
             t.add_row(vec![
                 Cell::new(i + 1),
-                Cell::new(&x.row.strategy),
+                Cell::new(x.row.display_name()),
                 Cell::new(&x.verdict),
                 Cell::new(relative_text(x)),
                 Cell::new(&x.p99),

@@ -9,7 +9,7 @@ use counterlab_core::{Guarantee, Strategy, StrategyInfo};
 
 use crate::db::Db;
 use crate::mq::{MqConfig, MqDesign, MqSpace, MqStrategy};
-use crate::redis::{CacheAside, RedisConfig, RedisDesign, RedisSpace, RedisStrategy};
+use crate::redis::{CacheAside, RedisConfig, RedisDesign, RedisSpace, RedisStrategy, ZsetReplicaReads};
 use crate::strategies::{Design, SqlStrategy};
 
 /// How a built-in strategy is made, and so what it runs on.
@@ -187,6 +187,18 @@ pub const BUILTINS: &[Builtin] = &[
         Guarantee::Exact,
         "mutant: the same cache, deleted once, before the write: a read that misses while the write runs caches the old count until the next write or the TTL",
         Build::Redis(|i, db, s, c| cache(i, db, s, c, true)),
+    ),
+    row(
+        "zset-replica-reads",
+        Guarantee::Eventual,
+        "the seed's Flask design: SQL conditional update, then ZINCRBY of one Redis sorted set (member user, score count); reads meant for a replica with the primary as fallback (`[replica] read_from = \"replica-fallback\"`, held to `stale_read_bound_ms`); a reconciler resets any score that disagrees with the SQL counter (racy while ops run, exact once quiet)",
+        Build::Redis(|i, db, s, c| Arc::new(ZsetReplicaReads::new(i, db, s, c, true))),
+    ),
+    row(
+        "zset-replica-reads-no-reconcile",
+        Guarantee::Eventual,
+        "mutant: zset-replica-reads without its reconciler: a score lost or wrong in Redis (a restart without persistence) is never reset from the database",
+        Build::Redis(|i, db, s, c| Arc::new(ZsetReplicaReads::new(i, db, s, c, false))),
     ),
     row(
         "mq-consumer",

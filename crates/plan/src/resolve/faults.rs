@@ -33,7 +33,9 @@ fn fault(src: &Src<'_>, f: &RawFault, s: &Strategies) -> Result<FaultPlan, Scena
         (None, true) => return Err(src.at(f.kind.span(), format!("a {} needs duration_ms", kind.name()))),
         (Some(d), true) => kind.lasting(within_at(src, d, "duration_ms", 1..=MAX_INTERVAL_MS)?),
         (Some(d), false) => {
-            return Err(src.at(d.span(), format!("duration_ms applies to pause only, not {}", kind.name())));
+            return Err(
+                src.at(d.span(), format!("duration_ms applies to pause and replica_pause only, not {}", kind.name()))
+            );
         }
         (None, false) => kind,
     };

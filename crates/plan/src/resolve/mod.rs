@@ -15,7 +15,7 @@ use toml::Spanned;
 use crate::error::{ScenarioError, Src};
 
 pub(crate) use faults::{expectations, faults, thresholds};
-pub(crate) use sections::{data, expectation, redis, retry, verdict};
+pub(crate) use sections::{data, expectation, redis, replica, retry, verdict};
 pub(crate) use strategies::{Strategies, backends, isolation};
 pub(crate) use workload::workload;
 

@@ -544,6 +544,9 @@ fn details(w: &mut String, r: &Report) {
             esc(&s.identity)
         )
         .unwrap();
+        if let Some(st) = &s.staleness {
+            writeln!(w, "<li>staleness of replica reads: {}</li>", esc(&st.line())).unwrap();
+        }
         writeln!(
             w,
             "<li>seed {} s, load {} s, settle {} s; give-ups {}</li>",
@@ -730,6 +733,8 @@ mod tests {
                 summary: format!("{name}: {verdict}"),
             },
             load_model: "open loop, 200 -> 400 ops/s".into(),
+            read_from: "primary".into(),
+            staleness: None,
             stages: vec![StageReport {
                 name: "steady".into(),
                 measured: true,

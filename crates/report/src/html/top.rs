@@ -67,7 +67,7 @@ fn ranked_table(w: &mut String, g: &Group<'_>, top: bool) {
             w,
             "<tr><td class=\"num\">{}</td><td>{}</td><td class=\"wide\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{} / {}</td><td class=\"wide\">{}</td></tr>",
             i + 1,
-            esc(&x.row.strategy),
+            esc(&x.row.display_name()),
             verdict_html(x, top),
             esc(&relative_text(x)),
             esc(&x.p99),
@@ -95,10 +95,10 @@ fn short(x: &Ranked<'_>) -> String {
 /// Strategies down, backend x isolation across: each cell the short verdict and the
 /// throughput relative to the group's best design that kept its guarantee.
 fn grid(w: &mut String, groups: &[Group<'_>]) {
-    let mut names: Vec<&str> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
     for x in groups.iter().flat_map(|g| &g.rows) {
-        if !names.contains(&x.row.strategy.as_str()) {
-            names.push(&x.row.strategy);
+        if !names.contains(&x.row.display_name()) {
+            names.push(x.row.display_name());
         }
     }
     write!(w, "<div class=\"scroll\"><table class=\"grid\">\n<thead><tr><th>strategy</th>").unwrap();
@@ -107,9 +107,9 @@ fn grid(w: &mut String, groups: &[Group<'_>]) {
     }
     writeln!(w, "</tr></thead>\n<tbody>").unwrap();
     for name in names {
-        write!(w, "<tr><td>{}</td>", esc(name)).unwrap();
+        write!(w, "<tr><td>{}</td>", esc(&name)).unwrap();
         for g in groups {
-            match g.rows.iter().find(|x| x.row.strategy == name) {
+            match g.rows.iter().find(|x| x.row.display_name() == name) {
                 None => write!(w, "<td class=\"muted\">-</td>").unwrap(),
                 Some(x) => write!(
                     w,

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use counterlab_core::StrategyInfo;
+use counterlab_core::{ReadFrom, StrategyInfo};
 use counterlab_plan::RunPlan;
 use counterlab_report::{REPORT_SCHEMA_VERSION, Report, Skipped, StrategyReport};
 use counterlab_sim::DriverConfig;
@@ -40,6 +40,11 @@ pub struct RunOptions {
     /// A configured Redis URL; None: the local default, and Redis strategies are skipped
     /// (with the reason) when it does not answer.
     pub redis_url: Option<String>,
+    /// Replica reads (`[replica] read_from`): a hot standby of the PostgreSQL server and a
+    /// replica of the Redis server (`--postgres-replica`, `--redis-replica`); a cell that
+    /// reads from a replica it has none of is skipped with the reason.
+    pub postgres_replica_url: Option<String>,
+    pub redis_replica_url: Option<String>,
     /// A configured AMQP URL (RabbitMQ); None: the local default, and the broker
     /// strategies are skipped (with the reason) when it does not answer.
     pub amqp_url: Option<String>,
@@ -101,6 +106,8 @@ struct Target<'a> {
     repeat: u32,
     /// 1-based index of this cell run (repeats counted), and the number the run has.
     index: (usize, usize),
+    /// Where its `read_count` reads.
+    read_from: ReadFrom,
 }
 
 /// What the cells produced so far: their rows, the cells skipped (and why), and the
@@ -143,7 +150,8 @@ async fn run_cells(
     let mut per_round = 0;
     for server in &servers.sql {
         for name in &plan.strategies {
-            per_round += cells_of(plan, opts, server, servers, name, &mut Vec::new())?.map_or(0, |c| c.2.len());
+            let levels = cells_of(plan, opts, server, servers, name, &mut Vec::new())?.map_or(0, |c| c.2.len());
+            per_round += levels * plan.replica.read_from.len();
         }
     }
     let total = per_round * plan.repeat as usize;
@@ -161,7 +169,9 @@ async fn run_cells(
                 else {
                     continue;
                 };
-                for isolation in levels {
+                for (isolation, read_from) in
+                    levels.iter().flat_map(|l| plan.replica.read_from.iter().map(|r| (*l, *r)))
+                {
                     if cells.len() <= i {
                         cells.push(Vec::new());
                     }
@@ -171,11 +181,32 @@ async fn run_cells(
                         log(&format!("interrupted: {name} on {b} at {} not run", isolation.name()));
                         continue;
                     }
+                    if let Some(skip) = replica_skip(opts, server, redis.is_some(), name, isolation, read_from) {
+                        log(&format!(
+                            "skipped: {name} on {} reading from {}: {}",
+                            skip.backend,
+                            read_from.name(),
+                            skip.reason
+                        ));
+                        skipped.push(skip);
+                        continue;
+                    }
                     let seed = plan.data.seed_spec();
                     index += 1;
                     let at = (index, total.max(index));
-                    let target =
-                        Target { server, redis, amqp, run_id, name, info, isolation, seed, repeat: round, index: at };
+                    let target = Target {
+                        server,
+                        redis,
+                        amqp,
+                        run_id,
+                        name,
+                        info,
+                        isolation,
+                        seed,
+                        read_from,
+                        repeat: round,
+                        index: at,
+                    };
                     let (report, files) = one::run_one(plan, opts, cfg, target, log).await?;
                     cells[i - 1].push(report);
                     rows.side_files.extend(files);
@@ -197,6 +228,24 @@ async fn run_cells(
         }
     }
     Ok(())
+}
+
+/// The skipped row when `read_from` needs a replica this cell's server has not got.
+fn replica_skip(
+    opts: &RunOptions,
+    server: &Server,
+    redis: bool,
+    name: &str,
+    isolation: Isolation,
+    read_from: ReadFrom,
+) -> Option<Skipped> {
+    let why = one::no_replica(opts, server, redis, name, read_from)?;
+    Some(Skipped {
+        strategy: name.to_string(),
+        backend: format!("{}{}", server.dialect().name(), if redis { "+redis" } else { "" }),
+        isolation: isolation.name().into(),
+        reason: format!("read_from = {}: {why}", read_from.name()),
+    })
 }
 
 /// The levels strategy `name` runs at on `server` (with its info and Redis), or None

@@ -21,6 +21,7 @@ mod reconciler;
 mod set;
 mod ttl;
 mod watch;
+mod zset_replica;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,6 +39,7 @@ pub(crate) use dedicated::DedicatedLease;
 pub use cache::CacheAside;
 pub use designs::{RedisDesign, RedisStrategy};
 pub use ttl::{KEY_TTL, REFRESH_EVERY};
+pub use zset_replica::ZsetReplicaReads;
 
 /// The local Redis used when nothing else is configured.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
@@ -124,6 +126,11 @@ impl RedisServer {
 
     pub fn location(&self) -> &str {
         &self.location
+    }
+
+    /// The configured account's client (replica reads wait on it for the replica: WAIT).
+    pub fn client(&self) -> &redis::Client {
+        &self.client
     }
 
     /// `n_conns` reconnecting connections, lent to one op at a time (see `Lease`), whose
