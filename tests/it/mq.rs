@@ -12,10 +12,7 @@ use counterlab_strategies::AmqpServer;
 use crate::util;
 
 pub fn amqp_url() -> String {
-    std::env::var("COUNTERLAB_AMQP_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| counterlab_strategies::DEFAULT_AMQP_URL.into())
+    util::url(util::Server::Rabbitmq, counterlab_strategies::DEFAULT_AMQP_URL)
 }
 
 /// Creates only (every delta +1), so doubled deltas never cancel within a user: the

@@ -13,10 +13,7 @@ use crate::util;
 const REDIS_STRATEGIES: [&str; 4] = ["zset-buffer", "zset-buffer-durable", "lua-script", "redis-counter"];
 
 pub fn redis_url() -> String {
-    std::env::var("COUNTERLAB_REDIS_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| "redis://127.0.0.1:6379".into())
+    util::url(util::Server::Redis, "redis://127.0.0.1:6379")
 }
 
 pub async fn redis_conn() -> redis::aio::MultiplexedConnection {

@@ -13,6 +13,7 @@ pub(crate) struct RawScenario {
     pub(crate) seed: Option<u64>,
     pub(crate) strategies: Option<Vec<Spanned<String>>>,
     pub(crate) backends: Option<Vec<Spanned<String>>>,
+    pub(crate) servers: Option<Spanned<String>>,
     pub(crate) isolation: Option<Vec<Spanned<String>>>,
     pub(crate) strategy_isolation: Option<BTreeMap<String, Spanned<Vec<Spanned<String>>>>>,
     pub(crate) retry: Option<Spanned<RawRetry>>,
