@@ -395,10 +395,10 @@ pub fn docker_available(test: &str) -> bool {
     let engine = counterlab::containers::docker_engine(Duration::from_millis(300));
     let why = match (engine.answers(), counterlab::containers::CAN_START) {
         (true, true) => return true,
-        (true, false) => "this build has no `containers` feature".to_string(),
+        (true, false) => "a Docker engine answers, but this build has no `containers` feature".to_string(),
         (false, _) => engine.describe(),
     };
-    skip(&format!("SKIPPED {test}: no Docker engine ({why})"));
+    skip(&format!("SKIPPED {test}: {why}"));
     false
 }
 
@@ -413,11 +413,11 @@ pub fn available(test: &str, needs: &[Server]) -> bool {
     if missing.is_empty() {
         return true;
     }
-    let line = format!("SKIPPED {test}: {}", missing.join("; "));
+    let why = missing.join("; ");
     if std::env::var("COUNTERLAB_REQUIRE_SERVERS").is_ok_and(|v| v == "1") {
-        panic!("{line}\nCOUNTERLAB_REQUIRE_SERVERS=1: a missing server fails the test");
+        panic!("MISSING SERVER for {test}: {why}\nCOUNTERLAB_REQUIRE_SERVERS=1: a missing server fails the test");
     }
-    skip(&line);
+    skip(&format!("SKIPPED {test}: {why}"));
     false
 }
 
