@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
-use counterlab::containers::{HEALTH_INTERVAL, HEALTH_RETRIES, HEALTH_TIMEOUT, SPECS, Service, ServersMode, needed};
+use counterlab::containers::{HEALTH_INTERVAL, HEALTH_RETRIES, HEALTH_TIMEOUT, SPECS, ServersMode, Service, needed};
 use counterlab::scenario::{Overrides, parse};
 use serde_yaml_ng::Value;
 
@@ -63,7 +63,12 @@ fn compose_agrees_with_the_container_specs_and_counterlabs_defaults() {
     assert_eq!(me["build"].as_str(), Some("."));
     let env = map(&me["environment"]);
     for spec in &SPECS {
-        assert_eq!(me["depends_on"][spec.compose_name]["condition"].as_str(), Some("service_healthy"), "{}", spec.label);
+        assert_eq!(
+            me["depends_on"][spec.compose_name]["condition"].as_str(),
+            Some("service_healthy"),
+            "{}",
+            spec.label
+        );
         let var = match spec.service {
             Service::Postgres => "COUNTERLAB_POSTGRES_URL",
             Service::Mariadb => "COUNTERLAB_MYSQL_URL",
@@ -108,7 +113,8 @@ fn a_plan_needs_the_servers_of_its_backends_and_strategies() {
     let plan = |head: &str| util::plan(&format!("{head}{SMALL}"));
     let opts = util::options(false, None);
     let services = |p| needed(&p, &opts).into_iter().map(|(s, _)| s).collect::<Vec<_>>();
-    let all = "backends = [\"postgres\", \"mysql\"]\nstrategies = [\"direct-update\", \"lua-script\", \"mq-consumer\"]\n";
+    let all =
+        "backends = [\"postgres\", \"mysql\"]\nstrategies = [\"direct-update\", \"lua-script\", \"mq-consumer\"]\n";
     assert_eq!(services(plan(all)), [Service::Postgres, Service::Mariadb, Service::Redis, Service::Rabbitmq]);
     assert_eq!(services(plan("backends = [\"sqlite\"]\nstrategies = [\"direct-update\"]\n")), []);
     // `auto` may use PostgreSQL; a configured URL is marked so (it wins over any mode).
@@ -176,6 +182,7 @@ fn a_run_on_throwaway_containers_uses_them_and_removes_them() {
         serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
     let url = json["servers"][0]["url"].as_str().unwrap_or_default().to_string();
     assert!(!url.contains(":5432/"), "a container's mapped port, not the local server: {url}");
-    let left: Vec<String> = labelled(counterlab::containers::LABEL).into_iter().filter(|c| !before.contains(c)).collect();
+    let left: Vec<String> =
+        labelled(counterlab::containers::LABEL).into_iter().filter(|c| !before.contains(c)).collect();
     assert!(left.is_empty(), "containers outlived their run: {left:?}");
 }
