@@ -102,9 +102,11 @@ fn the_servers_mode_comes_from_the_flag_then_the_file_then_auto_and_bad_values_a
     assert_eq!(with("", None).unwrap().servers, ServersMode::Auto);
     assert_eq!(with("servers = \"containers\"\n", None).unwrap().servers, ServersMode::Containers);
     assert_eq!(with("servers = \"containers\"\n", Some("local")).unwrap().servers, ServersMode::Local);
-    let e = with("servers = \"docker\"\n", None).err().expect("refused").to_string();
+    let Err(e) = with("servers = \"docker\"\n", None) else { panic!("servers = \"docker\" accepted") };
+    let e = e.to_string();
     assert!(e.contains("inline.toml:1:11: unknown servers mode \"docker\"; valid: local, containers, auto"), "{e}");
-    let e = with("", Some("docker")).err().expect("refused").to_string();
+    let Err(e) = with("", Some("docker")) else { panic!("--servers docker accepted") };
+    let e = e.to_string();
     assert!(e.contains("--servers docker: unknown servers mode; valid: local, containers, auto"), "{e}");
 }
 
