@@ -333,6 +333,12 @@ struct RunArgs {
     isolation: Vec<String>,
     #[command(flatten)]
     servers: ServerArgs,
+    /// Where the servers come from: local (the configured or local ones), containers
+    /// (throwaway ones, removed after the run; needs a Docker engine), auto (local when
+    /// answering, else containers when Docker answers, else SQLite) [default: the
+    /// scenario's `servers`, else auto].
+    #[arg(long = "servers", value_name = "MODE")]
+    servers_mode: Option<String>,
     /// Seed for every random choice; replaces the scenario's.
     #[arg(long)]
     seed: Option<u64>,
@@ -477,10 +483,14 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     if let Some(m) = &served {
         log(&format!("metrics: http://{}/metrics", m.addr));
     }
-    let report = run_plan(&plan, &opts, &mut log).await.map_err(backend_failure);
+    let containers = counterlab::containers::provide(plan.servers, &plan, &mut opts, &run_id(), &mut log)
+        .await
+        .map_err(|e| Failure::Input(anyhow::anyhow!(e)))?;
+    let report = run_plan(&plan, &opts, &mut log).await;
+    containers.remove(&mut log).await;
     served.as_mut().map(metrics::MetricsServer::stop);
     ui.finish();
-    let report = report?;
+    let report = report.map_err(backend_failure)?;
     let written = write_report(&out, &report);
     JSON_STDOUT.store(args.output.json, Ordering::Relaxed);
     say!("{}", render_terminal(&report).trim_end_matches('\n'));
@@ -496,11 +506,17 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     Ok(end)
 }
 
+/// The label of the containers a run starts.
+fn run_id() -> String {
+    counterlab::run::new_run_id()
+}
+
 /// The scenario with the flags' overrides, resolved against the built-in strategies.
 fn load_plan(args: &RunArgs, default_seed: u64) -> Result<scenario::RunPlan, Failure> {
     let overrides = Overrides {
         strategies: args.strategies.clone(),
         backends: args.backends.clone(),
+        servers: args.servers_mode.clone(),
         isolation: args.isolation.clone(),
         seed: args.seed,
         workers: args.workers,

@@ -64,6 +64,7 @@ fn unreachable_backend_exits_2_without_the_password() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_writes_reports_and_leaves_nothing_behind() {
+    crate::require!(Postgres);
     let admin = util::admin().await;
     // Data outside counterlab's namespaces that a run must not touch.
     sqlx::query("CREATE TABLE IF NOT EXISTS public.counterlab_sentinel (v int)").execute(&admin).await.unwrap();
@@ -136,6 +137,7 @@ pub use crate::util::tempdir;
 /// check what ran, write the report and clean up, exiting with 128 + the signal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_sigterm_and_sighup_stop_the_load_check_and_clean_up() {
+    crate::require!(Postgres);
     for (signal, code) in [("INT", 130), ("TERM", 143), ("HUP", 129)] {
         interrupted_by(signal, code).await;
     }
@@ -341,6 +343,7 @@ fn an_unwritable_output_folder_is_refused_before_any_load() {
 
 #[test]
 fn the_replay_command_keeps_the_server_options_without_passwords() {
+    crate::require!(Postgres);
     let dir = tempdir("replay");
     let url = format!("{}?application_name=x", util::pg_url())
         .replace("postgres://postgres@", "postgres://postgres:pw-secret@");
@@ -391,6 +394,7 @@ fn killed_run(backend: &str, dir: &std::path::Path) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_sigkill_clean_removes_the_marked_leftovers_and_nothing_else() {
+    crate::require!(Postgres, Mariadb, Redis);
     let dir = tempdir("sigkill");
     let tag = counterlab::run::new_run_id();
     let admin = util::admin().await;
@@ -470,6 +474,7 @@ async fn after_sigkill_clean_removes_the_marked_leftovers_and_nothing_else() {
 /// on its row, the report is written, and the exit code is 3.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_lost_mid_load_makes_its_row_incomplete_and_the_report_stands() {
+    crate::require!(Postgres);
     use std::io::{BufReader, Read};
     let dir = tempdir("redis-lost");
     let mut redis = util::PrivateRedis::start(false);

@@ -225,6 +225,7 @@ fn repeat_is_bounded_in_the_file_and_on_the_command_line() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guarantee_broken_in_any_repeat_is_broken_and_every_failing_repeat_s_anomalies_are_kept() {
+    crate::require!(Postgres);
     let _heavy = util::heavy().await;
     let registry = Registry::builtin().with(Builtin { info: RACY, build: Build::Sql(racy) });
     let toml = "strategies = [\"racy-exact\"]\nbackends = [\"postgres\"]\nisolation = [\"read-committed\"]\n\

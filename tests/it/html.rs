@@ -116,6 +116,7 @@ fn charts(dom: &str) -> Vec<serde_json::Value> {
 
 #[test]
 fn html_report_lays_out_every_chart_in_chromium() {
+    crate::require!(Postgres);
     let _heavy = crate::util::heavy_blocking();
     chromium_or_fail();
     let dir = crate::cli::tempdir("html");

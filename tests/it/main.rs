@@ -49,6 +49,10 @@ mod compare;
 /// File-defined strategies: twins, a caught racy file, the slotted counter, validation.
 mod custom;
 
+/// Servers on demand: docker-compose.yml against the container specs, `--servers`, and
+/// a run on throwaway containers where a Docker engine answers.
+mod servers;
+
 /// Repository hygiene: doc lines, function length, import cycles, descriptions.
 mod tidy;
 

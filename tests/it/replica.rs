@@ -32,7 +32,7 @@ fn topology(script: &str) -> bool {
         Err(e) => e.to_string(),
     };
     assert!(std::env::var("COUNTERLAB_REQUIRE_SERVERS").as_deref() != Ok("1"), "{script} did not start: {why}");
-    eprintln!("SKIPPED: replica test: {script} did not start: {why}");
+    util::skip(&format!("SKIPPED replica::* (a test needing {script}): it did not start: {why}"));
     false
 }
 
@@ -124,6 +124,7 @@ fn assert_stale_only_on_the_replica(r: &Report) {
 /// PostgreSQL: replay paused on the private standby for HOLD_MS while the load runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_standby_serves_stale_reads_named_stale_read_not_write_anomalies() {
+    crate::require!(Postgres);
     if !topology("pg-standby.sh") {
         return;
     }
@@ -168,6 +169,7 @@ impl Drop for Resume {
 /// answering reads) for HOLD_MS while the load runs; the design is redis-counter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_redis_replica_serves_stale_reads_and_its_acl_user_goes() {
+    crate::require!(Postgres, Redis);
     if !topology("redis-replica.sh") || !topology("pg-standby.sh") {
         return;
     }
@@ -194,6 +196,7 @@ async fn a_paused_redis_replica_serves_stale_reads_and_its_acl_user_goes() {
 /// the shared PostgreSQL, no topology needed; the namespace is dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_replica_falls_back_to_the_primary_and_counts_it() {
+    crate::require!(Postgres);
     use counterlab_core::{Outcome, ReadFrom, SeedSpec, Strategy};
     use counterlab_strategies::{CatchUp, Isolation, PoolSpec, ReplicaReader, ReplicaReads, Server};
     let pg = Server::connect_postgres(&util::pg_url(), Duration::from_secs(5)).await.unwrap();

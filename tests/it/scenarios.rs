@@ -20,6 +20,7 @@ fn shipped() -> Vec<std::path::PathBuf> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_shipped_scenario_runs_small() {
+    crate::require!(Postgres, Mariadb, Redis, Rabbitmq);
     let _heavy = util::heavy().await;
     let files = shipped();
     assert!(files.len() >= 3, "{files:?}");

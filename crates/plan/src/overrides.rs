@@ -6,6 +6,8 @@
 pub struct Overrides {
     pub strategies: Vec<String>,
     pub backends: Vec<String>,
+    /// `--servers local|containers|auto`.
+    pub servers: Option<String>,
     pub isolation: Vec<String>,
     pub seed: Option<u64>,
     pub workers: Option<u32>,

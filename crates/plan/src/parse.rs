@@ -63,6 +63,7 @@ fn resolve_all(
     let raw: RawScenario = toml::from_str(text).map_err(|e| src.toml(e))?;
     let s = Strategies::resolve(&src, &raw, overrides, known)?;
     let backends = resolve::backends(&src, &raw, overrides)?;
+    let servers = resolve::servers(&src, raw.servers.as_ref(), overrides.servers.as_deref())?;
     let (isolation, strategy_isolation) = resolve::isolation(&src, &raw, overrides, &s)?;
     let retry = resolve::retry(&src, raw.retry.as_ref())?;
     let expect_drift = s.pick(&src, raw.expect_drift.as_deref())?;
@@ -82,6 +83,7 @@ fn resolve_all(
         seed: overrides.seed.or(raw.seed).unwrap_or(default_seed),
         repeat,
         backends,
+        servers,
         isolation,
         strategy_isolation,
         retry,

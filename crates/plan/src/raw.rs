@@ -14,6 +14,7 @@ pub(crate) struct RawScenario {
     pub(crate) repeat: Option<Spanned<u32>>,
     pub(crate) strategies: Option<Vec<Spanned<String>>>,
     pub(crate) backends: Option<Vec<Spanned<String>>>,
+    pub(crate) servers: Option<Spanned<String>>,
     pub(crate) isolation: Option<Vec<Spanned<String>>>,
     pub(crate) strategy_isolation: Option<BTreeMap<String, Spanned<Vec<Spanned<String>>>>>,
     pub(crate) retry: Option<Spanned<RawRetry>>,

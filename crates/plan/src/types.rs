@@ -46,6 +46,18 @@ named_enum! {
 }
 
 named_enum! {
+    /// Where the servers a run needs come from (`--servers`, `servers = ...`): the
+    /// configured or local ones; throwaway containers; or `auto`: configured or local
+    /// when they answer, else containers when a Docker engine answers, else (SQL)
+    /// embedded SQLite.
+    pub enum ServersMode {
+        Local = "local",
+        Containers = "containers",
+        Auto = "auto",
+    }
+}
+
+named_enum! {
     /// Open loop: even gaps between arrivals, or exponential ones.
     pub enum Arrival {
         Constant = "constant",
@@ -93,6 +105,9 @@ pub struct RunPlan {
     /// Backends in run order.
     #[serde(serialize_with = "named::list")]
     pub backends: Vec<Backend>,
+    /// Where the servers come from (the environment, not the experiment: not in the report).
+    #[serde(skip)]
+    pub servers: ServersMode,
     /// Isolation levels every strategy runs at, unless `strategy_isolation` names it.
     #[serde(serialize_with = "named::list")]
     pub isolation: Vec<Isolation>,

@@ -7,7 +7,7 @@ mod names;
 mod one;
 mod post;
 mod replay;
-mod servers;
+pub(crate) mod servers;
 mod status;
 
 use std::path::PathBuf;
