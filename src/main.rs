@@ -5,7 +5,9 @@
 //! (INCOMPLETE) and nothing failed, 128 + the signal when Ctrl-C, SIGTERM or SIGHUP
 //! interrupted it: 130, 143, 129).
 
-use std::io::{IsTerminal, Write as _};
+mod render_cmd;
+
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -20,6 +22,11 @@ use counterlab::scenario::{self, Overrides};
 use counterlab_report::{render_html, render_json, render_markdown, render_terminal};
 use counterlab_strategies::BackendError;
 use counterlab_strategies::Registry;
+
+mod metrics;
+mod progress;
+mod summary;
+mod urls;
 
 #[derive(Parser)]
 #[command(
@@ -37,7 +44,7 @@ enum Command {
     /// Run a scenario file: every strategy in its own namespace, checked against the truth.
     Run(Box<RunArgs>),
     /// List the strategies and their declared guarantees.
-    List,
+    List(ListArgs),
     /// Compare two runs' report.json: throughput and latency changes, verdict changes.
     /// Exit 1 when a verdict stopped matching its guarantee or, with --fail-if-slower, on
     /// a slowdown beyond the limit.
@@ -45,9 +52,19 @@ enum Command {
     /// List the namespaces killed runs left on the configured servers (their markers
     /// say so); with --yes, remove them and their roles, users and ACL users.
     Clean(CleanArgs),
+    /// Re-render a saved report.json: write report.md and report.html (beside it, or in
+    /// --out) and print the terminal view.
+    Report(render_cmd::ReportArgs),
     /// Run the bug zoo: every scenario in DIR declaring `expect_anomaly` over several
     /// seeds. Exit 1 when a mutant's anomaly is missed or a correct strategy shows one.
     Zoo(ZooArgs),
+}
+
+#[derive(clap::Args)]
+struct ListArgs {
+    /// As a JSON array (name, guarantee, needs, summary) on stdout.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -119,19 +136,25 @@ struct ZooArgs {
 /// Where the servers are (the same flags as `run`).
 #[derive(clap::Args)]
 struct ServerArgs {
-    /// PostgreSQL URL; else COUNTERLAB_POSTGRES_URL, else DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test.
+    /// PostgreSQL URL; else COUNTERLAB_POSTGRES_URL, else DATABASE_URL when postgres(ql):// (DATABASE_URL goes to the server its scheme names), else postgres://postgres@127.0.0.1:5432/test.
     #[arg(long, value_name = "URL")]
     postgres: Option<String>,
-    /// MySQL/MariaDB URL; else COUNTERLAB_MYSQL_URL, else mysql://root@127.0.0.1:3306/test.
+    /// MySQL/MariaDB URL; else COUNTERLAB_MYSQL_URL, MYSQL_URL, MARIADB_URL, DATABASE_URL when mysql:// or mariadb://, else mysql://root@127.0.0.1:3306/test.
     #[arg(long, value_name = "URL")]
     mysql: Option<String>,
-    /// Redis URL for the Redis strategies; else COUNTERLAB_REDIS_URL, else redis://127.0.0.1:6379.
+    /// Redis URL for the Redis strategies; else COUNTERLAB_REDIS_URL, else REDIS_URL, else redis://127.0.0.1:6379.
     #[arg(long, value_name = "URL")]
     redis: Option<String>,
-    /// AMQP URL of the broker (RabbitMQ) for the mq-consumer strategies; else COUNTERLAB_AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/%2f.
+    /// AMQP URL of the broker (RabbitMQ) for the mq-consumer strategies; else COUNTERLAB_AMQP_URL, else AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/%2f.
     #[arg(long, value_name = "URL")]
     amqp: Option<String>,
-    /// Directory for SQLite namespace files [default: a temporary directory, removed after the run].
+    /// A hot standby of the PostgreSQL server, for `[replica] read_from` (scripts/topologies/pg-standby.sh); else COUNTERLAB_POSTGRES_REPLICA_URL.
+    #[arg(long, value_name = "URL")]
+    postgres_replica: Option<String>,
+    /// A replica of the Redis server, for `[replica] read_from` (scripts/topologies/redis-replica.sh); else COUNTERLAB_REDIS_REPLICA_URL.
+    #[arg(long, value_name = "URL")]
+    redis_replica: Option<String>,
+    /// Directory for SQLite namespace files; else DATABASE_URL when sqlite:PATH (PATH's folder) [default: a temporary directory, removed after the run].
     #[arg(long, value_name = "DIR")]
     sqlite: Option<PathBuf>,
     /// Run file-defined strategies with the configured account's rights where a server
@@ -143,21 +166,26 @@ struct ServerArgs {
 impl ServerArgs {
     /// Run options for these servers, and where each URL came from (for the log).
     fn options(self, keep: bool, history_dir: Option<PathBuf>) -> (RunOptions, String) {
-        let postgres = configured(self.postgres, "--postgres", &["COUNTERLAB_POSTGRES_URL", "DATABASE_URL"]);
-        let mysql = configured(self.mysql, "--mysql", &["COUNTERLAB_MYSQL_URL"]);
-        let redis = configured(self.redis, "--redis", &["COUNTERLAB_REDIS_URL"]);
-        let amqp = configured(self.amqp, "--amqp", &["COUNTERLAB_AMQP_URL"]);
-        let sources: Vec<String> = [("postgres", &postgres), ("mysql", &mysql), ("redis", &redis), ("amqp", &amqp)]
-            .iter()
-            .map(|(b, c)| format!("{b} URL from {}", c.as_ref().map_or("the local default", |c| c.1)))
-            .collect();
+        let flags = urls::Flags {
+            postgres: self.postgres,
+            mysql: self.mysql,
+            redis: self.redis,
+            amqp: self.amqp,
+            sqlite: self.sqlite,
+            postgres_replica: self.postgres_replica,
+            redis_replica: self.redis_replica,
+        };
+        let r = urls::resolve(flags, &|v| std::env::var(v).ok());
+        let sources = r.sources();
         let opts = RunOptions {
-            postgres_url: postgres.map(|c| c.0),
+            postgres_url: r.postgres.map(|c| c.0),
             postgres_default: counterlab_strategies::DEFAULT_POSTGRES_URL.to_string(),
-            mysql_url: mysql.map(|c| c.0),
-            redis_url: redis.map(|c| c.0),
-            amqp_url: amqp.map(|c| c.0),
-            sqlite_dir: self.sqlite,
+            mysql_url: r.mysql.map(|c| c.0),
+            redis_url: r.redis.map(|c| c.0),
+            amqp_url: r.amqp.map(|c| c.0),
+            postgres_replica_url: r.postgres_replica.map(|c| c.0),
+            redis_replica_url: r.redis_replica.map(|c| c.0),
+            sqlite_dir: r.sqlite.map(|c| c.0),
             keep,
             history_dir,
             connect_timeout: Duration::from_secs(5),
@@ -167,7 +195,7 @@ impl ServerArgs {
             registry: Registry::builtin(),
             on_phase: None,
         };
-        (opts, sources.join("; "))
+        (opts, sources)
     }
 }
 
@@ -222,9 +250,20 @@ struct CompareArgs {
     /// The report.json to judge against it.
     b: PathBuf,
     /// Fail (exit 1) when a strategy's throughput drops, or an op's p99 rises, by more than PCT percent.
+    /// With repeats on both sides (--repeat 3 or more) a slowdown must also be significant
+    /// (one-sided Mann-Whitney U, p <= 0.05); without this flag it must then be over 20%.
     #[arg(long = "fail-if-slower", value_name = "PCT")]
     fail_if_slower: Option<f64>,
+    /// Also write the comparison as Markdown to FILE.
+    #[arg(long, value_name = "FILE")]
+    md: Option<PathBuf>,
+    /// Also write the comparison as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
+
+/// `compare`'s exit code when the two reports share no row: nothing was judged.
+const EXIT_NOTHING_TO_COMPARE: u8 = 4;
 
 fn read_report(path: &std::path::Path) -> anyhow::Result<counterlab_report::Report> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -262,9 +301,19 @@ fn compare_cmd(args: CompareArgs) -> ExitCode {
         args.fail_if_slower,
     );
     print!("{}", counterlab_report::render_comparison(&c));
-    if c.rows.is_empty() {
-        eprintln!("error: the two reports have no strategy x backend x isolation in common");
-        return ExitCode::from(2);
+    let json = serde_json::to_string_pretty(&c).expect("the comparison serializes");
+    let files = [(&args.md, counterlab_report::render_comparison_markdown(&c)), (&args.json, json)];
+    for (path, text) in files {
+        if let Some(path) = path
+            && let Err(e) = std::fs::write(path, text)
+        {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    if c.nothing_in_common() {
+        eprintln!("error: nothing to compare: the two reports share no strategy x backend x isolation row");
+        return ExitCode::from(EXIT_NOTHING_TO_COMPARE);
     }
     if c.regressions.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
@@ -284,6 +333,12 @@ struct RunArgs {
     isolation: Vec<String>,
     #[command(flatten)]
     servers: ServerArgs,
+    /// Where the servers come from: local (the configured or local ones), containers
+    /// (throwaway ones, removed after the run; needs a Docker engine), auto (local when
+    /// answering, else containers when Docker answers, else SQLite) [default: the
+    /// scenario's `servers`, else auto].
+    #[arg(long = "servers", value_name = "MODE")]
+    servers_mode: Option<String>,
     /// Seed for every random choice; replaces the scenario's.
     #[arg(long)]
     seed: Option<u64>,
@@ -300,15 +355,28 @@ struct RunArgs {
     /// scenario's load (give --duration-s when the scenario has stages).
     #[arg(long, value_name = "OPS_PER_S")]
     rate: Option<f64>,
+    /// Run every strategy N times, interleaved (all once, then again: A B C A B C); the
+    /// report shows medians and the spread, and `compare` judges against the noise (1..=20);
+    /// replaces the scenario's `repeat`.
+    #[arg(long, value_name = "N")]
+    repeat: Option<u32>,
     /// Output folder for report.json, report.md, report.html and hdr/*.hlog [default: reports/runs/<time>-<scenario>/].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Keep each strategy's schema after the run (the report names it).
     #[arg(long)]
     keep: bool,
-    /// Print only the final table (no progress line, no log).
-    #[arg(long)]
-    quiet: bool,
+    /// Override any scenario field by its dotted path (repeatable), e.g. `--set
+    /// workload.workers=8`, `--set workload.stages.1.rate=500`, `--set name=nightly`; checked
+    /// like the file's own value (errors at `--set:N:COL`).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    sets: Vec<String>,
+    /// Serve the live metrics as OpenMetrics (Prometheus text format) on HOST:PORT
+    /// while the run lasts (GET /metrics).
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_addr: Option<String>,
+    #[command(flatten)]
+    output: progress::OutputArgs,
     /// Also write each strategy run's recorded history as JSON Lines (history/<run>.jsonl
     /// beside the report; format in docs/history.md).
     #[arg(long)]
@@ -339,14 +407,6 @@ fn dir_name(name: &str) -> String {
     if safe.is_empty() { "scenario".into() } else { safe.chars().take(64).collect() }
 }
 
-/// A configured URL and where it came from: the flag, else the first set variable.
-fn configured(flag: Option<String>, flag_name: &'static str, vars: &[&'static str]) -> Option<(String, &'static str)> {
-    if let Some(u) = flag {
-        return Some((u, flag_name));
-    }
-    vars.iter().find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()).map(|u| (u, *v)))
-}
-
 enum Failure {
     /// Bad input or unreachable backend.
     Input(anyhow::Error),
@@ -359,6 +419,16 @@ fn list() {
     }
 }
 
+/// With `--json`, stdout holds the summary only: the human-readable lines go to stderr.
+static JSON_STDOUT: AtomicBool = AtomicBool::new(false);
+
+/// `println!`, or `eprintln!` when stdout is reserved for `--json`.
+macro_rules! say {
+    ($($t:tt)*) => {
+        if JSON_STDOUT.load(Ordering::Relaxed) { eprintln!($($t)*) } else { println!($($t)*) }
+    };
+}
+
 /// How a run that produced a report ended.
 enum Ending {
     Held,
@@ -366,6 +436,18 @@ enum Ending {
     /// No verdict failed, but a strategy's check could not complete (exit 3).
     Incomplete,
     Interrupted,
+}
+
+impl Ending {
+    /// The exit code (see the file's opening comment).
+    fn code(&self) -> u8 {
+        match self {
+            Ending::Held => 0,
+            Ending::Broken => 1,
+            Ending::Incomplete => 3,
+            Ending::Interrupted => exit_interrupted(),
+        }
+    }
 }
 
 async fn run(args: RunArgs) -> Result<Ending, Failure> {
@@ -391,35 +473,42 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     };
     let (mut opts, sources) = args.servers.options(args.keep, history_dir);
     watch_ctrl_c(opts.cancel.clone(), "this run's namespaces (schemas cl_*)");
-    let quiet = args.quiet;
-    // A live line on a terminal only: CI logs and pipes get the plain log.
-    let live = !quiet && std::io::stderr().is_terminal();
-    if live {
-        opts.progress = Some(Arc::new(|line: &str| {
-            let mut err = std::io::stderr().lock();
-            write!(err, "\r\x1b[2K{line}").ok();
-            err.flush().ok();
-        }));
-    }
+    let mut served = args.metrics_addr.as_deref().map(metrics::serve).transpose().map_err(Failure::Input)?;
+    // A live line on a terminal, plain lines in CI logs and pipes, nothing with --quiet.
+    let ui = progress::Ui::new(&args.output);
+    opts.progress = metrics::both(ui.progress(), served.as_ref().map(|m| m.sink()));
     // Writes that fail (a terminal closed under SIGHUP) are dropped, never a panic.
-    let mut log = |line: &str| {
-        let mut err = std::io::stderr().lock();
-        if live {
-            write!(err, "\r\x1b[2K").ok();
-        }
-        if !quiet {
-            writeln!(err, "{line}").ok();
-        }
-    };
+    let mut log = |line: &str| ui.log(line);
     log(&sources);
-    let report = run_plan(&plan, &opts, &mut log).await.map_err(backend_failure)?;
+    if let Some(m) = &served {
+        log(&format!("metrics: http://{}/metrics", m.addr));
+    }
+    let containers = counterlab::containers::provide(plan.servers, &plan, &mut opts, &run_id(), &mut log)
+        .await
+        .map_err(|e| Failure::Input(anyhow::anyhow!(e)))?;
+    let report = run_plan(&plan, &opts, &mut log).await;
+    containers.remove(&mut log).await;
+    served.as_mut().map(metrics::MetricsServer::stop);
+    ui.finish();
+    let report = report.map_err(backend_failure)?;
     let written = write_report(&out, &report);
-    print!("{}", render_terminal(&report));
+    JSON_STDOUT.store(args.output.json, Ordering::Relaxed);
+    say!("{}", render_terminal(&report).trim_end_matches('\n'));
+    let path = out.join("report.json");
     match written {
-        Ok(()) => println!("\nreport: {}", out.join("report.json").display()),
+        Ok(()) => say!("\nreport: {}", path.display()),
         Err(e) => return Err(Failure::Input(e)),
     }
-    Ok(ending(&report, strict))
+    let end = ending(&report, strict);
+    if args.output.json {
+        println!("{}", summary::json(&report, &path, end.code(), strict));
+    }
+    Ok(end)
+}
+
+/// The label of the containers a run starts.
+fn run_id() -> String {
+    counterlab::run::new_run_id()
 }
 
 /// The scenario with the flags' overrides, resolved against the built-in strategies.
@@ -427,12 +516,15 @@ fn load_plan(args: &RunArgs, default_seed: u64) -> Result<scenario::RunPlan, Fai
     let overrides = Overrides {
         strategies: args.strategies.clone(),
         backends: args.backends.clone(),
+        servers: args.servers_mode.clone(),
         isolation: args.isolation.clone(),
         seed: args.seed,
         workers: args.workers,
         duration_s: args.duration_s,
         ops: args.ops,
         rate: args.rate,
+        repeat: args.repeat,
+        sets: args.sets.clone(),
     };
     let known = Registry::builtin().names();
     scenario::load(&args.scenario, &overrides, &known, default_seed).map_err(|e| Failure::Input(e.into()))
@@ -469,37 +561,37 @@ fn write_report(out: &std::path::Path, report: &counterlab_report::Report) -> an
 /// lines that explain a non-zero exit.
 fn ending(report: &counterlab_report::Report, strict: bool) -> Ending {
     if report.thresholds_breached > 0 {
-        println!("{} threshold(s) breached:", report.thresholds_breached);
+        say!("{} threshold(s) breached:", report.thresholds_breached);
         for s in &report.strategies {
             for t in s.thresholds.iter().filter(|t| !t.passed) {
-                println!("  {} on {} at {}: {}", s.strategy, s.backend, s.isolation, t.detail);
+                say!("  {} on {} at {}: {}", s.strategy, s.backend, s.isolation, t.detail);
             }
         }
     }
     if report.expectations_unmet > 0 {
-        println!("{} expectation(s) of the scenario not met:", report.expectations_unmet);
+        say!("{} expectation(s) of the scenario not met:", report.expectations_unmet);
         for s in &report.strategies {
             for e in s.expectations.iter().filter(|e| e.judged && !e.met) {
-                println!("  {} on {} at {}: {}", s.strategy, s.backend, s.isolation, e.detail);
+                say!("  {} on {} at {}: {}", s.strategy, s.backend, s.isolation, e.detail);
             }
         }
     }
     if report.interrupted {
-        println!("interrupted: the report covers the strategies that ran");
+        say!("interrupted: the report covers the strategies that ran");
         return Ending::Interrupted;
     }
     if !report.all_guarantees_held {
-        println!("a strategy broke its declared guarantee; replay with: {}", report.replay_command);
+        say!("a strategy broke its declared guarantee; replay with: {}", report.replay_command);
     }
     let no_evidence = report.strategies.iter().filter(|s| !s.check.evidence).count();
     if no_evidence > 0 {
         let then = if strict { "--strict: exit 1" } else { "pass --strict to fail on it" };
-        println!("{no_evidence} strategy run(s) had too few operations to judge (NO EVIDENCE; {then})");
+        say!("{no_evidence} strategy run(s) had too few operations to judge (NO EVIDENCE; {then})");
     }
     let failed = report.strategies.iter().any(|s| s.check.verdict_kind().is_fail());
     let incomplete = report.strategies.iter().filter(|s| s.check.verdict_kind().is_incomplete()).count();
     if incomplete > 0 {
-        println!("{incomplete} strategy run(s) INCOMPLETE: their check could not complete (exit 3 unless one FAILed)");
+        say!("{incomplete} strategy run(s) INCOMPLETE: their check could not complete (exit 3 unless one FAILed)");
     }
     let limits_broken = report.thresholds_breached > 0 || report.expectations_unmet > 0;
     let held = report.all_guarantees_held && !limits_broken && !(strict && no_evidence > 0);
@@ -575,11 +667,15 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::List => {
-            list();
+        Command::List(args) => {
+            match args.json {
+                true => println!("{}", summary::list_json()),
+                false => list(),
+            }
             ExitCode::SUCCESS
         }
         Command::Compare(args) => compare_cmd(args),
+        Command::Report(args) => render_cmd::report_cmd(args),
         Command::Clean(args) => match runtime() {
             Some(rt) => rt.block_on(clean_cmd(args)),
             None => ExitCode::from(2),
@@ -590,13 +686,14 @@ fn main() -> ExitCode {
         },
         Command::Run(args) => {
             let Some(rt) = runtime() else { return ExitCode::from(2) };
+            let json = args.output.json;
             match rt.block_on(run(*args)) {
-                Ok(Ending::Held) => ExitCode::SUCCESS,
-                Ok(Ending::Broken) => ExitCode::from(1),
-                Ok(Ending::Incomplete) => ExitCode::from(3),
-                Ok(Ending::Interrupted) => ExitCode::from(exit_interrupted()),
+                Ok(end) => ExitCode::from(end.code()),
                 Err(Failure::Input(e)) => {
                     eprintln!("error: {e:#}");
+                    if json {
+                        println!("{}", serde_json::json!({"exit_code": 2, "error": format!("{e:#}")}));
+                    }
                     ExitCode::from(2)
                 }
             }

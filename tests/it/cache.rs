@@ -53,6 +53,7 @@ async fn one_namespace(
 /// waits for, removes it; the delete-first mutant has none, so its reads stay stale.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_go_through_the_entry_and_only_the_second_delete_clears_a_racing_refill() {
+    crate::require!(Postgres, Redis);
     for (name, cleared) in [("cache-aside", true), ("cache-aside-delete-first", false)] {
         let (ns, s, key) = one_namespace(name).await;
         let mut c = redis_conn().await;
@@ -87,6 +88,7 @@ async fn reads_go_through_the_entry_and_only_the_second_delete_clears_a_racing_r
 /// the counters are exact in both (they live in SQL), and the run leaves no key or user.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pair_on_every_sql_backend() {
+    crate::require!(Postgres, Mariadb, Redis);
     let _heavy = util::heavy().await;
     let sqlite = util::sqlite_dir("cache");
     let plan = util::plan(&format!("backends = [\"postgres\", \"mysql\", \"sqlite\"]\n{SCENARIO}"));

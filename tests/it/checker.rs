@@ -14,6 +14,7 @@ use crate::util;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counter_changed_behind_its_back_is_caught() {
+    crate::require!(Postgres);
     let server = Server::connect_postgres(&util::pg_url(), Duration::from_secs(5)).await.unwrap();
     let schema = counterlab::run::namespace_name(&counterlab::run::new_run_id(), "tamper");
     let ns = server

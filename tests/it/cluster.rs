@@ -51,9 +51,9 @@ pub fn require(what: &str, up: &Result<Vec<String>, String>) -> bool {
             panic!("{what}: the Redis Cluster is required (COUNTERLAB_REQUIRE_SERVERS=1) but {why}")
         }
         Err(why) => {
-            eprintln!(
-                "\n*** SKIPPED {what}: no Redis Cluster ({why}); start it with scripts/topologies/redis-cluster.sh start ***\n"
-            );
+            util::skip(&format!(
+                "SKIPPED {what}: no Redis Cluster ({why}); start it with scripts/topologies/redis-cluster.sh start"
+            ));
             false
         }
     }
@@ -109,6 +109,7 @@ fn verdicts(r: &Report) -> Vec<(String, String, Vec<String>)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_redis_designs_get_the_same_verdicts_on_a_cluster() {
+    crate::require!(Postgres, Redis);
     let url = cluster_url();
     let up = cluster_nodes(&url).await;
     if !require("cluster::the_redis_designs_get_the_same_verdicts_on_a_cluster", &up) {
@@ -229,6 +230,7 @@ async fn key_slot(addr: &str, key: &str) -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_mid_load_loses_acknowledged_writes_named_with_witnesses() {
+    crate::require!(Postgres);
     let name = "cluster::a_failover_mid_load_loses_acknowledged_writes_named_with_witnesses";
     let _heavy = util::heavy().await;
     let (cluster, url) = match PrivateCluster::start() {

@@ -23,6 +23,7 @@ fn byo(strategies: &[&str], ops: u64) -> counterlab::scenario::RunPlan {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_file_twin_gives_the_built_in_verdict_and_the_racy_file_is_caught() {
+    crate::require!(Postgres);
     let plan = byo(
         &[
             "conditional-update",
@@ -58,6 +59,7 @@ async fn the_file_twin_gives_the_built_in_verdict_and_the_racy_file_is_caught() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_slotted_counter_is_exact_by_its_own_table() {
+    crate::require!(Postgres);
     let plan = byo(&["slotted-counter"], 2000);
     let report = util::run_kept(&plan, None).await;
     let s = &report.strategies[0];
@@ -322,6 +324,7 @@ async fn redis_counters(namespace: &str, key: &str, n_users: i64) -> Vec<Option<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lua_twin_gives_the_built_in_verdict_and_redis_holds_what_the_check_read() {
+    crate::require!(Postgres, Redis);
     let plan = byo_redis(&["lua-script", "lua-script-file", "redis-counter-file", "redis-unguarded-file"], 3000, "");
     let report = util::run_kept(&plan, None).await;
     let mut seen = Vec::new();
@@ -361,6 +364,7 @@ async fn the_lua_twin_gives_the_built_in_verdict_and_redis_holds_what_the_check_
 /// unwatched copy drifts, as the script read it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watch_multi_and_redis_set_files_give_their_built_ins_verdicts() {
+    crate::require!(Postgres, Redis);
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     let f = dir.join("bring-your-own-redis-designs.toml");
     let unwatched = std::fs::read_to_string(dir.join("strategies/watch-multi.toml"))
@@ -412,6 +416,7 @@ async fn the_watch_multi_and_redis_set_files_give_their_built_ins_verdicts() {
 /// counted as 2 retries and a give-up, and fails with a conflict-class error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_group_that_never_succeeds_gives_up_after_its_bound() {
+    crate::require!(Postgres, Redis);
     let src = with_step("redis = \"GET\"\nkeys = [\"k:{user % 4}\"]\ngroup = \"g\"")
         .replace("mark_read = \"s1.rows\"", "mark_read = \"s1.value\"")
         + "[strategy.mine.retry.g]\nuntil = \"s1.value == 1 and 1 / (user - user) == 0\"\nmax_attempts = 3\n";
@@ -441,6 +446,7 @@ async fn redis_cards(namespace: &str, key: &str) -> Vec<Option<i64>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_reach_file_defined_redis_strategies_and_their_keys_are_removed() {
+    crate::require!(Postgres, Redis);
     // Three lost replies: the writes ran, the ops are unknown and not retried, and the
     // counter stays exact. A data loss then wipes the run's keys: the counters are gone.
     let extra = "\n[[faults]]\nkind = \"redis_timeout\"\nat_ms = 0\ntimes = 3\nstrategies = [\"redis-counter-file\"]\n";
@@ -467,8 +473,8 @@ async fn faults_reach_file_defined_redis_strategies_and_their_keys_are_removed()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lua_script_redis_refuses_fails_the_run_naming_the_script() {
-    let dir = std::env::temp_dir().join(format!("counterlab-lua-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    crate::require!(Postgres, Redis);
+    let dir = util::tempdir("lua");
     std::fs::write(dir.join("bad.lua"), "return redis.call('GET', KEYS[1]) +* 1\n").unwrap();
     let src =
         with_step("lua_file = \"bad.lua\"\nkeys = [\"k:{user}\"]").replace("s1.rows\"\ndelete", "s1.value\"\ndelete");
@@ -476,7 +482,6 @@ async fn a_lua_script_redis_refuses_fails_the_run_naming_the_script() {
     let plan = parse(&path.display().to_string(), &src, "byo", &Overrides::default(), &util::known(), 1)
         .unwrap_or_else(|e| panic!("{e}"));
     let e = counterlab::run::run_plan(&plan, &util::options(false, None), &mut |_| {}).await.unwrap_err().to_string();
-    std::fs::remove_dir_all(&dir).ok();
     assert!(e.contains("bad.lua") && e.contains("refused by Redis"), "{e}");
     // The failed run removed its Redis space too (the marker key included).
     let server =
@@ -499,6 +504,7 @@ async fn a_lua_script_redis_refuses_fails_the_run_naming_the_script() {
 /// only (their counters are exact too), and what they show is stale, never out of bounds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cache_aside_files_give_their_built_ins_verdicts() {
+    crate::require!(Postgres, Redis);
     let _heavy = util::heavy().await;
     let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/bring-your-own-cache.toml");
     let text = std::fs::read_to_string(&f).unwrap();

@@ -155,6 +155,7 @@ async fn nothing_left(r: &Report) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_terminated_during_the_load_cost_no_result_on_both_servers() {
+    crate::require!(Postgres, Mariadb);
     let _heavy = util::heavy().await;
     for dialect in [Dialect::Postgres, Dialect::Mysql] {
         let (r, killed) = run_breaking(dialect, Phase::Load, 0.0).await;
@@ -205,6 +206,7 @@ fn stored_after_settle(dialect: Dialect, ns: &str) -> (u64, i64) {
 /// starts, and the row passes with no settle error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_terminated_as_settle_starts_are_retried_and_the_buffer_drains() {
+    crate::require!(Postgres, Mariadb, Redis);
     let _heavy = util::heavy().await;
     for dialect in [Dialect::Postgres, Dialect::Mysql] {
         let stored = Arc::new(std::sync::Mutex::new(None));
@@ -236,6 +238,7 @@ async fn connections_terminated_as_settle_starts_are_retried_and_the_buffer_drai
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_terminated_as_the_check_starts_are_retried_on_both_servers() {
+    crate::require!(Postgres, Mariadb);
     let _heavy = util::heavy().await;
     for dialect in [Dialect::Postgres, Dialect::Mysql] {
         let (r, killed) = run_breaking(dialect, Phase::Check, 0.0).await;
@@ -250,6 +253,7 @@ async fn connections_terminated_as_the_check_starts_are_retried_on_both_servers(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_check_whose_connections_keep_dying_is_incomplete_and_the_report_stands() {
+    crate::require!(Postgres, Mariadb);
     let _heavy = util::heavy().await;
     // Longer than the post-load retries (6 attempts over about 8 s).
     let (r, _) = run_breaking(Dialect::Postgres, Phase::Check, 12.0).await;
@@ -265,6 +269,7 @@ async fn a_check_whose_connections_keep_dying_is_incomplete_and_the_report_stand
 /// (INCOMPLETE), the SQL strategy's verdict stands, and nothing of the run is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_restarted_as_the_check_starts_leaves_an_incomplete_row_and_nothing_behind() {
+    crate::require!(Postgres, Mariadb);
     let _heavy = util::heavy().await;
     let redis = Arc::new(std::sync::Mutex::new(util::PrivateRedis::start(false)));
     let url = format!("redis://127.0.0.1:{}", redis.lock().unwrap().1);
@@ -314,6 +319,7 @@ fn redis_admin(port: u16, cmd: redis::Cmd) {
 /// happened, and nothing of the run is left on either server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_restarted_mid_load_with_its_data_leaves_a_report_and_nothing_behind() {
+    crate::require!(Postgres, Mariadb);
     let _heavy = util::heavy().await;
     for acl_saved in [true, false] {
         let dir = util::tempdir("redis-aof");

@@ -116,6 +116,7 @@ fn charts(dom: &str) -> Vec<serde_json::Value> {
 
 #[test]
 fn html_report_lays_out_every_chart_in_chromium() {
+    crate::require!(Postgres);
     let _heavy = crate::util::heavy_blocking();
     chromium_or_fail();
     let dir = crate::cli::tempdir("html");
@@ -179,4 +180,177 @@ fn html_report_lays_out_every_chart_in_chromium() {
     chromium(&dir, "shot", &page, &[&format!("--screenshot={}", png.display()), "--window-size=1280,2400"]);
     let bytes = std::fs::read(&png).unwrap_or_else(|e| panic!("no screenshot at {}: {e}", png.display()));
     assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000, "screenshot of {} bytes", bytes.len());
+}
+
+/// Appended to a copy of a report page: once laid out, writes into `<pre id="geom">` the
+/// viewport, the page's scroll width, and the box of every decision sentence and every
+/// verdict of the decision view (with the row it belongs to).
+const GEOMETRY: &str = r##"<pre id="geom"></pre><script>
+window.addEventListener("load", function () {
+  var box = function (e) { var b = e.getBoundingClientRect();
+    return { top: b.top, left: b.left, bottom: b.bottom, right: b.right, w: b.width, h: b.height }; };
+  var out = { vw: window.innerWidth, vh: window.innerHeight,
+    scroll_w: document.documentElement.scrollWidth, sentences: [], verdicts: [] };
+  document.querySelectorAll("#decision .decision-sentence").forEach(function (e) {
+    out.sentences.push(Object.assign(box(e), { text: e.textContent })); });
+  document.querySelectorAll("#decision .verdict[data-row]").forEach(function (e) {
+    out.verdicts.push(Object.assign(box(e), { row: e.dataset.row })); });
+  document.getElementById("geom").textContent = JSON.stringify(out);
+});
+</script>"##;
+
+/// Runs `counterlab` with `args`; returns the exit code and its output.
+fn counterlab(args: &[&str]) -> (Option<i32>, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_counterlab"))
+        .args(args)
+        .env("COUNTERLAB_POSTGRES_URL", util::pg_url())
+        .env("COUNTERLAB_MYSQL_URL", util::mysql_url())
+        .output()
+        .expect("spawn counterlab");
+    (o.status.code(), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+}
+
+/// Whether Chromium is here; if not, says loudly that the test is skipped.
+fn chromium_or_skip(test: &str) -> bool {
+    if Path::new(CHROMIUM).exists() {
+        return true;
+    }
+    eprintln!(
+        "\n********************************************************************************\n\
+         SKIPPED {test}: {CHROMIUM} is missing (apt-get install chromium; .ci/run installs it)\n\
+         ********************************************************************************\n"
+    );
+    false
+}
+
+/// The report in `out` laid out by Chromium in a 1280x800 window: the geometry JSON.
+fn geometry(work: &Path, out: &Path, tag: &str) -> serde_json::Value {
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let page = work.join(format!("{tag}-geom.html"));
+    std::fs::write(&page, html.replace("</body>", &format!("{GEOMETRY}\n</body>"))).unwrap();
+    let dom = chromium(work, tag, &page, &["--window-size=1280,800", "--dump-dom"]);
+    let start = dom
+        .find("<pre id=\"geom\">")
+        .unwrap_or_else(|| panic!("no geometry in the DOM: {}", &dom[..dom.len().min(2000)]));
+    let rest = &dom[start + "<pre id=\"geom\">".len()..];
+    let raw = &rest[..rest.find("</pre>").unwrap()];
+    let json = raw.replace("&quot;", "\"").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&");
+    serde_json::from_str(&json).unwrap_or_else(|e| panic!("geometry is not JSON ({e}): {json}"))
+}
+
+/// Asserts that every decision sentence and one verdict per strategy row of `out`'s
+/// report.json lie inside the first 1280x800 viewport, and the page needs no horizontal
+/// scrolling there.
+fn assert_decision_in_first_viewport(work: &Path, out: &Path, tag: &str, groups: usize) {
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let g = geometry(work, out, tag);
+    // Headless Chromium's window of 1280x800 gives a 1280 px wide viewport (its height is
+    // the window's less its frame): the page is laid out at the width that matters, and
+    // the first 800 px of it are what a 1280x800 viewport shows.
+    let (vw, vh) = (g["vw"].as_f64().unwrap(), 800.0);
+    assert_eq!(vw, 1280.0, "Chromium did not lay out a 1280 px wide viewport: {g}");
+    assert!(g["scroll_w"].as_f64().unwrap() <= vw, "the page scrolls sideways at 1280 px: {g}");
+    let inside = |b: &serde_json::Value| {
+        let f = |k: &str| b[k].as_f64().unwrap();
+        f("w") > 0.0 && f("h") > 0.0 && f("top") >= 0.0 && f("left") >= 0.0 && f("bottom") <= vh && f("right") <= vw
+    };
+    let sentences = g["sentences"].as_array().unwrap();
+    assert_eq!(sentences.len(), groups, "one sentence per backend x isolation: {g}");
+    for s in sentences {
+        assert!(s["text"].as_str().unwrap().starts_with("On "), "{s}");
+        assert!(inside(s), "a decision sentence is outside the first 1280x800 viewport: {s}");
+    }
+    let rows: Vec<String> = json["strategies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            format!(
+                "{} on {} at {}",
+                s["strategy"].as_str().unwrap(),
+                s["backend"].as_str().unwrap(),
+                s["isolation"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let verdicts = g["verdicts"].as_array().unwrap();
+    for row in &rows {
+        let v = verdicts
+            .iter()
+            .find(|v| v["row"] == row.as_str())
+            .unwrap_or_else(|| panic!("no verdict for {row} in the decision view: {g}"));
+        assert!(inside(v), "the verdict of {row} is outside the first 1280x800 viewport: {v}");
+    }
+    assert_eq!(verdicts.len(), rows.len(), "one verdict per row: {g}");
+}
+
+/// The quickstart (1 s per strategy on PostgreSQL): its decision sentence and every
+/// row's verdict are in the first 1280x800 viewport; its report.md's visible part (outside
+/// `<details>`) is at most 40 lines; `counterlab report` re-renders report.md and
+/// report.html byte for byte from report.json.
+#[test]
+fn quickstart_decision_is_in_the_first_viewport_and_re_renders_identically() {
+    let _heavy = crate::util::heavy_blocking();
+    let dir = crate::cli::tempdir("decision-qs");
+    let out = dir.join("out");
+    let o = out.to_str().unwrap();
+    let (code, text) =
+        counterlab(&["run", "scenarios/quickstart.toml", "--backend", "postgres", "--duration-s", "1", "--out", o]);
+    assert_eq!(code, Some(0), "{text}");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let visible = visible_markdown_lines(&md);
+    assert!(visible <= 40, "report.md shows {visible} lines outside <details>:\n{md}");
+    assert!(md.starts_with("# counterlab run: quickstart\n\n## Decision\n\n**On postgres at read-committed, "), "{md}");
+
+    let html = std::fs::read(out.join("report.html")).unwrap();
+    std::fs::remove_file(out.join("report.md")).unwrap();
+    std::fs::remove_file(out.join("report.html")).unwrap();
+    let (code, text) = counterlab(&["report", out.join("report.json").to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("DECISION") && text.contains("On postgres at read-committed"), "{text}");
+    assert_eq!(std::fs::read_to_string(out.join("report.md")).unwrap(), md, "report.md differs after re-rendering");
+    assert!(std::fs::read(out.join("report.html")).unwrap() == html, "report.html differs after re-rendering");
+    let (code, text) = counterlab(&["report", dir.join("missing.json").to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("cannot read") && text.contains("missing.json"), "{text}");
+
+    if chromium_or_skip("quickstart_decision_is_in_the_first_viewport (geometry part)") {
+        assert_decision_in_first_viewport(&dir, &out, "qs", 1);
+    }
+}
+
+/// Lines of a Markdown document outside `<details>` blocks (their opening and closing
+/// lines count: they show).
+fn visible_markdown_lines(md: &str) -> usize {
+    let mut depth = 0usize;
+    let mut n = 0;
+    for l in md.lines() {
+        if l.starts_with("<details>") {
+            depth += 1;
+            n += 1;
+        } else if l.starts_with("</details>") {
+            depth = depth.saturating_sub(1);
+            n += 1;
+        } else if depth == 0 {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// The isolation matrix (3 backends, every level, 150 ops per cell): 7 decision
+/// sentences and all its rows' verdicts in the first 1280x800 viewport.
+#[test]
+fn isolation_matrix_decision_is_in_the_first_viewport() {
+    let _heavy = crate::util::heavy_blocking();
+    if !chromium_or_skip("isolation_matrix_decision_is_in_the_first_viewport") {
+        return;
+    }
+    let dir = crate::cli::tempdir("decision-matrix");
+    let out = dir.join("out");
+    let (code, text) =
+        counterlab(&["run", "scenarios/isolation-matrix.toml", "--ops", "150", "--out", out.to_str().unwrap()]);
+    assert!(matches!(code, Some(0 | 1)), "{text}");
+    assert_decision_in_first_viewport(&dir, &out, "matrix", 7);
 }

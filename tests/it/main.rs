@@ -37,14 +37,25 @@ mod scenarios;
 /// The binary: exit codes, redacted URLs, report files, and namespace hygiene.
 mod cli;
 
+/// The run as it runs: the live view in 80 columns (tmux), plain lines, --json,
+/// --metrics-addr scraped mid-run, --set, ${VAR} and the conventional URL variables.
+mod live;
+
 /// The HTML report, rendered by headless Chromium.
 mod html;
 
 /// Open loop: coordinated omission, rate tracking, HDR logs, `compare`.
 mod openloop;
 
+/// `--repeat` and `compare` against the measured noise: same build, injected slowdown.
+mod compare;
+
 /// File-defined strategies: twins, a caught racy file, the slotted counter, validation.
 mod custom;
+
+/// Servers on demand: docker-compose.yml against the container specs, `--servers`, and
+/// a run on throwaway containers where a Docker engine answers.
+mod servers;
 
 /// Repository hygiene: doc lines, function length, import cycles, descriptions.
 mod tidy;
@@ -72,3 +83,7 @@ mod failures;
 
 /// cache-aside: the delayed double delete and its delete-first mutant, on every SQL backend.
 mod cache;
+
+/// Replica reads on the local topologies: a paused standby and a paused Redis replica
+/// give `stale_read` with its staleness, no write-path anomaly, nothing left behind.
+mod replica;

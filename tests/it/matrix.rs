@@ -9,6 +9,7 @@ use crate::util;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn isolation_matrix_findings() {
+    crate::require!(Postgres, Mariadb);
     let _heavy = util::heavy().await;
     let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/isolation-matrix.toml");
     let overrides = Overrides { ops: Some(1000), workers: Some(6), ..Overrides::default() };
@@ -54,6 +55,7 @@ async fn isolation_matrix_findings() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_falls_back_to_sqlite_when_no_postgres_answers() {
+    crate::require!(Redis, Rabbitmq);
     let plan = util::plan(
         "[data]\nusers = 20\nnotifications_per_user = 5\n[workload]\nworkers = 2\nops = 100\n[workload.mix]\nmark_read = 1\ncreate = 1\n",
     );

@@ -12,10 +12,7 @@ use counterlab_strategies::AmqpServer;
 use crate::util;
 
 pub fn amqp_url() -> String {
-    std::env::var("COUNTERLAB_AMQP_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| counterlab_strategies::DEFAULT_AMQP_URL.into())
+    util::url(util::Server::Rabbitmq, counterlab_strategies::DEFAULT_AMQP_URL)
 }
 
 /// Creates only (every delta +1), so doubled deltas never cancel within a user: the
@@ -71,6 +68,7 @@ async fn namespace_left(s: &StrategyReport, sqlite: &std::path::Path) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_ack_doubles_deltas_only_without_the_idempotence_record() {
+    crate::require!(Postgres, Mariadb, Rabbitmq);
     let _heavy = util::heavy().await;
     let dir = util::sqlite_dir("mq");
     let report = run_plan(&util::plan(TOML), &util::options(false, Some(dir.to_path_buf())), &mut |_| {})
@@ -107,6 +105,7 @@ async fn a_configured_broker_that_does_not_answer_stops_the_run_with_its_redacte
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_space_declares_its_queue_and_clean_deletes_it() {
+    crate::require!(Rabbitmq);
     let broker = AmqpServer::connect(&amqp_url(), Duration::from_secs(5)).await.expect("test RabbitMQ is up");
     let ns = format!("cl_mqtest_{}", std::process::id());
     let space = broker.space(&ns, 2).await.unwrap();

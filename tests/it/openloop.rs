@@ -32,6 +32,7 @@ fn plan(extra: &str) -> counterlab::scenario::RunPlan {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stall_shows_from_the_intended_start_and_not_in_service_time() {
+    crate::require!(Postgres);
     let _alone = util::alone().await;
     // 500 ops/s for 4 s with at most 4 in flight; every op stalls 400 ms at 1.5 s. About
     // 200 ops are scheduled during the stall: those waiting past max_wait (250 ms) are
@@ -100,6 +101,7 @@ async fn a_stall_shows_from_the_intended_start_and_not_in_service_time() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_achieved_rate_tracks_the_target_below_saturation() {
+    crate::require!(Postgres);
     let _alone = util::alone().await;
     // 300 ops/s is a tenth of what conditional-update sustains here.
     let p = plan(
@@ -150,6 +152,7 @@ fn read_log(text: &str) -> std::collections::BTreeMap<String, Histogram<u64>> {
 
 #[test]
 fn the_hdr_log_holds_exactly_the_ops_of_the_report_and_compare_flags_a_regression() {
+    crate::require!(Postgres);
     let dir = crate::cli::tempdir("hdr");
     let f = dir.join("small.toml");
     std::fs::write(

@@ -241,6 +241,7 @@ async fn servers() -> (Server, RedisServer) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sql_designs_hold_on_mariadb_too() {
+    crate::require!(Mariadb);
     let _heavy = util::heavy().await;
     let my = Server::connect_mysql(&util::mysql_url(), Duration::from_secs(5)).await.unwrap();
     for name in ["conditional-update", "select-for-update"] {
@@ -252,6 +253,7 @@ async fn the_sql_designs_hold_on_mariadb_too() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_strategy_with_a_guarantee_holds_under_generated_concurrent_cases() {
+    crate::require!(Postgres, Redis);
     let _heavy = util::heavy().await;
     let (pg, redis) = servers().await;
     let names: Vec<&str> = counterlab::BUILTINS
@@ -273,6 +275,7 @@ async fn every_strategy_with_a_guarantee_holds_under_generated_concurrent_cases(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_racy_design_fails_shrinks_and_replays_from_its_seed() {
+    crate::require!(Postgres, Redis);
     let _heavy = util::heavy().await;
     let (pg, _) = servers().await;
     let s = seed();

@@ -22,6 +22,7 @@ read_count = 10
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn duplicate_mark_read_drifts_only_direct_update() {
+    crate::require!(Postgres);
     let plan = util::plan(SMALL_DUPLICATES);
     let report = util::run_kept(&plan, None).await;
     assert_eq!(report.strategies.len(), 3);

@@ -13,10 +13,7 @@ use crate::util;
 const REDIS_STRATEGIES: [&str; 4] = ["zset-buffer", "zset-buffer-durable", "lua-script", "redis-counter"];
 
 pub fn redis_url() -> String {
-    std::env::var("COUNTERLAB_REDIS_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| "redis://127.0.0.1:6379".into())
+    util::url(util::Server::Redis, "redis://127.0.0.1:6379")
 }
 
 pub async fn redis_conn() -> redis::aio::MultiplexedConnection {
@@ -72,6 +69,7 @@ const DATA: &str = "[data]\nusers = 60\nnotifications_per_user = 10\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_faults_every_redis_strategy_is_exact_after_settle() {
+    crate::require!(Postgres, Redis);
     let strategies = REDIS_STRATEGIES.map(|s| format!("\"{s}\"")).join(", ");
     for (mix, skew) in [
         ("create = 10\nmark_read_dup = 70\nread_count = 20\n", ""),
@@ -94,6 +92,7 @@ async fn without_faults_every_redis_strategy_is_exact_after_settle() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flusher_crash_loses_deltas_only_in_the_seed_design() {
+    crate::require!(Postgres, Redis);
     let toml = format!(
         "strategies = [\"zset-buffer\", \"zset-buffer-durable\"]\nbackends = [\"postgres\"]\nexpect_drift = [\"zset-buffer\"]\n\
          [redis]\nflush_interval_ms = 20\n[[faults]]\nkind = \"flusher_crash\"\nat_ms = 0\ntimes = 8\n\
@@ -121,6 +120,7 @@ async fn flusher_crash_loses_deltas_only_in_the_seed_design() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_data_loss_drifts_until_the_reconciler_heals_it() {
+    crate::require!(Postgres, Redis);
     for reconcile in [false, true] {
         let toml = format!(
             "strategies = [\"lua-script\", \"redis-counter\"]\nbackends = [\"postgres\"]\n{}\
@@ -145,6 +145,7 @@ async fn redis_data_loss_drifts_until_the_reconciler_heals_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_removes_its_keys_and_touches_no_other() {
+    crate::require!(Postgres, Redis);
     let mut c = redis_conn().await;
     c.set::<_, _, ()>("counterlab-test-sentinel", 42).await.unwrap();
     let plan = util::plan(&format!(
@@ -171,6 +172,7 @@ async fn a_run_removes_its_keys_and_touches_no_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_replies_are_unknown_outcomes_that_still_applied() {
+    crate::require!(Postgres, Redis);
     let toml = format!(
         "strategies = [\"redis-counter\", \"zset-buffer-durable\", \"watch-multi\"]\nbackends = [\"postgres\"]\n\
          [redis]\nflush_interval_ms = 20\n[[faults]]\nkind = \"redis_timeout\"\nat_ms = 100\ntimes = 5\n\
@@ -189,6 +191,7 @@ async fn lost_replies_are_unknown_outcomes_that_still_applied() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disconnect_kills_only_the_runs_connections_and_the_load_goes_on() {
+    crate::require!(Postgres, Redis);
     let mut c = redis_conn().await;
     let id_before: i64 = redis::cmd("CLIENT").arg("ID").query_async(&mut c).await.unwrap();
     let toml = format!(
@@ -240,6 +243,7 @@ async fn pttls(ns: &str) -> (Vec<(String, i64)>, i64) {
 /// longer expiry; the run still removes everything at its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_key_of_a_seeded_run_expires_within_the_ttl() {
+    crate::require!(Postgres, Redis);
     let plan = util::plan(&format!(
         "strategies = [\"redis-counter\", \"lua-script\"]\nbackends = [\"postgres\"]\n{DATA}[workload]\nworkers = 2\nops = 100\n[workload.mix]\ncreate = 1\nmark_read = 1\n"
     ));
@@ -280,6 +284,7 @@ async fn every_key_of_a_seeded_run_expires_within_the_ttl() {
 /// are left alone; `--keep` takes the run's deadlines off again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_refresher_moves_only_the_runs_own_deadlines() {
+    crate::require!(Postgres, Redis);
     let server = counterlab_strategies::RedisServer::connect(&redis_url(), Duration::from_secs(5)).await.unwrap();
     let ns = format!("cl_test_ttl_{}", counterlab::run::new_run_id());
     let space = server.space(&ns, Duration::from_secs(5), 1).await.unwrap();

@@ -80,6 +80,7 @@ async fn exact_on_every_backend(toml: &str, cells: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_multi_hash_and_set_are_exact_on_every_sql_backend() {
+    crate::require!(Postgres, Mariadb, Redis);
     let _heavy = util::heavy().await;
     exact_on_every_backend(&scenario(&DESIGNS, HOT), 9).await;
     exact_on_every_backend(&scenario(&["redis-set"], FULL), 3).await;
@@ -87,6 +88,7 @@ async fn watch_multi_hash_and_set_are_exact_on_every_sql_backend() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_multi_hash_and_set_leave_no_key_and_no_acl_user() {
+    crate::require!(Postgres, Mariadb, Redis);
     let _heavy = util::heavy().await;
     let dir = util::sqlite_dir("redis-designs-clean");
     let plan = util::plan(&scenario(&DESIGNS, HOT));

@@ -88,6 +88,7 @@ const RACY: StrategyInfo =
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_registered_row_s_guarantee_is_what_its_verdict_holds_it_to() {
+    crate::require!(Postgres);
     let _heavy = util::heavy().await;
     let registry = Registry::builtin().with(Builtin { info: RACY, build: Build::Sql(racy_toy) });
     // The zoo's duplicate-mark_read race on PostgreSQL, where two writers do race.

@@ -50,6 +50,7 @@ async fn namespace(server: &Server, tag: &str, isolation: Isolation) -> Namespac
 
 #[tokio::test]
 async fn postgres_role_reaches_nothing_outside_its_schema() {
+    crate::require!(Postgres);
     let server = Server::connect_postgres(&util::pg_url(), Duration::from_secs(5)).await.unwrap();
     let ns = namespace(&server, "escape-pg", Isolation::ReadCommitted).await;
     let other = namespace(&server, "escape-pg-other", Isolation::ReadCommitted).await;
@@ -163,6 +164,7 @@ fn chr_concat(s: &str) -> String {
 
 #[tokio::test]
 async fn mariadb_user_reaches_nothing_outside_its_database() {
+    crate::require!(Mariadb);
     let server = Server::connect_mysql(&util::mysql_url(), Duration::from_secs(5)).await.unwrap();
     let ns = namespace(&server, "escape-my", Isolation::ReadCommitted).await;
     let other = namespace(&server, "escape-my-other", Isolation::ReadCommitted).await;
@@ -255,6 +257,7 @@ async fn sqlite_authorizer_keeps_a_namespace_in_its_file() {
 
 #[tokio::test]
 async fn redis_acl_user_reaches_only_its_prefix() {
+    crate::require!(Redis);
     let server = RedisServer::connect(&crate::redis::redis_url(), Duration::from_secs(5)).await.unwrap();
     let ns = counterlab::run::namespace_name(&counterlab::run::new_run_id(), "escape-redis");
     let space = server.space(&ns, Duration::from_secs(5), 2).await.unwrap();
@@ -333,6 +336,7 @@ const READ_STEP: &str = "sql = \"SELECT unread FROM unread_counts WHERE user_id 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_that_tries_to_escape_fails_visibly_and_a_misspelt_one_never_loads() {
+    crate::require!(Postgres);
     // Passes the lexical rules (no quote, no qualified name in sight), refused by the role.
     let tag = counterlab::run::new_run_id();
     let admin = util::admin().await;
@@ -364,6 +368,7 @@ async fn a_file_that_tries_to_escape_fails_visibly_and_a_misspelt_one_never_load
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lua_step_that_rebuilds_its_key_is_refused_by_redis() {
+    crate::require!(Postgres, Redis);
     let tag = counterlab::run::new_run_id();
     let escape = format!("cl_escape:{tag}");
     let step = format!(
@@ -389,6 +394,7 @@ async fn a_lua_step_that_rebuilds_its_key_is_refused_by_redis() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_right_to_create_roles_files_are_refused_unless_trusted() {
+    crate::require!(Postgres);
     let tag = counterlab::run::new_run_id();
     let (user, pw) = (format!("cl_t_limited_{tag}"), "limited-pw-42");
     let admin = util::admin().await;
@@ -424,6 +430,7 @@ async fn without_the_right_to_create_roles_files_are_refused_unless_trusted() {
 
 #[tokio::test]
 async fn tls_carries_to_each_namespace_identity() {
+    crate::require!(Postgres);
     let url = format!("{}?sslmode=require", util::pg_url());
     let server = Server::connect_postgres(&url, Duration::from_secs(5)).await.unwrap();
     let ns = namespace(&server, "tls-pg", Isolation::ReadCommitted).await;

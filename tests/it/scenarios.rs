@@ -20,6 +20,7 @@ fn shipped() -> Vec<std::path::PathBuf> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_shipped_scenario_runs_small() {
+    crate::require!(Postgres, Mariadb, Redis, Rabbitmq);
     let _heavy = util::heavy().await;
     let files = shipped();
     assert!(files.len() >= 3, "{files:?}");
@@ -31,6 +32,10 @@ async fn every_shipped_scenario_runs_small() {
         assert!(text.starts_with('#'), "{} is not documented at its top", f.display());
         let overrides = Overrides { ops: Some(300), workers: Some(3), ..Overrides::default() };
         let plan = load(&f, &overrides, &util::known(), 5).unwrap_or_else(|e| panic!("{e}"));
+        if plan.replica.read_from.iter().any(|r| *r != counterlab_core::ReadFrom::Primary) {
+            crate::replica::run_shipped(&f, &plan).await;
+            continue;
+        }
         let dir = util::sqlite_dir("shipped");
         let report = util::run_kept(&plan, Some(dir.to_path_buf())).await;
         assert!(!report.strategies.is_empty());
@@ -125,7 +130,7 @@ fn malformed_input_is_located() {
         (
             &format!("{GOOD}[[faults]]\nkind = \"flusher_crash\"\nat_ms = 5\nduration_ms = 3\n"),
             "bad.toml:12:15:",
-            "applies to pause and failover only",
+            "applies to pause, replica_pause and failover only",
         ),
         (
             &format!("strategies = [\"direct-update\", \"nope\"]\n{GOOD}"),

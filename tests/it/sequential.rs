@@ -75,11 +75,13 @@ async fn every_strategy(backend: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_sequential() {
+    crate::require!(Postgres);
     every_strategy("postgres").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_sequential() {
+    crate::require!(Mariadb);
     every_strategy("mysql").await;
 }
 
@@ -93,6 +95,7 @@ async fn sqlite_sequential() {
 /// op kind it was placed in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commit_faults_roll_back_or_lose_the_reply_in_the_op_they_name() {
+    crate::require!(Postgres);
     use counterlab_core::{Fault, OpKind, Outcome};
     let (server, _) = server("postgres").await;
     let ns_name = counterlab::run::namespace_name(&counterlab::run::new_run_id(), "seq-faults");

@@ -14,17 +14,11 @@ use sqlx::sqlite::SqlitePoolOptions;
 use sqlx::{AssertSqlSafe, MySqlPool, PgPool};
 
 pub fn pg_url() -> String {
-    std::env::var("COUNTERLAB_POSTGRES_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| DEFAULT_POSTGRES_URL.to_string())
+    url(Server::Postgres, DEFAULT_POSTGRES_URL)
 }
 
 pub fn mysql_url() -> String {
-    std::env::var("COUNTERLAB_MYSQL_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| DEFAULT_MYSQL_URL.to_string())
+    url(Server::Mariadb, DEFAULT_MYSQL_URL)
 }
 
 pub async fn admin() -> PgPool {
@@ -77,6 +71,8 @@ pub fn options(keep: bool, sqlite: Option<PathBuf>) -> RunOptions {
         mysql_url: Some(mysql_url()),
         redis_url: Some(crate::redis::redis_url()),
         amqp_url: Some(crate::mq::amqp_url()),
+        postgres_replica_url: None,
+        redis_replica_url: None,
         sqlite_dir: sqlite,
         keep,
         history_dir: None,
@@ -280,4 +276,170 @@ pub fn wait_for_line(stderr: &mut impl std::io::BufRead, what: &str, found: impl
             return (line, seen);
         }
     }
+}
+
+pub use counterlab::containers::Service as Server;
+
+/// The variable that names each server's URL for the tests (and for counterlab).
+fn env_var(s: Server) -> &'static str {
+    match s {
+        Server::Postgres => "COUNTERLAB_POSTGRES_URL",
+        Server::Mariadb => "COUNTERLAB_MYSQL_URL",
+        Server::Redis => "COUNTERLAB_REDIS_URL",
+        Server::Rabbitmq => "COUNTERLAB_AMQP_URL",
+    }
+}
+
+/// Each server's resolution, once per test process: its URL, or what was tried.
+static RESOLVED: [std::sync::OnceLock<Result<String, String>>; 4] = [const { std::sync::OnceLock::new() }; 4];
+
+fn slot(s: Server) -> &'static std::sync::OnceLock<Result<String, String>> {
+    &RESOLVED[s as usize]
+}
+
+/// The URL the tests use for `s`: the one `server` resolved, else the variable, else the
+/// local default (never probes: a test that needs the server gates on it first).
+pub fn url(s: Server, default: &str) -> String {
+    if let Some(Ok(u)) = slot(s).get() {
+        return u.clone();
+    }
+    std::env::var(env_var(s)).ok().filter(|u| !u.is_empty()).unwrap_or_else(|| default.to_string())
+}
+
+/// `host:port` of a URL (no credentials), for probing and messages.
+fn host_port(url: &str, default_port: u16) -> (String, u16) {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+    let hostport = rest.split(['/', '?']).next().unwrap_or(rest);
+    match hostport.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
+            (h.trim_matches(['[', ']']).to_string(), p.parse().unwrap_or(default_port))
+        }
+        _ => (hostport.trim_matches(['[', ']']).to_string(), default_port),
+    }
+}
+
+/// Where `s` is for the tests, resolved once: the variable's URL when set (it must
+/// answer: no fallback from an explicit choice), else the local default when it
+/// accepts a TCP connection within 300 ms, else a container when a Docker engine
+/// answers (built with the `containers` feature), else what was tried.
+pub fn server(s: Server) -> Result<String, String> {
+    slot(s).get_or_init(|| resolve(s)).clone()
+}
+
+fn resolve(s: Server) -> Result<String, String> {
+    use counterlab::containers::{docker_engine, spec, tcp_answers};
+    let probe = Duration::from_millis(300);
+    let spec = spec(s);
+    let var = env_var(s);
+    if let Some(u) = std::env::var(var).ok().filter(|u| !u.is_empty()) {
+        let (h, p) = host_port(&u, spec.port);
+        return if tcp_answers(&h, p, probe) { Ok(u) } else { Err(format!("tried {var} ({h}:{p}): no answer")) };
+    }
+    if tcp_answers("127.0.0.1", spec.port, probe) {
+        return Ok(spec.default_url());
+    }
+    let engine = docker_engine(probe);
+    let tried = format!("tried {var} (unset), 127.0.0.1:{} (no answer), {}", spec.port, engine.describe());
+    if !engine.answers() {
+        return Err(tried);
+    }
+    container(s).map_err(|e| format!("{tried}: {e}"))
+}
+
+/// Starts `s` in a container for the rest of the test process (labelled
+/// `org.counterlab.run=tests`: scripts/test.sh removes them when the run ends).
+#[cfg(feature = "containers")]
+fn container(s: Server) -> Result<String, String> {
+    static KEPT: std::sync::Mutex<Vec<counterlab::containers::Started>> = std::sync::Mutex::new(Vec::new());
+    // A thread of its own: the caller may be inside a test's runtime.
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+        let started = rt.block_on(counterlab::containers::start(counterlab::containers::spec(s), "tests"))?;
+        let url = started.url.clone();
+        KEPT.lock().unwrap_or_else(|p| p.into_inner()).push(started);
+        // The runtime goes, the container stays (never dropped: removed by its label).
+        std::mem::forget(rt);
+        Ok(url)
+    })
+    .join()
+    .unwrap_or_else(|_| Err("the container thread panicked".into()))
+}
+
+#[cfg(not(feature = "containers"))]
+fn container(_: Server) -> Result<String, String> {
+    Err("this build has no `containers` feature".into())
+}
+
+/// The file the skipped tests are listed in (one line each), in the target directory:
+/// scripts/test.sh empties it first and prints it last.
+pub fn skip_list() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    // target/<profile>/deps/it-<hash>
+    let target = exe.ancestors().nth(3).map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    target.join("counterlab-skipped.txt")
+}
+
+/// Lists a skipped test: a loud line on stderr and one in `skip_list()`.
+pub fn skip(line: &str) {
+    eprintln!("{line}");
+    use std::io::Write as _;
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(skip_list());
+    if let Err(e) = file.and_then(|mut f| f.write_all(format!("{line}\n").as_bytes())) {
+        eprintln!("warning: cannot append to {}: {e}", skip_list().display());
+    }
+}
+
+/// Whether a Docker engine answers and this build can start containers; else the test
+/// is skipped and listed. Never a failure, also with COUNTERLAB_REQUIRE_SERVERS=1: the
+/// servers the suite needs can come without Docker (CI here has none).
+pub fn docker_available(test: &str) -> bool {
+    let engine = counterlab::containers::docker_engine(Duration::from_millis(300));
+    let why = match (engine.answers(), counterlab::containers::CAN_START) {
+        (true, true) => return true,
+        (true, false) => "a Docker engine answers, but this build has no `containers` feature".to_string(),
+        (false, _) => engine.describe(),
+    };
+    skip(&format!("SKIPPED {test}: {why}"));
+    false
+}
+
+/// Whether the servers a test needs are all there. When one is missing the test is
+/// skipped: a loud `SKIPPED <test>: no <server> (tried ...)` on stderr and a line in
+/// `skip_list()`; with COUNTERLAB_REQUIRE_SERVERS=1 it fails instead.
+pub fn available(test: &str, needs: &[Server]) -> bool {
+    let missing: Vec<String> = needs
+        .iter()
+        .filter_map(|s| server(*s).err().map(|why| format!("no {} ({why})", counterlab::containers::spec(*s).label)))
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    let why = missing.join("; ");
+    if std::env::var("COUNTERLAB_REQUIRE_SERVERS").is_ok_and(|v| v == "1") {
+        panic!("MISSING SERVER for {test}: {why}\nCOUNTERLAB_REQUIRE_SERVERS=1: a missing server fails the test");
+    }
+    skip(&format!("SKIPPED {test}: {why}"));
+    false
+}
+
+/// The calling test's path (`redis::flusher_crash_...`), from an item declared in it.
+pub fn test_name(item_path: &'static str) -> String {
+    let path = item_path.strip_prefix("it::").unwrap_or(item_path);
+    path.split("::").filter(|p| *p != "{{closure}}" && *p != "here").collect::<Vec<_>>().join("::")
+}
+
+/// The first line of a server-backed test: `require!(Postgres, Redis);` returns from the
+/// test (skipped, listed) when one of them is missing; see `available`.
+#[macro_export]
+macro_rules! require {
+    ($($s:ident),+ $(,)?) => {
+        fn here() {}
+        if !$crate::util::available(
+            &$crate::util::test_name(std::any::type_name_of_val(&here)),
+            &[$($crate::util::Server::$s),+],
+        ) {
+            return;
+        }
+    };
 }

@@ -57,6 +57,7 @@ const READ: &str = "sql = \"SELECT unread FROM unread_counts WHERE user_id = :us
 
 #[test]
 fn wrong_reads_with_right_counters_fail_as_reads_in_every_output() {
+    crate::require!(Postgres);
     let dir = scenario("reads", DATA, "mark_read = 50\nread_count = 50", |b| {
         b.replace(READ, "sql = \"SELECT unread + 1 AS unread FROM unread_counts WHERE user_id = :user\"")
     });
@@ -68,6 +69,7 @@ fn wrong_reads_with_right_counters_fail_as_reads_in_every_output() {
 
 #[test]
 fn operations_that_all_fail_are_a_failure_naming_the_error() {
+    crate::require!(Postgres);
     let dir = scenario("errors", DATA, "mark_read = 50\nread_count = 50", |b| {
         b.replace(
             "sql = \"UPDATE unread_counts SET unread = unread - 1 WHERE user_id = :user\"",
@@ -82,6 +84,7 @@ fn operations_that_all_fail_are_a_failure_naming_the_error() {
 
 #[test]
 fn a_delete_only_mix_on_an_empty_seed_is_no_evidence_and_fails_under_strict() {
+    crate::require!(Postgres);
     let data = "users = 20\nnotifications_per_user = 0";
     let r = run(scenario("empty", data, "delete = 1", |b| b), &[]);
     assert_everywhere("NO EVIDENCE", &r, 0);

@@ -24,6 +24,7 @@ fn zoo(dir: &std::path::Path, out: &std::path::Path) -> (i32, String) {
 
 #[test]
 fn a_miss_and_a_false_positive_fail_the_zoo() {
+    crate::require!(Postgres);
     let _heavy = crate::util::heavy_blocking();
     let dir = tempdir("zoo");
     let write = |name: &str, head: &str| std::fs::write(dir.join(name), format!("{head}\n{BODY}")).unwrap();

@@ -18,13 +18,14 @@ pub enum AnomalyKind {
     NegativeCounter,
     ReadOutOfBounds,
     StaleCacheRead,
+    StaleRead,
     StaleAfterSettle,
     UnhealedDrift,
     UnexplainedDrift,
 }
 
 impl AnomalyKind {
-    pub const ALL: [AnomalyKind; 17] = [
+    pub const ALL: [AnomalyKind; 18] = [
         AnomalyKind::DoubleDecrement,
         AnomalyKind::DoubleApplyAfterRetry,
         AnomalyKind::LostOnFailover,
@@ -39,6 +40,7 @@ impl AnomalyKind {
         AnomalyKind::NegativeCounter,
         AnomalyKind::ReadOutOfBounds,
         AnomalyKind::StaleCacheRead,
+        AnomalyKind::StaleRead,
         AnomalyKind::StaleAfterSettle,
         AnomalyKind::UnhealedDrift,
         AnomalyKind::UnexplainedDrift,
@@ -60,7 +62,13 @@ impl AnomalyKind {
 
     /// Found by reading alone (the final counters may be right).
     pub fn from_reads(self) -> bool {
-        matches!(self, AnomalyKind::ReadOutOfBounds | AnomalyKind::StaleCacheRead | AnomalyKind::StaleAfterSettle)
+        matches!(
+            self,
+            AnomalyKind::ReadOutOfBounds
+                | AnomalyKind::StaleCacheRead
+                | AnomalyKind::StaleRead
+                | AnomalyKind::StaleAfterSettle
+        )
     }
 
     fn parts(self) -> (&'static str, &'static str) {
@@ -95,6 +103,9 @@ impl AnomalyKind {
             AnomalyKind::ReadOutOfBounds => ("read_out_of_bounds", "a read outside what the history allows"),
             AnomalyKind::StaleCacheRead => {
                 ("stale_cache_read", "a cached read showed a count older than the cache may lag by design")
+            }
+            AnomalyKind::StaleRead => {
+                ("stale_read", "a replica read showed a count older than the scenario's staleness bound")
             }
             AnomalyKind::StaleAfterSettle => ("stale_after_settle", "after settle, read_count differs from the truth"),
             AnomalyKind::UnhealedDrift => ("unhealed_drift", "drift left although a reconciler ran"),

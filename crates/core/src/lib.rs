@@ -14,10 +14,10 @@ mod verdict;
 pub use anomaly::AnomalyKind;
 pub use check::{CheckInput, CheckResult, UserDrift, Verdict, check_counters};
 pub use history::{
-    Anomaly, Context, Event, MAX_WITNESSES, ReadCheck, ReadViolation, SettledRead, Witness, check_reads,
-    check_reads_lagging, classify,
+    Anomaly, Context, Event, MAX_WITNESSES, ReadCheck, ReadSource, ReadViolation, STALENESS_BUCKETS_US, SettledRead,
+    Staleness, Witness, check_reads, check_reads_from, check_reads_lagging, classify,
 };
-pub use model::{ErrorClass, Guarantee, NotificationId, OpError, OpKind, Outcome, UserId};
+pub use model::{ErrorClass, Guarantee, NotificationId, OpError, OpKind, Outcome, ReadFrom, UserId};
 pub use names::Named;
 pub use seed::SeedSpec;
 pub use strategy::{CrashPoints, Fault, Strategy, StrategyInfo};

@@ -21,6 +21,17 @@ crate::named_enum! {
     }
 }
 
+crate::named_enum! {
+    /// Where `read_count` reads: the primary (the counter itself), a replica, or a
+    /// replica with the primary as fallback when the replica read fails (the seed's
+    /// "read the slave, fall back to the master").
+    pub enum ReadFrom {
+        Primary = "primary",
+        Replica = "replica",
+        ReplicaFallback = "replica-fallback",
+    }
+}
+
 impl OpKind {
     pub fn index(self) -> usize {
         self as usize

@@ -42,10 +42,15 @@ pub enum Fault {
     /// reach it alone), then the replica takes over (`CLUSTER FAILOVER TAKEOVER`) and the
     /// old primary, now its replica, drops what it had alone: acknowledged writes lost.
     Failover { cut_ms: u64 },
+    /// The replica that `read_count` reads from (`[replica] read_from`) stops applying
+    /// the primary's changes for `duration_ms` while still answering reads: a PostgreSQL
+    /// standby's WAL replay paused (`pg_wal_replay_pause()`), a Redis replica's
+    /// replication stream held (`CLIENT PAUSE <ms> WRITE`). Only rows reading a replica.
+    ReplicaPause { duration_ms: u64 },
 }
 
 impl Fault {
-    pub const ALL: [Fault; 9] = [
+    pub const ALL: [Fault; 10] = [
         Fault::RedisDataLoss,
         Fault::FlusherCrash,
         Fault::ConsumerCrashAfterApply,
@@ -55,6 +60,7 @@ impl Fault {
         Fault::ErrorBeforeCommit { op: None },
         Fault::Pause { duration_ms: 0 },
         Fault::Failover { cut_ms: 0 },
+        Fault::ReplicaPause { duration_ms: 0 },
     ];
 
     /// The op kinds a commit fault can be placed in: those that commit a write.
@@ -71,6 +77,7 @@ impl Fault {
             Fault::ErrorBeforeCommit { .. } => "error_before_commit",
             Fault::Pause { .. } => "pause",
             Fault::Failover { .. } => "failover",
+            Fault::ReplicaPause { .. } => "replica_pause",
         }
     }
 
@@ -79,15 +86,15 @@ impl Fault {
         matches!(self, Fault::CrashAfterCommit { .. } | Fault::ErrorBeforeCommit { .. })
     }
 
-    /// Placement rule: a pause needs a duration; a failover may take one (how long its
+    /// Placement rule: the pauses need a duration; a failover may take one (how long its
     /// replica is cut off first; none: 0).
     pub fn takes_duration(self) -> bool {
-        matches!(self, Fault::Pause { .. } | Fault::Failover { .. })
+        matches!(self, Fault::Pause { .. } | Fault::ReplicaPause { .. } | Fault::Failover { .. })
     }
 
-    /// Whether the duration must be given (a pause).
+    /// Whether the duration must be given (the pauses).
     pub fn needs_duration(self) -> bool {
-        matches!(self, Fault::Pause { .. })
+        matches!(self, Fault::Pause { .. } | Fault::ReplicaPause { .. })
     }
 
     /// The commit faults placed in `op`'s kind; other faults have one place and stay as
@@ -105,6 +112,7 @@ impl Fault {
         match self {
             Fault::Pause { .. } => Fault::Pause { duration_ms },
             Fault::Failover { .. } => Fault::Failover { cut_ms: duration_ms },
+            Fault::ReplicaPause { .. } => Fault::ReplicaPause { duration_ms },
             other => other,
         }
     }
@@ -120,7 +128,7 @@ impl Fault {
     /// How long a pause lasts, or a failover's replica is cut off first.
     pub fn duration_ms(self) -> Option<u64> {
         match self {
-            Fault::Pause { duration_ms } => Some(duration_ms),
+            Fault::Pause { duration_ms } | Fault::ReplicaPause { duration_ms } => Some(duration_ms),
             Fault::Failover { cut_ms } => Some(cut_ms),
             _ => None,
         }

@@ -4,6 +4,7 @@
 
 mod bounds;
 mod custom;
+mod edit;
 mod error;
 mod named;
 mod overrides;
@@ -13,7 +14,8 @@ mod resolve;
 mod types;
 
 pub use custom::{MAX_NAME, MAX_STEPS};
+pub use edit::Env;
 pub use error::ScenarioError;
 pub use overrides::Overrides;
-pub use parse::{load, parse};
+pub use parse::{load, parse, parse_with_env};
 pub use types::*;

@@ -6,10 +6,17 @@
 pub struct Overrides {
     pub strategies: Vec<String>,
     pub backends: Vec<String>,
+    /// `--servers local|containers|auto`.
+    pub servers: Option<String>,
     pub isolation: Vec<String>,
     pub seed: Option<u64>,
     pub workers: Option<u32>,
     pub duration_s: Option<f64>,
     pub ops: Option<u64>,
     pub rate: Option<f64>,
+    /// `--repeat N`: runs of each cell.
+    pub repeat: Option<u32>,
+    /// `--set path.to.field=value`, in order: applied to the file's text before it is
+    /// parsed, so the file's validation and messages apply (`--set:N:COL` locates them).
+    pub sets: Vec<String>,
 }

@@ -11,14 +11,17 @@ use toml::Spanned;
 pub(crate) struct RawScenario {
     pub(crate) name: Option<String>,
     pub(crate) seed: Option<u64>,
+    pub(crate) repeat: Option<Spanned<u32>>,
     pub(crate) strategies: Option<Vec<Spanned<String>>>,
     pub(crate) backends: Option<Vec<Spanned<String>>>,
+    pub(crate) servers: Option<Spanned<String>>,
     pub(crate) isolation: Option<Vec<Spanned<String>>>,
     pub(crate) strategy_isolation: Option<BTreeMap<String, Spanned<Vec<Spanned<String>>>>>,
     pub(crate) retry: Option<Spanned<RawRetry>>,
     pub(crate) expect_drift: Option<Vec<Spanned<String>>>,
     pub(crate) expect_anomaly: Option<Spanned<String>>,
     pub(crate) redis: Option<Spanned<RawRedis>>,
+    pub(crate) replica: Option<Spanned<RawReplica>>,
     pub(crate) faults: Option<Vec<Spanned<RawFault>>>,
     pub(crate) thresholds: Option<Vec<Spanned<RawThreshold>>>,
     pub(crate) verdict: Option<Spanned<RawVerdict>>,
@@ -38,6 +41,13 @@ pub(crate) struct RawRedis {
     pub(crate) settle_timeout_ms: Option<Spanned<u64>>,
     pub(crate) cache_delay_ms: Option<Spanned<u64>>,
     pub(crate) cache_ttl_ms: Option<Spanned<u64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawReplica {
+    pub(crate) read_from: Option<Vec<Spanned<String>>>,
+    pub(crate) stale_read_bound_ms: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]

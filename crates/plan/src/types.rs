@@ -16,6 +16,8 @@ pub mod limits {
     pub const MAX_SEEDED_ROWS: u64 = 100_000_000;
     pub const MAX_WORKERS: u32 = 1024;
     pub const MAX_DUP_K: u32 = 64;
+    /// `repeat` / `--repeat`: runs of each cell (interleaved); `compare`'s exact test goes to 20.
+    pub const MAX_REPEAT: u32 = 20;
     pub const MAX_CONNECTIONS: u32 = 1000;
     pub const MAX_DURATION_S: f64 = 86_400.0;
     pub const MAX_OPS: u64 = 1_000_000_000;
@@ -44,6 +46,18 @@ named_enum! {
 }
 
 named_enum! {
+    /// Where the servers a run needs come from (`--servers`, `servers = ...`): the
+    /// configured or local ones; throwaway containers; or `auto`: configured or local
+    /// when they answer, else containers when a Docker engine answers, else (SQL)
+    /// embedded SQLite.
+    pub enum ServersMode {
+        Local = "local",
+        Containers = "containers",
+        Auto = "auto",
+    }
+}
+
+named_enum! {
     /// Open loop: even gaps between arrivals, or exponential ones.
     pub enum Arrival {
         Constant = "constant",
@@ -61,6 +75,9 @@ named_enum! {
 
 pub const DEFAULT_MAX_WAIT_MS: u64 = 1_000;
 pub const DEFAULT_SAMPLE_INTERVAL_MS: u64 = 1_000;
+/// Drift is sampled unless a scenario says `sample_drift = false`: one aggregate query
+/// per interval, whose measured cost docs/running.md states.
+pub const DEFAULT_SAMPLE_DRIFT: bool = true;
 pub const DEFAULT_DUP_K: u32 = 4;
 pub const DEFAULT_ISOLATION: Isolation = Isolation::ReadCommitted;
 pub const DEFAULT_REDIS: RedisPlan = RedisPlan {
@@ -82,10 +99,15 @@ pub struct RunPlan {
     pub scenario: String,
     pub scenario_path: String,
     pub seed: u64,
+    /// Runs of each cell, interleaved (all cells once, then again): `repeat` or `--repeat`.
+    pub repeat: u32,
     pub strategies: Vec<String>,
     /// Backends in run order.
     #[serde(serialize_with = "named::list")]
     pub backends: Vec<Backend>,
+    /// Where the servers come from (the environment, not the experiment: not in the report).
+    #[serde(skip)]
+    pub servers: ServersMode,
     /// Isolation levels every strategy runs at, unless `strategy_isolation` names it.
     #[serde(serialize_with = "named::list")]
     pub isolation: Vec<Isolation>,
@@ -99,6 +121,9 @@ pub struct RunPlan {
     /// mutant), or none (correct strategies must show none).
     pub expect_anomaly: Option<Expectation>,
     pub redis: RedisPlan,
+    /// `[replica]`: where `read_count` reads (each a cell of its own) and the staleness
+    /// bound replica reads are judged by.
+    pub replica: ReplicaPlan,
     pub faults: Vec<FaultPlan>,
     /// Limits that fail the run (exit code 1) when breached.
     pub thresholds: Vec<counterlab_report::Threshold>,
@@ -251,6 +276,16 @@ pub struct RedisPlan {
     pub cache_delay_ms: u64,
     /// cache-aside: how long a cached count lives.
     pub cache_ttl_ms: u64,
+}
+
+/// Where reads go, and how stale a replica read may be.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ReplicaPlan {
+    /// Each strategy runs once per entry (default: `primary` only).
+    #[serde(serialize_with = "named::list")]
+    pub read_from: Vec<counterlab_core::ReadFrom>,
+    /// Replica reads staler than this are `stale_read` (None: any stale read is).
+    pub stale_read_bound_ms: Option<u64>,
 }
 
 /// A fault fired `at_ms` after the load starts, `times` times in a row, in the runs of

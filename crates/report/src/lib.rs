@@ -3,9 +3,14 @@
 //! terminal table. Rendering returns strings; the CLI alone writes files.
 
 mod compare;
+pub mod decision;
 mod html;
+mod markdown;
 mod render;
+mod repeats;
+pub mod stats;
 mod thresholds;
+pub mod units;
 
 use std::collections::BTreeMap;
 
@@ -14,9 +19,11 @@ use counterlab_sim::{LoadModel, LoadResult, Sample, StageResult, Stop};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-pub use compare::{Comparison, MIN_OPS_FOR_P99, compare, render_comparison};
+pub use compare::{Comparison, MIN_OPS_FOR_P99, compare, render_comparison, render_comparison_markdown};
 pub use html::render_html;
-pub use render::{render_markdown, render_terminal};
+pub use markdown::render_markdown;
+pub use render::{FIXED_WIDTH, render_terminal, render_terminal_width, terminal_width};
+pub use repeats::{RepeatRun, merge_repeats, throughput_with_spread};
 pub use thresholds::{Metric, Threshold, ThresholdResult, evaluate};
 
 /// Version of the report.json layout; bumped on any incompatible change.
@@ -93,6 +100,11 @@ pub struct StrategyReport {
     /// The level the server reported for those connections.
     pub isolation_in_effect: String,
     pub guarantee: String,
+    /// What the design needs beyond the SQL database (`Redis`, `flusher`, `reconciler`,
+    /// `RabbitMQ`, `consumer`, `eventual reads`...): the operational cost the decision
+    /// view shows. Declared next to the strategy's registry row; empty for plain SQL.
+    #[serde(default)]
+    pub moving_parts: Vec<String>,
     pub namespace: String,
     /// True when `--keep` left the namespace in place.
     pub namespace_kept: bool,
@@ -151,6 +163,80 @@ pub struct StrategyReport {
     /// The recorded history and the read check.
     #[serde(default)]
     pub history: HistoryReport,
+    /// `--repeat N`: one entry per repeat in run order; the row's throughput and latency
+    /// percentiles are then the medians over them, its verdict the worst (`repeats.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<RepeatRun>,
+    /// Where `read_count` read: `primary`, `replica` or `replica-fallback`.
+    #[serde(default = "primary")]
+    pub read_from: String,
+    /// Replica reads: how stale they were (None when reads went to the primary).
+    #[serde(default)]
+    pub staleness: Option<StalenessReport>,
+}
+
+fn primary() -> String {
+    "primary".into()
+}
+
+/// How stale a row's replica reads were: a read outside the history's bounds whose value
+/// the counter had earlier is stale by the time from then to the read's start.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StalenessReport {
+    pub reads_checked: u64,
+    pub stale_reads: u64,
+    /// Stale reads beyond the scenario's `stale_read_bound_ms` (the `stale_read` anomaly).
+    pub over_bound: u64,
+    pub bound_ms: Option<f64>,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// The most counts a stale read was off.
+    pub max_counts: i64,
+    /// Stale reads per bucket: `le_ms` (None: the rest) and how many.
+    pub buckets: Vec<StalenessBucket>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StalenessBucket {
+    pub le_ms: Option<f64>,
+    pub count: u64,
+}
+
+impl StalenessReport {
+    pub fn from_core(s: &counterlab_core::Staleness) -> StalenessReport {
+        let ms = |us: u64| us as f64 / 1e3;
+        StalenessReport {
+            reads_checked: s.reads_checked,
+            stale_reads: s.stale_reads,
+            over_bound: s.over_bound,
+            bound_ms: s.bound_us.map(ms),
+            p50_ms: ms(s.p50_us),
+            p99_ms: ms(s.p99_us),
+            max_ms: ms(s.max_us),
+            max_counts: s.max_counts,
+            buckets: s
+                .buckets
+                .iter()
+                .map(|&(le, count)| StalenessBucket { le_ms: (le != u64::MAX).then(|| ms(le)), count })
+                .collect(),
+        }
+    }
+
+    /// One line for the Markdown and terminal reports.
+    pub fn line(&self) -> String {
+        let bound = self.bound_ms.map_or("no bound".to_string(), |b| format!("bound {b:.0} ms"));
+        format!(
+            "{} of {} reads stale (p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms, up to {} counts off); {} over the {bound}",
+            self.stale_reads,
+            self.reads_checked,
+            self.p50_ms,
+            self.p99_ms,
+            self.max_ms,
+            self.max_counts,
+            self.over_bound
+        )
+    }
 }
 
 /// One phase of the load.
@@ -695,7 +781,18 @@ pub struct StrategyRun<'a> {
 impl StrategyReport {
     /// `<strategy> on <backend> at <isolation>`: how every renderer names a row.
     pub fn label(&self) -> String {
-        format!("{} on {} at {}", self.strategy, self.backend, self.isolation)
+        let reads =
+            if self.read_from == "primary" { String::new() } else { format!(", reads from {}", self.read_from) };
+        format!("{} on {} at {}{reads}", self.strategy, self.backend, self.isolation)
+    }
+
+    /// The strategy's name as the decision view shows it: `<strategy>` or, when its reads
+    /// went to a replica, `<strategy> (reads: replica)`.
+    pub fn display_name(&self) -> String {
+        match self.read_from.as_str() {
+            "primary" | "" => self.strategy.clone(),
+            from => format!("{} (reads: {from})", self.strategy),
+        }
     }
 
     /// The worst p99 over the ops that ran: a row's one latency figure.
@@ -714,6 +811,7 @@ impl StrategyReport {
             isolation: run.isolation.to_string(),
             isolation_in_effect: run.isolation_in_effect.to_string(),
             guarantee: run.info.guarantee.name().to_string(),
+            moving_parts: Vec::new(),
             namespace: run.namespace.to_string(),
             namespace_kept: run.namespace_kept,
             identity: run.identity,
@@ -742,6 +840,9 @@ impl StrategyReport {
             open_loop: open_loop_report(load),
             series: run.series.iter().map(series_point).collect(),
             hdr_log: run.hdr_log,
+            repeats: Vec::new(),
+            read_from: primary(),
+            staleness: None,
             check: CheckReport {
                 users_checked: c.users_checked,
                 users_mismatched: c.users_mismatched,

@@ -1,14 +1,24 @@
-//! Human renderings of a report: a terminal table and a Markdown document.
+//! The terminal rendering of a report: the decision view first (one sentence and one
+//! ranked table per backend x isolation), then a compact summary and per-op latencies,
+//! as comfy-table tables laid out to the terminal's width (a fixed width off a terminal).
 
 use std::fmt::Write as _;
+use std::io::IsTerminal as _;
 
+use comfy_table::{Cell, CellAlignment, ColumnConstraint, ContentArrangement, Table, presets};
+
+use crate::decision::{self, decide, relative_text};
+use crate::units::latency;
 use crate::{Report, StrategyReport};
 
-fn mismatched(s: &StrategyReport) -> String {
+/// The width tables are laid out to when stdout is not a terminal (CI logs, pipes).
+pub const FIXED_WIDTH: u16 = 100;
+
+pub(crate) fn mismatched(s: &StrategyReport) -> String {
     format!("{}/{}", s.check.users_mismatched, s.check.users_checked)
 }
 
-fn worst(s: &StrategyReport) -> String {
+pub(crate) fn worst(s: &StrategyReport) -> String {
     s.check
         .worst_users
         .iter()
@@ -20,99 +30,159 @@ fn worst(s: &StrategyReport) -> String {
         .join(", ")
 }
 
-/// The per-strategy summary and per-op latency tables, for a terminal.
+/// The terminal's width when stdout is one (at least 40 columns), else `FIXED_WIDTH`.
+pub fn terminal_width() -> u16 {
+    if !std::io::stdout().is_terminal() {
+        return FIXED_WIDTH;
+    }
+    Table::new().width().filter(|w| *w >= 40).unwrap_or(FIXED_WIDTH)
+}
+
+/// The report for a terminal of the width stdout has (see `terminal_width`).
 pub fn render_terminal(r: &Report) -> String {
+    render_terminal_width(r, terminal_width())
+}
+
+/// The report for a terminal `width` columns wide: the decision view, the summary and
+/// latency tables, then notes, figures, problems and every verdict in words.
+pub fn render_terminal_width(r: &Report, width: u16) -> String {
     let mut out = String::new();
     let w = &mut out;
     let servers: Vec<String> = r.servers.iter().map(|s| format!("{} {} at {}", s.backend, s.version, s.url)).collect();
-    writeln!(w, "scenario {}  seed {}  run {}  on {}", r.scenario, r.seed, r.run_id, servers.join(", ")).unwrap();
-    writeln!(w).unwrap();
-    terminal_summary(w, r);
-    writeln!(w).unwrap();
-    terminal_latency(w, r);
-    terminal_strategy_notes(w, r);
-    terminal_figures(w, r);
-    terminal_problems(w, r);
-    // The verdicts last, in words: what a reader of a terminal sees first when it scrolls.
-    writeln!(w, "\nverdicts:").unwrap();
+    let head = format!("scenario {}  seed {}  run {}  on {}", r.scenario, r.seed, r.run_id, servers.join(", "));
+    writeln!(w, "{}\n", wrap(&head, width)).unwrap();
+    terminal_decision(w, r, width);
+    terminal_summary(w, r, width);
+    terminal_latency(w, r, width);
+    w.push_str(&crate::repeats::repeats_block(r, "\nrepeats (", "  "));
+    let mut notes = String::new();
+    terminal_strategy_notes(&mut notes, r);
+    terminal_figures(&mut notes, r);
+    terminal_problems(&mut notes, r);
+    writeln!(notes, "\nverdicts:").unwrap();
     for s in &r.strategies {
-        writeln!(w, "  {:<20} {} at {}: {}", s.check.verdict, s.backend, s.isolation, s.check.summary).unwrap();
+        let at = s.label().split_once(" on ").map_or(String::new(), |x| x.1.to_string());
+        writeln!(notes, "  {:<20} {at}: {}", s.check.verdict, s.check.summary).unwrap();
+    }
+    for l in notes.lines() {
+        let text = l.trim_start();
+        let indent = &l[..l.len() - text.len()];
+        let inner = width.saturating_sub(indent.len() as u16).max(20);
+        for part in wrap(text, inner).lines() {
+            writeln!(w, "{indent}{part}").unwrap();
+        }
     }
     out
 }
 
-/// The terminal's summary table: one row per strategy run with its totals and verdict.
-fn terminal_summary(w: &mut String, r: &Report) {
-    writeln!(
-        w,
-        "{:<29} {:<14} {:<15} {:<9} {:>8} {:>8} {:>7} {:>7} {:>7} {:>6} {:>11} {:>6}  verdict",
-        "strategy",
-        "backend",
-        "isolation",
-        "guarantee",
-        "ops",
-        "ops/s",
-        "p99_us",
-        "errors",
-        "retries",
-        "giveup",
-        "mismatched",
-        "drift"
-    )
-    .unwrap();
-    for s in &r.strategies {
-        writeln!(
-            w,
-            "{:<29} {:<14} {:<15} {:<9} {:>8} {:>8.0} {:>7} {:>7} {:>7} {:>6} {:>11} {:>6}  {}",
-            s.strategy,
-            s.backend,
-            s.isolation,
-            s.guarantee,
-            s.ops_total,
-            s.throughput_ops_per_s,
-            s.p99_all(),
-            s.errors_total,
-            s.retries,
-            s.give_ups,
-            mismatched(s),
-            s.check.drift_abs_total,
-            s.check.verdict
-        )
-        .unwrap();
+/// Keeps column `i` as wide as its content (a name or a label that must not break).
+fn keep_whole(t: &mut Table, i: usize) {
+    if let Some(c) = t.column_mut(i) {
+        c.set_constraint(ColumnConstraint::ContentWidth);
     }
 }
 
-/// The terminal's latency table: one row per op that ran, per strategy run.
-fn terminal_latency(w: &mut String, r: &Report) {
-    writeln!(
-        w,
-        "{:<29} {:<14} {:<15} {:<14} {:>8} {:>6} {:>7} {:>8} {:>8} {:>8} {:>8}",
-        "latency (us)", "backend", "isolation", "op", "count", "errors", "retries", "p50", "p99", "p999", "max"
-    )
-    .unwrap();
-    for s in &r.strategies {
-        for (op, o) in &s.ops {
-            if o.count == 0 {
-                continue;
-            }
-            writeln!(
-                w,
-                "{:<29} {:<14} {:<15} {:<14} {:>8} {:>6} {:>7} {:>8} {:>8} {:>8} {:>8}",
-                s.strategy,
-                s.backend,
-                s.isolation,
-                op,
-                o.count,
-                o.errors,
-                o.retries,
-                o.latency_us.p50,
-                o.latency_us.p99,
-                o.latency_us.p999,
-                o.latency_us.max
-            )
-            .unwrap();
+/// A table laid out to `width` columns, wrapping cells as needed, no colours.
+fn table(width: u16, header: &[&str], right: &[usize]) -> Table {
+    let mut t = Table::new();
+    t.load_style(presets::UTF8_FULL_CONDENSED)
+        .force_no_tty()
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(width)
+        .set_header(header.to_vec());
+    for i in right {
+        if let Some(c) = t.column_mut(*i) {
+            c.set_cell_alignment(CellAlignment::Right);
         }
     }
+    t
+}
+
+/// `text` broken into lines of at most `width` columns, at spaces.
+pub fn wrap(text: &str, width: u16) -> String {
+    let mut lines: Vec<String> = vec![String::new()];
+    for word in text.split(' ') {
+        let last = lines.last_mut().expect("one line");
+        if !last.is_empty() && last.chars().count() + 1 + word.chars().count() > width as usize {
+            lines.push(word.to_string());
+        } else {
+            if !last.is_empty() {
+                last.push(' ');
+            }
+            last.push_str(word);
+        }
+    }
+    lines.join("\n")
+}
+
+/// The decision view: per backend x isolation, its sentence and its ranked rows.
+fn terminal_decision(w: &mut String, r: &Report, width: u16) {
+    writeln!(w, "DECISION").unwrap();
+    for g in decide(r) {
+        writeln!(w, "\n{}", wrap(&g.sentence, width)).unwrap();
+        let mut t = table(
+            width,
+            &["#", "strategy", "verdict", "vs best", "p99", "retries/give-ups", "moving parts"],
+            &[0, 3, 4, 5],
+        );
+        for (i, x) in g.rows.iter().enumerate() {
+            t.add_row(vec![
+                Cell::new(i + 1),
+                Cell::new(x.row.display_name()),
+                Cell::new(&x.verdict),
+                Cell::new(relative_text(x)),
+                Cell::new(&x.p99),
+                Cell::new(format!("{}/{}", x.row.retries, x.row.give_ups)),
+                Cell::new(&x.cost),
+            ]);
+        }
+        keep_whole(&mut t, 1);
+        writeln!(w, "{t}").unwrap();
+    }
+    writeln!(w, "{}\n", wrap(&decision::noise_note(r), width)).unwrap();
+}
+
+/// The summary table: one row per strategy run with its totals and verdict label.
+fn terminal_summary(w: &mut String, r: &Report, width: u16) {
+    let head = ["strategy", "backend", "isolation", "ops/s", "errors", "mismatched", "verdict"];
+    let mut t = table(width, &head, &[3, 4, 5]);
+    for s in &r.strategies {
+        t.add_row(vec![
+            s.strategy.clone(),
+            s.backend.clone(),
+            s.isolation.clone(),
+            format!("{:.0}", s.throughput_ops_per_s),
+            s.errors_total.to_string(),
+            mismatched(s),
+            s.check.verdict.clone(),
+        ]);
+    }
+    keep_whole(&mut t, 0);
+    keep_whole(&mut t, 6);
+    writeln!(w, "{t}\n").unwrap();
+}
+
+/// The latency table: one row per op that ran, per strategy run (ms; µs below 1 ms).
+fn terminal_latency(w: &mut String, r: &Report, width: u16) {
+    let head = ["latency", "op", "count", "errors", "p50", "p99", "p99.9", "max"];
+    let mut t = table(width, &head, &[2, 3, 4, 5, 6, 7]);
+    for s in &r.strategies {
+        for (op, o) in s.ops.iter().filter(|(_, o)| o.count > 0) {
+            let l = &o.latency_us;
+            t.add_row(vec![
+                format!("{} {} {}", s.strategy, s.backend, s.isolation),
+                op.clone(),
+                o.count.to_string(),
+                o.errors.to_string(),
+                latency(l.p50),
+                latency(l.p99),
+                latency(l.p999),
+                latency(l.max),
+            ]);
+        }
+    }
+    keep_whole(&mut t, 1);
+    writeln!(w, "{t}").unwrap();
 }
 
 /// Per strategy run, where there is any: its worst users, first errors and kept namespace.
@@ -184,193 +254,6 @@ fn terminal_problems(w: &mut String, r: &Report) {
     }
 }
 
-/// Appends `text` and a newline: one line of the Markdown document.
-fn line(w: &mut String, text: impl AsRef<str>) {
-    w.push_str(text.as_ref());
-    w.push('\n');
-}
-
-/// A Markdown document: summary, latencies, worst users, and the resolved plan.
-pub fn render_markdown(r: &Report) -> String {
-    let mut out = String::new();
-    let w = &mut out;
-    markdown_header(w, r);
-    line(w, "\n## Verdicts\n");
-    for s in &r.strategies {
-        line(w, format!("- `{}` {} at {}: {}", s.check.verdict, s.backend, s.isolation, s.check.summary));
-    }
-    if r.interrupted {
-        line(w, "- **interrupted** by Ctrl-C: later runs did not start");
-    }
-    markdown_summary(w, r);
-    markdown_latency(w, r);
-    line(w, "\n## Drift\n");
-    for s in &r.strategies {
-        markdown_strategy(w, s);
-    }
-    for k in &r.skipped {
-        line(w, format!("- skipped {} on {} at {}: {}", k.strategy, k.backend, k.isolation, k.reason));
-    }
-    line(
-        w,
-        format!(
-            "\n## Resolved plan\n\n```json\n{}\n```",
-            serde_json::to_string_pretty(&r.plan).expect("plan serializes")
-        ),
-    );
-    out
-}
-
-/// The title and the run's facts: where the scenario came from, seed, build, servers, replay.
-fn markdown_header(w: &mut String, r: &Report) {
-    line(w, format!("# counterlab run: {}\n", r.scenario));
-    line(w, format!("- scenario file: `{}`", r.scenario_path));
-    line(w, format!("- seed: {}; run id: `{}`; started {}", r.seed, r.run_id, r.started_at_utc));
-    line(w, format!("- counterlab {} at commit `{}`", r.counterlab_version, r.git_commit));
-    for s in &r.servers {
-        line(w, format!("- {} {} at `{}`", s.backend, s.version, s.url));
-    }
-    line(w, format!("- replay: `{}`", r.replay_command));
-    line(w, format!("- every declared guarantee held: {}", if r.all_guarantees_held { "yes" } else { "**no**" }));
-    if r.expectations_unmet > 0 {
-        line(w, format!("- **{} expectation(s) of the scenario not met**", r.expectations_unmet));
-    }
-    for e in &r.expectations_not_judged {
-        line(w, format!("- expectation not judged (no row ran it): {e}"));
-    }
-}
-
-/// The strategy x backend x isolation table: one row per strategy run.
-fn markdown_summary(w: &mut String, r: &Report) {
-    line(w, "\n## Strategy x backend x isolation\n");
-    line(
-        w,
-        "| strategy | backend | isolation | guarantee | ops | ops/s | p99 us | errors | retries | give-ups | mismatched | over | under | negative | drift | verdict |",
-    );
-    line(w, "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
-    for s in &r.strategies {
-        line(
-            w,
-            format!(
-                "| {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                s.strategy,
-                s.backend,
-                s.isolation,
-                s.guarantee,
-                s.ops_total,
-                s.throughput_ops_per_s,
-                s.p99_all(),
-                s.errors_total,
-                s.retries,
-                s.give_ups,
-                mismatched(s),
-                s.check.over_counted,
-                s.check.under_counted,
-                s.check.negative_counters,
-                s.check.drift_abs_total,
-                s.check.verdict
-            ),
-        );
-    }
-}
-
-/// The latency table: one row per op that ran or was skipped, per strategy run.
-fn markdown_latency(w: &mut String, r: &Report) {
-    line(w, "\n## Latency per operation (microseconds)\n");
-    line(
-        w,
-        "| strategy | backend | isolation | op | count | errors | retries | skipped | p50 | p90 | p99 | p99.9 | max |",
-    );
-    line(w, "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for s in &r.strategies {
-        for (op, o) in s.ops.iter().filter(|(_, o)| o.count + o.skipped > 0) {
-            let l = &o.latency_us;
-            line(
-                w,
-                format!(
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                    s.strategy,
-                    s.backend,
-                    s.isolation,
-                    op,
-                    o.count,
-                    o.errors,
-                    o.retries,
-                    o.skipped,
-                    l.p50,
-                    l.p90,
-                    l.p99,
-                    l.p999,
-                    l.max
-                ),
-            );
-        }
-    }
-}
-
-/// One strategy run's entry under Drift: where it ran and its worst users, then one
-/// sub-item per error, figure, fault, anomaly and threshold.
-fn markdown_strategy(w: &mut String, s: &StrategyReport) {
-    let detail = if s.check.users_mismatched == 0 { "no mismatched user".to_string() } else { worst(s) };
-    let kept = if s.namespace_kept { ", kept" } else { "" };
-    line(
-        w,
-        format!(
-            "- **{}** (namespace `{}`{kept}, server isolation `{}`, ran as {}): {detail}",
-            s.label(),
-            s.namespace,
-            s.isolation_in_effect,
-            s.identity
-        ),
-    );
-    if let Some(e) = &s.cleanup_error {
-        line(w, format!("  - **cleanup failed**: {e}"));
-    }
-    if s.permission_denied > 0 {
-        line(
-            w,
-            format!(
-                "  - {} operations were refused for lack of a privilege: verdict `{}`",
-                s.permission_denied, s.check.verdict
-            ),
-        );
-    }
-    for e in &s.error_samples {
-        line(w, format!("  - error: `{e}`"));
-    }
-    for (k, v) in &s.figures {
-        line(w, format!("  - {k}: {v}"));
-    }
-    for f in &s.faults {
-        let when = f.fired_at_ms.map_or("not fired".to_string(), |t| format!("fired at {t} ms"));
-        line(w, format!("  - fault `{}` (planned {} ms, {when}): {}", f.kind, f.at_ms, f.outcome));
-    }
-    if let Some(e) = &s.settle_error {
-        line(w, format!("  - settle: {e}"));
-    }
-    line(w, format!("  - history: {}", history_line(&s.history)));
-    for a in &s.anomalies {
-        line(
-            w,
-            format!(
-                "  - anomaly **{}** x{} ({}; visible after {} calls): {}",
-                a.name, a.count, a.meaning, a.ops_to_detect, a.detail
-            ),
-        );
-    }
-    for e in &s.expectations {
-        let result = match (e.judged, e.met) {
-            (false, _) => "not judged",
-            (true, true) => "met",
-            (true, false) => "**NOT MET**",
-        };
-        line(w, format!("  - expected {result}: {}", e.detail));
-    }
-    for t in &s.thresholds {
-        line(w, format!("  - threshold {}: {}", if t.passed { "ok" } else { "**BREACHED**" }, t.detail));
-    }
-}
-
 /// The history and read check in one line.
 pub(crate) fn history_line(h: &crate::HistoryReport) -> String {
     let reads = if h.dropped > 0 {
@@ -385,4 +268,60 @@ pub(crate) fn history_line(h: &crate::HistoryReport) -> String {
     };
     let file = h.file.as_ref().map_or(String::new(), |f| format!(", written to {f}"));
     format!("{} calls recorded{file}; {reads}; {} users read after settle", h.events, h.settled_reads)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::tests::{report, row};
+
+    /// The decision view, the summary and the latency table of `r` at `width` columns.
+    fn tables(r: &Report, width: u16) -> String {
+        let mut w = String::new();
+        terminal_decision(&mut w, r, width);
+        terminal_summary(&mut w, r, width);
+        terminal_latency(&mut w, r, width);
+        w
+    }
+
+    #[test]
+    fn the_decision_view_and_tables_fit_80_columns_and_come_first() {
+        let mut rows = Vec::new();
+        for backend in ["postgres", "mysql", "sqlite"] {
+            for (name, g, v) in [
+                ("direct-update", "none", "drift-expected"),
+                ("select-for-update", "exact", "pass"),
+                ("conditional-update", "exact", "pass"),
+                ("conditional-update-unguarded", "none", "drift-expected"),
+            ] {
+                let mut s = row(name, backend, g, v, 1000.0 + rows.len() as f64 * 97.0, 12_345);
+                s.isolation = "repeatable-read".into();
+                rows.push(s);
+            }
+        }
+        rows[5].moving_parts = vec!["Redis".into(), "flusher".into(), "eventual reads (pending deltas)".into()];
+        let r = report(rows);
+        for width in [80u16, 100, 200] {
+            let text = tables(&r, width);
+            for l in text.lines() {
+                assert!(l.chars().count() <= width as usize, "{} > {width}: {l}", l.chars().count());
+            }
+            let mut wide = r.clone();
+            wide.strategies[0].check.summary = "word ".repeat(60);
+            for l in render_terminal_width(&wide, width).lines() {
+                assert!(l.chars().count() <= width as usize, "{} > {width}: {l}", l.chars().count());
+            }
+            assert!(text.contains("conditional-update-unguarded"), "names are not broken:\n{text}");
+        }
+        let all = render_terminal_width(&r, 80);
+        assert!(all.find("DECISION").unwrap() < all.find("verdicts:").unwrap());
+        assert!(all.contains("On sqlite at repeatable-read, "), "{all}");
+        assert!(all.contains("12 ms"), "p99 in ms: {all}");
+    }
+
+    #[test]
+    fn wrap_breaks_at_spaces_within_the_width() {
+        assert_eq!(wrap("aaa bbb ccc", 7), "aaa bbb\nccc");
+        assert_eq!(wrap("a-very-long-word x", 4), "a-very-long-word\nx");
+    }
 }

@@ -5,5 +5,6 @@
 
 pub mod clean;
 pub mod clock;
+pub mod containers;
 pub mod run;
 pub mod zoo;

@@ -107,7 +107,10 @@ pub struct Sample {
     pub dropped: u64,
     pub p50_us: u64,
     pub p99_us: u64,
+    pub p999_us: u64,
     pub max_us: u64,
+    /// Completed ops per op kind, in `OpKind::ALL` order.
+    pub ops_by_kind: Vec<u64>,
     pub pending: Option<i64>,
     pub drift: Option<i64>,
 }
@@ -124,6 +127,10 @@ impl Sample {
         self.dropped += later.dropped;
         self.p50_us = self.p50_us.max(later.p50_us);
         self.p99_us = self.p99_us.max(later.p99_us);
+        self.p999_us = self.p999_us.max(later.p999_us);
+        for (a, b) in self.ops_by_kind.iter_mut().zip(&later.ops_by_kind) {
+            *a += b;
+        }
         self.max_us = self.max_us.max(later.max_us);
         self.pending = later.pending.or(self.pending);
         self.drift = later.drift.or(self.drift);
@@ -268,7 +275,9 @@ impl SamplerTask {
             dropped,
             p50_us: q(0.5),
             p99_us: q(0.99),
+            p999_us: q(0.999),
             max_us: if all.is_empty() { 0 } else { all.max() },
+            ops_by_kind: interval.hist.iter().map(|h| h.len()).collect(),
             pending,
             drift,
         };

@@ -272,8 +272,15 @@ impl Server {
                 source: detail.into(),
             });
         }
-        let mut ns =
-            Namespace { name: name.into(), home, db: None, identity, made_storage: false, made_identity: false };
+        let mut ns = Namespace {
+            name: name.into(),
+            home,
+            db: None,
+            identity,
+            pg_login: None,
+            made_storage: false,
+            made_identity: false,
+        };
         if let Err(e) = ns.create(&self.conn, spec).await {
             ns.drop_namespace().await.ok();
             return Err(e);
@@ -304,6 +311,9 @@ pub struct Namespace {
     home: Home,
     db: Option<Db>,
     identity: Identity,
+    /// PostgreSQL: how the namespace's pool logs in and finds its schema (no isolation
+    /// option: a standby refuses serializable), for a pool on a standby.
+    pg_login: Option<PgConnectOptions>,
     /// What this process created (and so may drop): the storage, the identity.
     made_storage: bool,
     made_identity: bool,
@@ -331,6 +341,28 @@ impl Namespace {
 
     pub fn db(&self) -> &Db {
         self.db.as_ref().expect("namespace pool exists until drop")
+    }
+
+    /// A pool on a PostgreSQL standby of this namespace's server (`url`: its host, port
+    /// and database), logging in as the namespace's role (replicated with it) and seeing
+    /// only its schema. Lazy: the first read connects.
+    pub fn replica_db(&self, url: &str, spec: PoolSpec) -> Result<Db, BackendError> {
+        let location = redact_url(url);
+        let err = |detail: String| BackendError::Connect {
+            backend: "postgres standby",
+            url: location.clone(),
+            source: detail.into(),
+        };
+        let Some(login) = &self.pg_login else {
+            return Err(err(format!("replica reads need PostgreSQL, not {}", self.dialect().name())));
+        };
+        check_url(url, &["postgres", "postgresql"], "postgres://user[:password]@host[:port]/database").map_err(err)?;
+        let at: PgConnectOptions = url.parse().map_err(|e: sqlx::Error| err(format!("invalid URL: {e}")))?;
+        let mut options = login.clone().host(at.get_host()).port(at.get_port());
+        if let Some(d) = at.get_database() {
+            options = options.database(d);
+        }
+        Ok(Db::Pg(pool_options(spec).connect_lazy_with(options)))
     }
 
     /// Who the namespace's pool connects as.
@@ -362,6 +394,7 @@ impl Namespace {
                     self.admin_exec("create schema", format!("CREATE SCHEMA \"{name}\";\n{mark}")).await?;
                     self.made_storage = true;
                 }
+                self.pg_login = Some(options.clone().options([("search_path", name.as_str())]));
                 let options = options.options([
                     ("search_path", name.as_str()),
                     ("default_transaction_isolation", &spec.isolation.sql().to_lowercase()),

@@ -28,18 +28,34 @@ pub enum BackendError {
 }
 
 /// Replaces every password in a connection string with `***` so it never reaches output
-/// or reports: URL userinfo (also in malformed URLs such as `postgres//u:pw@h` or
-/// `mysql:/u:pw@h/db`), `password=` query parameters and libpq `key=value` pairs.
+/// or reports: URL userinfo (parsed with the `url` crate; in malformed URLs such as
+/// `postgres//u:pw@h` or `mysql:/u:pw@h/db`, which no parser accepts, what sits between
+/// the last `/` and the `@`), `password=` query parameters and libpq `key=value` pairs.
 pub fn redact_url(url: &str) -> String {
     let url = redact_password_pairs(url);
+    if let Ok(mut parsed) = url::Url::parse(&url)
+        && parsed.has_host()
+    {
+        if parsed.password().is_some() && parsed.set_password(Some("***")).is_ok() {
+            return parsed.to_string();
+        }
+        if !url[..url.find(['?', '#']).unwrap_or(url.len())].contains('@') {
+            return url;
+        }
+    }
+    redact_unparsable_userinfo(url)
+}
+
+/// The userinfo password of a string no URL parser accepts: between the first `:` of
+/// the userinfo (after `://`, else after the last `/` before the `@`) and the last `@`
+/// before the query.
+fn redact_unparsable_userinfo(url: String) -> String {
     // Userinfo is never in the query or fragment, which may hold an `@` of their own.
     let head_end = url.find(['?', '#']).unwrap_or(url.len());
     let Some(at) = url[..head_end].rfind('@') else {
         return url;
     };
     let head = &url[..at];
-    // The userinfo starts after `://` (a password may hold a `/`), or in a malformed URL
-    // after the last `/` before the `@` (or at the start).
     let user_start = match head.find("://") {
         Some(i) => i + 3,
         None => head.rfind('/').map_or(0, |i| i + 1),
@@ -117,6 +133,9 @@ mod tests {
         );
         assert_eq!(redact_url("postgres://u:pa/ss@h/db"), "postgres://u:***@h/db");
         assert_eq!(redact_url("postgres://u:p@ss@h/db"), "postgres://u:***@h/db");
+        assert_eq!(redact_url("mysql://root:pw%40x@127.0.0.1:3306/test"), "mysql://root:***@127.0.0.1:3306/test");
+        assert_eq!(redact_url("amqp://guest:guest@127.0.0.1:5672/%2f"), "amqp://guest:***@127.0.0.1:5672/%2f");
+        assert_eq!(redact_url("sqlite:///tmp/x.db"), "sqlite:///tmp/x.db");
     }
 
     #[test]

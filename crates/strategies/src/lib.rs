@@ -11,6 +11,7 @@ mod mq;
 mod pause;
 mod redis;
 mod registry;
+mod replica;
 mod sandbox;
 mod sqlfile;
 mod strategies;
@@ -39,6 +40,7 @@ pub use redis::{
 pub use sandbox::{Identity, mysql_user, stable_hash};
 
 pub use registry::{BUILTINS, Build, Builtin, Registry};
+pub use replica::{CATCH_UP_BOUND, CatchUp, RedisLayout, ReplicaReader, ReplicaReads, sql_replica_supported};
 
 /// The built-in row named `name`.
 pub fn find(name: &str) -> Option<&'static Builtin> {

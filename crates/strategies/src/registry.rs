@@ -9,7 +9,7 @@ use counterlab_core::{Guarantee, Strategy, StrategyInfo};
 
 use crate::db::Db;
 use crate::mq::{MqConfig, MqDesign, MqSpace, MqStrategy};
-use crate::redis::{CacheAside, RedisConfig, RedisDesign, RedisSpace, RedisStrategy};
+use crate::redis::{CacheAside, RedisConfig, RedisDesign, RedisSpace, RedisStrategy, ZsetReplicaReads};
 use crate::strategies::{Design, SqlStrategy};
 
 /// How a built-in strategy is made, and so what it runs on.
@@ -37,6 +37,21 @@ impl Builtin {
 
     pub fn needs_amqp(&self) -> bool {
         matches!(self.build, Build::Mq(_))
+    }
+
+    /// What the design needs beyond the SQL database, for the report's decision view:
+    /// its row in `MOVING_PARTS`, else what its build implies (Redis, or the broker and
+    /// its consumer). A reconciler, when configured, is added by the runner.
+    pub fn moving_parts(&self) -> Vec<String> {
+        if let Some((_, parts)) = MOVING_PARTS.iter().find(|(n, _)| *n == self.info.name) {
+            return parts.iter().map(|p| p.to_string()).collect();
+        }
+        let parts: &[&str] = match self.build {
+            Build::Sql(_) => &[],
+            Build::Redis(_) => &["Redis"],
+            Build::Mq(_) => &["RabbitMQ", "consumer", "eventual reads"],
+        };
+        parts.iter().map(|p| p.to_string()).collect()
     }
 
     /// `SQL`, `SQL + Redis` or `SQL + RabbitMQ`, for listings.
@@ -174,6 +189,18 @@ pub const BUILTINS: &[Builtin] = &[
         Build::Redis(|i, db, s, c| cache(i, db, s, c, true)),
     ),
     row(
+        "zset-replica-reads",
+        Guarantee::Eventual,
+        "the seed's Flask design: SQL conditional update, then ZINCRBY of one Redis sorted set (member user, score count); reads meant for a replica with the primary as fallback (`[replica] read_from = \"replica-fallback\"`, held to `stale_read_bound_ms`); a reconciler resets any score that disagrees with the SQL counter (racy while ops run, exact once quiet)",
+        Build::Redis(|i, db, s, c| Arc::new(ZsetReplicaReads::new(i, db, s, c, true))),
+    ),
+    row(
+        "zset-replica-reads-no-reconcile",
+        Guarantee::Eventual,
+        "mutant: zset-replica-reads without its reconciler: a score lost or wrong in Redis (a restart without persistence) is never reset from the database",
+        Build::Redis(|i, db, s, c| Arc::new(ZsetReplicaReads::new(i, db, s, c, false))),
+    ),
+    row(
         "mq-consumer",
         Guarantee::Eventual,
         "SQL conditional UPDATE, counter delta published to a RabbitMQ queue; a consumer adds it to the SQL counter and acks after the commit: a crash between the commit and the ack makes the redelivery apply it twice",
@@ -185,6 +212,19 @@ pub const BUILTINS: &[Builtin] = &[
         "the same queue; the consumer records each message id in the apply's transaction and skips ids already recorded: a redelivery after a lost ack applies nothing",
         Build::Mq(|i, db, s, c| mq(i, db, s, c, MqDesign::Idempotent)),
     ),
+];
+
+/// The moving parts of the built-ins whose build does not say it all (beside `BUILTINS`;
+/// a strategy missing here gets its build's: none for SQL, `Redis`, or the broker's).
+pub const MOVING_PARTS: &[(&str, &[&str])] = &[
+    ("zset-buffer", &["Redis", "flusher", "eventual reads (pending deltas)"]),
+    ("zset-buffer-durable", &["Redis", "flusher", "eventual reads (pending deltas)"]),
+    ("zset-buffer-replay", &["Redis", "flusher", "eventual reads (pending deltas)"]),
+    ("lua-script", &["Redis (holds the truth)"]),
+    ("redis-set", &["Redis (holds the truth)"]),
+    ("redis-set-check-then-remove", &["Redis (holds the truth)"]),
+    ("cache-aside", &["Redis cache", "eventual reads (read lag)"]),
+    ("cache-aside-delete-first", &["Redis cache", "eventual reads (read lag)"]),
 ];
 
 /// The strategies a run can build: the built-ins, plus any a test registers.
@@ -215,5 +255,31 @@ impl Registry {
 
     pub fn rows(&self) -> &[Builtin] {
         &self.rows
+    }
+}
+
+#[cfg(test)]
+mod moving_parts_tests {
+    use super::*;
+
+    #[test]
+    fn every_design_declares_what_it_needs_beyond_sql() {
+        for (name, _) in MOVING_PARTS {
+            assert!(BUILTINS.iter().any(|b| b.info.name == *name), "{name} is not a built-in");
+        }
+        for b in BUILTINS {
+            let parts = b.moving_parts();
+            match b.build {
+                Build::Sql(_) => assert!(parts.is_empty(), "{}: {parts:?}", b.info.name),
+                Build::Redis(_) => assert!(parts.iter().any(|p| p.starts_with("Redis")), "{}: {parts:?}", b.info.name),
+                Build::Mq(_) => assert!(parts.contains(&"RabbitMQ".to_string()), "{}: {parts:?}", b.info.name),
+            }
+            if b.info.guarantee == Guarantee::Eventual {
+                assert!(parts.iter().any(|p| p.starts_with("eventual reads")), "{}: {parts:?}", b.info.name);
+            }
+        }
+        let find = |n: &str| BUILTINS.iter().find(|b| b.info.name == n).unwrap().moving_parts();
+        assert_eq!(find("zset-buffer"), ["Redis", "flusher", "eventual reads (pending deltas)"]);
+        assert_eq!(find("mq-consumer-idempotent"), ["RabbitMQ", "consumer", "eventual reads"]);
     }
 }

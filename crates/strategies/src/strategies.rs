@@ -105,6 +105,38 @@ impl SqlStrategy {
         Ok(())
     }
 
+    /// delete, saying also whether it lowered the counter (the row was unread): designs
+    /// that mirror the counter elsewhere (zset-replica-reads) move it by that.
+    pub(crate) async fn delete_lowering(&self, user: UserId, id: NotificationId) -> Result<(bool, bool), OpError> {
+        let s = &self.s;
+        let mut tx = self.db.begin(self.begin_mode()).await?;
+        let (deleted, was_unread) = match self.design {
+            Design::DirectUpdate | Design::SelectForUpdate => {
+                let check = if self.design == Design::DirectUpdate { s.read_state } else { s.lock_one };
+                match tx.opt_bool(check, &[id, user]).await? {
+                    None => (false, false),
+                    // direct-update decrements on what it read even if a concurrent
+                    // delete got there first: that is its delete race.
+                    Some(is_read) => (tx.exec(s.delete_any, &[id, user]).await? > 0, !is_read),
+                }
+            }
+            Design::ConditionalUpdate | Design::ConditionalUpdateUnguarded => {
+                // Two guarded statements instead of DELETE ... RETURNING (which MySQL
+                // lacks): the first deletes only an unread row, the second a read one.
+                if tx.exec(s.delete_unread, &[id, user]).await? == 1 {
+                    (true, true)
+                } else {
+                    (tx.exec(s.delete_any, &[id, user]).await? == 1, false)
+                }
+            }
+        };
+        if was_unread {
+            tx.exec(s.decrement, &[user]).await?;
+        }
+        self.commit(tx, OpKind::Delete).await?;
+        Ok((deleted, was_unread))
+    }
+
     fn begin_mode(&self) -> Begin {
         match self.design {
             Design::SelectForUpdate => Begin::Locking,
@@ -180,33 +212,7 @@ impl Strategy for SqlStrategy {
     }
 
     async fn delete(&self, user: UserId, id: NotificationId) -> Result<bool, OpError> {
-        let s = &self.s;
-        let mut tx = self.db.begin(self.begin_mode()).await?;
-        let (deleted, was_unread) = match self.design {
-            Design::DirectUpdate | Design::SelectForUpdate => {
-                let check = if self.design == Design::DirectUpdate { s.read_state } else { s.lock_one };
-                match tx.opt_bool(check, &[id, user]).await? {
-                    None => (false, false),
-                    // direct-update decrements on what it read even if a concurrent
-                    // delete got there first: that is its delete race.
-                    Some(is_read) => (tx.exec(s.delete_any, &[id, user]).await? > 0, !is_read),
-                }
-            }
-            Design::ConditionalUpdate | Design::ConditionalUpdateUnguarded => {
-                // Two guarded statements instead of DELETE ... RETURNING (which MySQL
-                // lacks): the first deletes only an unread row, the second a read one.
-                if tx.exec(s.delete_unread, &[id, user]).await? == 1 {
-                    (true, true)
-                } else {
-                    (tx.exec(s.delete_any, &[id, user]).await? == 1, false)
-                }
-            }
-        };
-        if was_unread {
-            tx.exec(s.decrement, &[user]).await?;
-        }
-        self.commit(tx, OpKind::Delete).await?;
-        Ok(deleted)
+        self.delete_lowering(user, id).await.map(|(deleted, _)| deleted)
     }
 
     async fn mark_all_read(&self, user: UserId) -> Result<u64, OpError> {

@@ -134,8 +134,9 @@ pub fn classify(
     negative_counters(&mut acc, rows);
     super::drift::explain_mismatches(&mut acc, events, &mismatched, cx);
     // Eventual strategies may show stale values while the load runs; the others may not.
-    if cx.guarantee != Guarantee::Eventual
-        && let Some(rc) = reads
+    // Replica reads are judged whatever the guarantee: their staleness has its own bound.
+    if let Some(rc) = reads
+        && (cx.guarantee != Guarantee::Eventual || matches!(rc.source, super::ReadSource::Replica { .. }))
     {
         reads_out_of_bounds(&mut acc, rc);
         races_seen_by_reads(&mut acc, events, rc, mismatched.keys().copied().collect());
@@ -167,9 +168,14 @@ fn negative_counters(acc: &mut Acc, rows: &[CheckInput]) {
 /// may lag by design, is a stale cache read; the rest are out of bounds.
 fn reads_out_of_bounds(acc: &mut Acc, rc: &ReadCheck) {
     for v in &rc.violations {
-        let (kind, note) = match v.stale_for_us {
-            Some(back) => (AnomalyKind::StaleCacheRead, stale_note(back, rc.allowed_lag_us.unwrap_or(0))),
-            None => (AnomalyKind::ReadOutOfBounds, bounds_note(v.lo, v.hi)),
+        let (kind, note) = match (v.stale_for_us, rc.source) {
+            // Within the replica's bound: a figure (the staleness distribution), not an anomaly.
+            (Some(back), super::ReadSource::Replica { bound_us }) if back <= bound_us.unwrap_or(0) => continue,
+            (Some(back), super::ReadSource::Replica { bound_us }) => {
+                (AnomalyKind::StaleRead, replica_note(back, v.distance, bound_us))
+            }
+            (Some(back), _) => (AnomalyKind::StaleCacheRead, stale_note(back, rc.allowed_lag_us.unwrap_or(0))),
+            (None, _) => (AnomalyKind::ReadOutOfBounds, bounds_note(v.lo, v.hi)),
         };
         let w =
             Witness { user: v.read.user, id: 0, ops: vec![v.read], expected: v.lo, observed: v.read.observed, note };
@@ -181,6 +187,15 @@ fn reads_out_of_bounds(acc: &mut Acc, rc: &ReadCheck) {
     if let Some(e) = acc.found.get_mut(&AnomalyKind::StaleCacheRead) {
         e.0 = rc.stale_total;
     }
+    if let Some(e) = acc.found.get_mut(&AnomalyKind::StaleRead) {
+        e.0 = rc.stale_over_bound;
+    }
+}
+
+fn replica_note(back_us: u64, counts: i64, bound_us: Option<u64>) -> String {
+    let bound =
+        bound_us.map_or("no staleness allowed".to_string(), |b| format!("the bound is {:.1} ms", b as f64 / 1e3));
+    format!("the count as it stood {:.1} ms before the read began ({counts} off); {bound}", back_us as f64 / 1000.0)
 }
 
 fn bounds_note(lo: i64, hi: i64) -> String {

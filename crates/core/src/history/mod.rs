@@ -67,9 +67,24 @@ pub struct ReadViolation {
     /// The values the history allows for that read.
     pub lo: i64,
     pub hi: i64,
-    /// For reads served from a cache (`check_reads_lagging`): how far back the read's
-    /// value fits, in microseconds before the read began; None when no earlier moment fits.
+    /// For reads served from a cache or a replica: how far back the read's value fits,
+    /// in microseconds before the read began; None when no earlier moment fits.
     pub stale_for_us: Option<u64>,
+    /// How many counts the read is outside its bounds (below `lo` or above `hi`).
+    pub distance: i64,
+}
+
+/// Where the reads came from, which says how a read outside its bounds is judged.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReadSource {
+    /// The counter itself: every read outside its bounds is `read_out_of_bounds`.
+    #[default]
+    Counter,
+    /// A cache that may lag by up to `lag_us` by design; staler reads are `stale_cache_read`.
+    Cache { lag_us: u64 },
+    /// A replica: a read whose value the counter had earlier is stale, measured (how far
+    /// back, how many counts); one staler than `bound_us` (None: any) is `stale_read`.
+    Replica { bound_us: Option<u64> },
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -80,6 +95,10 @@ pub struct ReadCheck {
     pub allowed_lag_us: Option<u64>,
     /// Violations whose value the counter had earlier (`stale_for_us` is Some).
     pub stale_total: u64,
+    /// Where the reads came from (how violations are named).
+    pub source: ReadSource,
+    /// Replica reads staler than the source's bound (the `stale_read` anomaly's count).
+    pub stale_over_bound: u64,
     /// The first `MAX_KEPT_VIOLATIONS` violations by read completion time.
     pub violations: Vec<ReadViolation>,
 }
@@ -140,11 +159,29 @@ pub fn check_reads(events: &[Event], initial: &dyn Fn(UserId) -> i64) -> ReadChe
 /// began may or may not be seen. With a lag, each violation also says how far back its
 /// value fits (`stale_for_us`). O(n log n) (a binary search per violation).
 pub fn check_reads_lagging(events: &[Event], initial: &dyn Fn(UserId) -> i64, lag_us: Option<u64>) -> ReadCheck {
+    let source = lag_us.map_or(ReadSource::Counter, |lag_us| ReadSource::Cache { lag_us });
+    check_reads_from(events, initial, source)
+}
+
+/// `check_reads` for reads from `source`: a cache's allowed lag widens the bounds; a
+/// replica's reads are judged against the history as it is (no widening) and each one
+/// outside its bounds says how far back its value fits, so staleness is measured rather
+/// than allowed. O(n log n) (a binary search per violation).
+pub fn check_reads_from(events: &[Event], initial: &dyn Fn(UserId) -> i64, source: ReadSource) -> ReadCheck {
     let mut by_user: BTreeMap<UserId, Vec<&Event>> = BTreeMap::new();
     for e in events {
         by_user.entry(e.user).or_default().push(e);
     }
-    let mut out = ReadCheck { allowed_lag_us: lag_us, ..ReadCheck::default() };
+    let (lag_us, measure) = match source {
+        ReadSource::Counter => (None, false),
+        ReadSource::Cache { lag_us } => (Some(lag_us), true),
+        ReadSource::Replica { .. } => (None, true),
+    };
+    let bound_us = match source {
+        ReadSource::Replica { bound_us } => Some(bound_us.unwrap_or(0)),
+        _ => None,
+    };
+    let mut out = ReadCheck { allowed_lag_us: lag_us, source, ..ReadCheck::default() };
     let mut all: Vec<ReadViolation> = Vec::new();
     for (user, evs) in by_user {
         let reads: Vec<&Event> =
@@ -158,10 +195,12 @@ pub fn check_reads_lagging(events: &[Event], initial: &dyn Fn(UserId) -> i64, la
             let certain = b.by_complete.below(r.invoke_us.saturating_sub(lag_us.unwrap_or(0)));
             let (lo, hi) = b.bounds(r, certain);
             if r.observed < lo || r.observed > hi {
-                let stale_for_us = lag_us.and_then(|_| b.fits_back_to(r, certain));
+                let stale_for_us = if measure { b.fits_back_to(r, certain) } else { None };
                 out.violations_total += 1;
                 out.stale_total += u64::from(stale_for_us.is_some());
-                all.push(ReadViolation { read: *r, lo, hi, stale_for_us });
+                out.stale_over_bound += u64::from(bound_us.zip(stale_for_us).is_some_and(|(b, s)| s > b));
+                let distance = if r.observed < lo { lo - r.observed } else { (r.observed - hi).max(0) };
+                all.push(ReadViolation { read: *r, lo, hi, stale_for_us, distance });
             }
         }
     }
@@ -169,6 +208,57 @@ pub fn check_reads_lagging(events: &[Event], initial: &dyn Fn(UserId) -> i64, la
     all.truncate(MAX_KEPT_VIOLATIONS);
     out.violations = all;
     out
+}
+
+/// How stale a replica's reads were: over every stale read kept (`MAX_KEPT_VIOLATIONS`),
+/// in microseconds back and in counts off.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Staleness {
+    pub reads_checked: u64,
+    pub stale_reads: u64,
+    pub over_bound: u64,
+    pub bound_us: Option<u64>,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+    pub max_counts: i64,
+    /// Stale reads per bucket: (upper bound in microseconds, count); the last bucket's
+    /// bound is `u64::MAX` (everything above the one before).
+    pub buckets: Vec<(u64, u64)>,
+}
+
+/// Bucket upper bounds of `Staleness::buckets`, microseconds.
+pub const STALENESS_BUCKETS_US: [u64; 9] =
+    [1_000, 5_000, 10_000, 50_000, 100_000, 500_000, 1_000_000, 5_000_000, u64::MAX];
+
+impl ReadCheck {
+    /// The staleness distribution of a replica's reads; None for other sources.
+    pub fn staleness(&self) -> Option<Staleness> {
+        let ReadSource::Replica { bound_us } = self.source else { return None };
+        let mut back: Vec<u64> = self.violations.iter().filter_map(|v| v.stale_for_us).collect();
+        back.sort_unstable();
+        let pct = |p: f64| back.get(((back.len() as f64 * p).ceil() as usize).saturating_sub(1)).copied().unwrap_or(0);
+        let buckets = STALENESS_BUCKETS_US
+            .iter()
+            .enumerate()
+            .map(|(i, &hi)| {
+                let lo = if i == 0 { 0 } else { STALENESS_BUCKETS_US[i - 1] };
+                (hi, back.iter().filter(|&&b| (i == 0 || b > lo) && b <= hi).count() as u64)
+            })
+            .collect();
+        let stale = self.violations.iter().filter(|v| v.stale_for_us.is_some());
+        Some(Staleness {
+            reads_checked: self.reads_checked,
+            stale_reads: self.stale_total,
+            over_bound: self.stale_over_bound,
+            bound_us,
+            p50_us: pct(0.5),
+            p99_us: pct(0.99),
+            max_us: back.last().copied().unwrap_or(0),
+            max_counts: stale.map(|v| v.distance).max().unwrap_or(0),
+            buckets,
+        })
+    }
 }
 
 /// One user's writes as prefix sums: known ops by completion and by invocation, unknown

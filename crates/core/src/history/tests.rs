@@ -55,6 +55,40 @@ fn a_planted_read_violation_is_found_with_its_bounds() {
 }
 
 #[test]
+fn a_replica_read_is_measured_as_stale_within_its_bound_and_named_stale_read_beyond_it() {
+    let h = [
+        ev(Create, 1, 10, (0, 1_000), Okay, 1),
+        ev(Create, 1, 11, (5_000, 6_000), Okay, 1),
+        // 3 is the count before the first create completed: 9 ms back, 2 counts off.
+        ev(ReadCount, 1, 0, (10_000, 10_500), Okay, 3),
+        // 4: the count between the creates, 4 ms back, 1 off.
+        ev(ReadCount, 1, 0, (10_000, 10_600), Okay, 4),
+        // Fresh.
+        ev(ReadCount, 1, 0, (10_000, 10_700), Okay, 5),
+        // A value the counter never had: not stale, wrong.
+        ev(ReadCount, 1, 0, (11_000, 11_500), Okay, 9),
+    ];
+    let within = check_reads_from(&h, &|_| 3, ReadSource::Replica { bound_us: Some(5_000) });
+    assert_eq!((within.reads_checked, within.violations_total, within.stale_total), (4, 3, 2));
+    assert_eq!(within.stale_over_bound, 1, "9 ms is over the 5 ms bound, 4 ms is not");
+    let st = within.staleness().expect("replica reads have a staleness");
+    assert_eq!((st.stale_reads, st.over_bound, st.max_us, st.max_counts), (2, 1, 9_000, 2), "{st:?}");
+    assert_eq!((st.p50_us, st.p99_us), (4_000, 9_000));
+    assert_eq!(st.buckets.iter().map(|b| b.1).sum::<u64>(), 2, "{:?}", st.buckets);
+    assert_eq!(st.buckets[1], (5_000, 1));
+    assert_eq!(st.buckets[2], (10_000, 1));
+    let a = classify(&h, &[row(1, 5, 5)], Some(&within), &[], Context { guarantee: Guarantee::Eventual, ..cx() });
+    let names: Vec<(&str, u64)> = a.iter().map(|a| (a.name, a.count)).collect();
+    assert_eq!(names, [("read_out_of_bounds", 1), ("stale_read", 1)], "judged even for an eventual strategy");
+    assert!(a[1].witnesses[0].note.contains("9.0 ms before the read began (2 off)"), "{:?}", a[1].witnesses[0]);
+    // No bound: every stale read is an anomaly.
+    let strict = check_reads_from(&h, &|_| 3, ReadSource::Replica { bound_us: None });
+    assert_eq!(strict.stale_over_bound, 2);
+    // From the counter itself the same reads are plain violations, with no staleness.
+    assert_eq!(check_reads(&h, &|_| 3).staleness(), None);
+}
+
+#[test]
 fn a_cached_read_may_lag_by_design_and_a_staler_one_is_named_with_how_far_back_it_fits() {
     let h = [
         ev(Create, 1, 10, (0, 1_000), Okay, 1),

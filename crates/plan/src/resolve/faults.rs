@@ -36,9 +36,10 @@ fn fault(src: &Src<'_>, f: &RawFault, s: &Strategies) -> Result<FaultPlan, Scena
         (None, true) => kind,
         (Some(d), true) => kind.lasting(within_at(src, d, "duration_ms", 1..=MAX_INTERVAL_MS)?),
         (Some(d), false) => {
-            return Err(
-                src.at(d.span(), format!("duration_ms applies to pause and failover only, not {}", kind.name()))
-            );
+            return Err(src.at(
+                d.span(),
+                format!("duration_ms applies to pause, replica_pause and failover only, not {}", kind.name()),
+            ));
         }
         (None, false) => kind,
     };

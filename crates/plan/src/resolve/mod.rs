@@ -15,8 +15,8 @@ use toml::Spanned;
 use crate::error::{ScenarioError, Src};
 
 pub(crate) use faults::{expectations, faults, thresholds};
-pub(crate) use sections::{data, expectation, redis, retry, verdict};
-pub(crate) use strategies::{Strategies, backends, isolation};
+pub(crate) use sections::{data, expectation, redis, replica, retry, verdict};
+pub(crate) use strategies::{Strategies, backends, isolation, servers};
 pub(crate) use workload::workload;
 
 /// A name of the closed set `T`, or an error at it listing the valid ones.

@@ -7,9 +7,11 @@ use toml::Spanned;
 use super::named;
 use crate::bounds::{within, within_at};
 use crate::error::{ScenarioError, Src};
-use crate::raw::{RawData, RawRedis, RawRetry, RawVerdict};
+use crate::raw::{RawData, RawRedis, RawReplica, RawRetry, RawVerdict};
 use crate::types::limits::*;
-use crate::types::{DEFAULT_REDIS, DEFAULT_RETRY, DataPlan, Expectation, RedisPlan, RetryPlan, VerdictPlan};
+use crate::types::{
+    DEFAULT_REDIS, DEFAULT_RETRY, DataPlan, Expectation, RedisPlan, ReplicaPlan, RetryPlan, VerdictPlan,
+};
 
 pub(crate) fn retry(src: &Src<'_>, raw: Option<&Spanned<RawRetry>>) -> Result<RetryPlan, ScenarioError> {
     let Some(r) = raw.map(|r| r.get_ref()) else { return Ok(DEFAULT_RETRY) };
@@ -64,6 +66,20 @@ pub(crate) fn redis(src: &Src<'_>, raw: Option<&Spanned<RawRedis>>) -> Result<Re
         cache_delay_ms,
         cache_ttl_ms: within(src, &r.cache_ttl_ms, "cache_ttl_ms", ms, d.cache_ttl_ms)?,
     })
+}
+
+/// `[replica]`: `read_from` (a list of primary, replica, replica-fallback; default
+/// primary) and `stale_read_bound_ms`.
+pub(crate) fn replica(src: &Src<'_>, raw: Option<&Spanned<RawReplica>>) -> Result<ReplicaPlan, ScenarioError> {
+    use counterlab_core::ReadFrom;
+    let r = raw.map(|r| r.get_ref());
+    let file = r.and_then(|r| r.read_from.as_deref());
+    let read_from = super::named_list(src, "read_from", &[], file, &[ReadFrom::Primary])?;
+    let stale_read_bound_ms = match r.and_then(|r| r.stale_read_bound_ms.as_ref()) {
+        None => None,
+        Some(v) => Some(within_at(src, v, "stale_read_bound_ms", 0..=MAX_INTERVAL_MS)?),
+    };
+    Ok(ReplicaPlan { read_from, stale_read_bound_ms })
 }
 
 pub(crate) fn verdict(src: &Src<'_>, raw: Option<&Spanned<RawVerdict>>) -> Result<VerdictPlan, ScenarioError> {

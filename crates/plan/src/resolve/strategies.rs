@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use counterlab_core::Named;
+
 use counterlab_strategies::{CustomSpec, Isolation};
 use toml::Spanned;
 
@@ -11,7 +13,7 @@ use crate::custom::{self, RawStrategy};
 use crate::error::{ScenarioError, Src};
 use crate::overrides::Overrides;
 use crate::raw::RawScenario;
-use crate::types::{Backend, DEFAULT_ISOLATION};
+use crate::types::{Backend, DEFAULT_ISOLATION, ServersMode};
 
 /// The strategies a scenario can name, and those it runs.
 pub(crate) struct Strategies {
@@ -42,7 +44,7 @@ impl Strategies {
         }
         for listed in raw.strategy_files.iter().flatten() {
             let (file, text) = custom::load_file(src.path, listed, src)?;
-            let there = Src { path: &file, text: &text };
+            let there = Src { path: &file, text: &text, edits: None };
             for (name, r) in custom::parse_file(&there)? {
                 s.add(&name, &r, &there, builtin)?;
             }
@@ -128,6 +130,20 @@ impl Strategies {
 
 pub(crate) fn backends(src: &Src<'_>, raw: &RawScenario, overrides: &Overrides) -> Result<Vec<Backend>, ScenarioError> {
     named_list(src, "backend", &overrides.backends, raw.backends.as_deref(), &[Backend::Auto])
+}
+
+/// Where the servers come from: the flag (wins), the file's `servers`, else `auto`.
+pub(crate) fn servers(
+    src: &Src<'_>,
+    file: Option<&Spanned<String>>,
+    flag: Option<&str>,
+) -> Result<ServersMode, ScenarioError> {
+    match (flag, file) {
+        (Some(f), _) => ServersMode::from_name(f)
+            .ok_or_else(|| src.flag(format!("--servers {f}: unknown servers mode; valid: {}", ServersMode::valid()))),
+        (None, Some(item)) => super::named(src, "servers mode", item),
+        (None, None) => Ok(ServersMode::Auto),
+    }
 }
 
 /// Isolation levels by strategy name.

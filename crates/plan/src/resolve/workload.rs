@@ -11,8 +11,8 @@ use crate::overrides::Overrides;
 use crate::raw::{RawFault, RawWorkload};
 use crate::types::limits::*;
 use crate::types::{
-    Arrival, DEFAULT_DUP_K, DEFAULT_MAX_WAIT_MS, DEFAULT_OP_TIMEOUT_MS, DEFAULT_SAMPLE_INTERVAL_MS, MixPlan, SkewKind,
-    WorkloadPlan,
+    Arrival, DEFAULT_DUP_K, DEFAULT_MAX_WAIT_MS, DEFAULT_OP_TIMEOUT_MS, DEFAULT_SAMPLE_DRIFT,
+    DEFAULT_SAMPLE_INTERVAL_MS, MixPlan, SkewKind, WorkloadPlan,
 };
 
 pub(crate) fn workload(
@@ -55,7 +55,7 @@ pub(crate) fn workload(
         arrival,
         max_wait_ms,
         sample_interval_ms,
-        sample_drift: w.sample_drift.unwrap_or(false),
+        sample_drift: w.sample_drift.unwrap_or(DEFAULT_SAMPLE_DRIFT),
         dup_k,
         op_timeout_ms,
         connections: within(src, &w.connections, "connections", 1..=MAX_CONNECTIONS, default_connections)?,
@@ -75,11 +75,11 @@ fn workers(src: &Src<'_>, w: &RawWorkload, overrides: &Overrides) -> Result<u32,
 }
 
 /// A pause waits inside the op's time bound: longer, and every stalled op would end as
-/// a timeout (outcome unknown) without having reached the database. (A failover's
-/// duration is how long its replica is cut off; ops do not wait on it.)
+/// a timeout (outcome unknown) without having reached the database. (A replica pause stalls no op,
+/// and a failover's duration is how long its replica is cut off: neither is bounded here.)
 fn pauses_fit(src: &Src<'_>, faults: Option<&[Spanned<RawFault>]>, op_timeout_ms: u64) -> Result<(), ScenarioError> {
-    let pauses = faults.unwrap_or_default().iter().filter(|f| f.get_ref().kind.get_ref() == "pause");
-    let durations = pauses.filter_map(|f| f.get_ref().duration_ms.as_ref());
+    let op_pauses = faults.unwrap_or_default().iter().filter(|f| f.get_ref().kind.get_ref() == "pause");
+    let durations = op_pauses.filter_map(|f| f.get_ref().duration_ms.as_ref());
     match durations.into_iter().find(|d| *d.get_ref() >= op_timeout_ms) {
         None => Ok(()),
         Some(d) => Err(src.at(

@@ -2,7 +2,7 @@
 //! throughput and p99 latency over time, percentile curves per strategy report, and
 //! drift/pending over time, the time charts with fault periods shaded and phases marked.
 
-use super::svg::{Axis, Band, Chart, Line, Marker, clean, color, hdr_x, log_y};
+use super::svg::{Axis, Band, Chart, Line, Marker, clean, hdr_x, log_y, secondary, style};
 use crate::{Report, StrategyReport};
 
 /// The strategy report's name on charts: `strategy backend isolation`.
@@ -70,8 +70,7 @@ pub(super) fn throughput_chart(r: &Report) -> Chart {
     for (i, s) in r.strategies.iter().enumerate() {
         lines.push(Line {
             label: series_label(s),
-            color: color(i),
-            dashed: false,
+            style: style(i),
             points: s.series.iter().map(|p| (clean(p.t_s), clean(p.ops_per_s))).collect(),
         });
     }
@@ -79,8 +78,7 @@ pub(super) fn throughput_chart(r: &Report) -> Chart {
         if s.series.iter().any(|p| p.scheduled > 0) {
             lines.push(Line {
                 label: format!("target: {}", series_label(s)),
-                color: color(i),
-                dashed: true,
+                style: secondary(i),
                 points: s
                     .series
                     .iter()
@@ -93,7 +91,7 @@ pub(super) fn throughput_chart(r: &Report) -> Chart {
     let hi = lines.iter().flat_map(|l| &l.points).map(|p| p.1).fold(0.0, f64::max);
     Chart {
         id: "throughput".into(),
-        title: "Throughput over time (dashed: open-loop target)".into(),
+        title: "Throughput over time (dotted: open-loop target)".into(),
         y: Axis::linear(0.0, hi, "ops/s"),
         bands: fault_bands(r, &x),
         markers: phase_markers(r, &x),
@@ -111,8 +109,7 @@ pub(super) fn p99_chart(r: &Report) -> Chart {
         .enumerate()
         .map(|(i, s)| Line {
             label: series_label(s),
-            color: color(i),
-            dashed: false,
+            style: style(i),
             // An interval without ops has no latency to draw.
             points: s.series.iter().filter(|p| p.ops > 0).map(|p| (clean(p.t_s), p.p99_us as f64)).collect(),
         })
@@ -139,8 +136,8 @@ pub(super) fn percentile_chart(i: usize, s: &StrategyReport) -> Chart {
     let mut lines = Vec::new();
     let (mut lo, mut hi) = (f64::MAX, 0.0f64);
     for (k, (op, o)) in s.ops.iter().filter(|(_, o)| o.count > 0).enumerate() {
-        for (curve, dashed, what) in
-            [(&o.latency_us.curve, false, ""), (&o.uncorrected_latency_us.curve, true, " (uncorrected)")]
+        for (curve, line_style, what) in
+            [(&o.latency_us.curve, style(k), ""), (&o.uncorrected_latency_us.curve, secondary(k), " (uncorrected)")]
         {
             let points: Vec<(f64, f64)> = curve
                 .iter()
@@ -151,7 +148,7 @@ pub(super) fn percentile_chart(i: usize, s: &StrategyReport) -> Chart {
                     (hdr_x(*q), log_y(*us))
                 })
                 .collect();
-            lines.push(Line { label: format!("{op}{what}"), color: color(k), dashed, points });
+            lines.push(Line { label: format!("{op}{what}"), style: line_style, points });
         }
     }
     Chart {
@@ -175,28 +172,18 @@ pub(super) fn drift_chart(r: &Report) -> Chart {
         };
         let drift = pick(|p| p.drift);
         if !drift.is_empty() {
-            lines.push(Line {
-                label: format!("drift: {}", series_label(s)),
-                color: color(i),
-                dashed: false,
-                points: drift,
-            });
+            lines.push(Line { label: format!("drift: {}", series_label(s)), style: style(i), points: drift });
         }
         let pending = pick(|p| p.pending);
         if !pending.is_empty() {
-            lines.push(Line {
-                label: format!("pending: {}", series_label(s)),
-                color: color(i),
-                dashed: true,
-                points: pending,
-            });
+            lines.push(Line { label: format!("pending: {}", series_label(s)), style: secondary(i), points: pending });
         }
     }
     let (lo, hi) =
         lines.iter().flat_map(|l| &l.points).fold((0.0f64, 0.0f64), |(lo, hi), p| (lo.min(p.1), hi.max(p.1)));
     Chart {
         id: "drift-pending".into(),
-        title: "Drift (SUM(counters) - unread rows) and pending (dashed) over time".into(),
+        title: "Drift (SUM(counters) - unread rows) and pending (dotted) over time".into(),
         y: Axis::linear(lo, hi, "count"),
         bands: fault_bands(r, &x),
         markers: phase_markers(r, &x),
@@ -228,7 +215,7 @@ mod tests {
         // One strategy line plus its open-loop target (the other report has no series).
         let throughput = svg(&html, "throughput");
         assert_eq!(polylines(throughput).len(), 2);
-        assert!(throughput.contains("stroke-dasharray") && throughput.contains("target: conditional-update"));
+        assert!(throughput.contains("stroke-dasharray=\"1 3\"") && throughput.contains("target: conditional-update"));
         // Percentiles: two ops that ran (delete did not), corrected and uncorrected each.
         let p = svg(&html, "percentiles-0");
         assert_eq!(polylines(p).len(), 4, "{p}");
@@ -260,6 +247,40 @@ mod tests {
             assert_eq!(chart.matches("<line class=\"phase\"").count(), 3, "{id}");
         }
         assert!(!svg(&html, "percentiles-0").contains("class=\"fault\""));
+    }
+
+    /// The (stroke, dash) pair of every series in a chart.
+    fn styles(chart: &str) -> Vec<(String, String)> {
+        let attr = |tag: &str, name: &str| {
+            tag.split(&format!(" {name}=\"")).nth(1).map_or(String::new(), |v| v[..v.find('"').unwrap()].to_string())
+        };
+        chart
+            .split("<polyline class=\"series\"")
+            .skip(1)
+            .map(|t| {
+                let tag = &t[..t.find('>').unwrap()];
+                (attr(tag, "stroke"), attr(tag, "stroke-dasharray"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_series_of_a_27_row_matrix_is_drawn_differently() {
+        let base = two_strategies().strategies[0].clone();
+        let rows = (0..27)
+            .map(|i| {
+                let mut s = base.clone();
+                s.strategy = format!("s{i}");
+                s
+            })
+            .collect();
+        let html = render_html(&report(rows));
+        for id in ["throughput", "latency-p99", "drift-pending"] {
+            let seen = styles(svg(&html, id));
+            assert!(seen.len() >= 27, "{id}: {} series", seen.len());
+            let distinct: std::collections::HashSet<_> = seen.iter().collect();
+            assert_eq!(distinct.len(), seen.len(), "{id}: two series share a color and dash: {seen:?}");
+        }
     }
 
     #[test]

@@ -7,12 +7,14 @@
 
 mod charts;
 mod svg;
+mod top;
 
 use std::fmt::Write as _;
 
 use self::charts::{drift_chart, p99_chart, percentile_chart, throughput_chart};
 use self::svg::esc;
 use crate::render::history_line;
+use crate::units::latency;
 use crate::{Report, StageReport};
 
 /// A figure for a table cell; `-` when not finite.
@@ -24,7 +26,7 @@ fn yes_no(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
 
-fn verdict_class(v: &str) -> &'static str {
+pub(super) fn verdict_class(v: &str) -> &'static str {
     use counterlab_core::VerdictLabel as V;
     match V::parse(v) {
         Some(V::Pass) => "v-pass",
@@ -35,9 +37,15 @@ fn verdict_class(v: &str) -> &'static str {
 
 const CSS: &str = r#"
 :root { color-scheme: light; }
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px auto; max-width: 1240px;
-  padding: 0 16px; color: #1d232a; background: #fff; }
-h1 { font-size: 1.5em; margin-bottom: 8px; }
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 12px auto; max-width: 1240px;
+  padding: 0 16px; color: #1d232a; background: #fff; font-size: 15px; }
+h1 { font-size: 1.3em; margin: 0 0 4px; }
+#decision p.overall { margin: 0 0 4px; font-size: 0.9em; }
+#decision ul.sentences { margin: 4px 0 8px; padding-left: 18px; }
+#decision li.decision-sentence { margin: 2px 0; line-height: 1.3; }
+table.grid td, table.grid th { white-space: normal; }
+table.grid .rel { color: #59636e; font-size: 0.92em; }
+span.verdict { padding: 0 4px; border-radius: 3px; }
 h2 { font-size: 1.2em; margin-top: 32px; border-bottom: 1px solid #d6dbe1; padding-bottom: 4px; }
 h3 { font-size: 1em; margin: 16px 0 4px; }
 dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 0; }
@@ -98,7 +106,10 @@ pub fn render_html(r: &Report) -> String {
     writeln!(w, "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">").unwrap();
     writeln!(w, "<title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>", esc(&title)).unwrap();
     writeln!(w, "<h1>{}</h1>", esc(&title)).unwrap();
+    top::decision(w, r);
+    writeln!(w, "<h2>Run</h2>").unwrap();
     header(w, r);
+    top::ranked_tables(w, r);
     comparison(w, r);
     charts(w, r);
     latency_table(w, r);
@@ -230,7 +241,7 @@ fn table(w: &mut String, head: &[&str], rows: &[Vec<Cell>]) {
 }
 
 fn comparison(w: &mut String, r: &Report) {
-    writeln!(w, "<h2>Strategy x backend x isolation</h2>").unwrap();
+    writeln!(w, "<h2>All figures per strategy x backend x isolation</h2>").unwrap();
     let rows: Vec<Vec<Cell>> = r
         .strategies
         .iter()
@@ -243,14 +254,13 @@ fn comparison(w: &mut String, r: &Report) {
                 classed("wide", esc(&s.load_model)),
                 num(s.ops_total),
                 num(fig(s.throughput_ops_per_s, 1)),
-                num(s.p99_all()),
+                num(latency(s.p99_all())),
                 num(s.errors_total),
                 num(s.retries),
                 num(s.open_loop.as_ref().map_or(0, |o| o.dropped)),
                 num(format!("{}/{}", s.check.users_mismatched, s.check.users_checked)),
                 num(s.check.drift_abs_total),
                 classed(verdict_class(&s.check.verdict), esc(&s.check.verdict)),
-                classed(if s.check.matches_guarantee { "good" } else { "bad" }, yes_no(s.check.matches_guarantee)),
             ]
         })
         .collect();
@@ -264,14 +274,13 @@ fn comparison(w: &mut String, r: &Report) {
             "load model",
             "ops",
             "ops/s",
-            "p99 us (worst op)",
+            "p99 (worst op)",
             "errors",
             "retries",
             "dropped",
             "mismatched",
             "drift",
             "verdict",
-            "matches guarantee",
         ],
         &rows,
     );
@@ -289,7 +298,7 @@ fn charts(w: &mut String, r: &Report) {
     writeln!(
         w,
         "<p class=\"muted\">Percentile curves: solid from the intended start (free of coordinated omission), \
-         dashed from the moment a worker started the op (service time); in a closed loop they coincide.</p>"
+         dotted from the moment a worker started the op (service time); in a closed loop they coincide.</p>"
     )
     .unwrap();
     for (i, s) in r.strategies.iter().enumerate() {
@@ -299,7 +308,7 @@ fn charts(w: &mut String, r: &Report) {
 }
 
 fn latency_table(w: &mut String, r: &Report) {
-    writeln!(w, "<h2>Latency per operation (microseconds)</h2>").unwrap();
+    writeln!(w, "<h2>Latency per operation</h2>").unwrap();
     let mut rows = Vec::new();
     for s in &r.strategies {
         for (op, o) in s.ops.iter().filter(|(_, o)| o.count + o.skipped > 0) {
@@ -313,13 +322,13 @@ fn latency_table(w: &mut String, r: &Report) {
                 num(o.errors),
                 num(o.retries),
                 num(o.skipped),
-                num(l.p50),
-                num(l.p90),
-                num(l.p99),
-                num(l.p999),
-                num(l.max),
-                num(u.p99),
-                num(u.max),
+                num(latency(l.p50)),
+                num(latency(l.p90)),
+                num(latency(l.p99)),
+                num(latency(l.p999)),
+                num(latency(l.max)),
+                num(latency(u.p99)),
+                num(latency(u.max)),
             ]);
         }
     }
@@ -376,7 +385,7 @@ fn stages_table(w: &mut String, r: &Report) {
                 num(st.ops),
                 num(st.dropped),
                 num(fig(st.achieved_ops_per_s, 1)),
-                num(st.p99_us),
+                num(latency(st.p99_us)),
             ]);
         }
     }
@@ -395,7 +404,7 @@ fn stages_table(w: &mut String, r: &Report) {
             "ops",
             "dropped",
             "achieved ops/s",
-            "p99 us",
+            "p99",
         ],
         &rows,
     );
@@ -414,7 +423,7 @@ fn open_loop_table(w: &mut String, r: &Report) {
                 num(o.issued),
                 num(o.dropped),
                 num(o.late),
-                num(o.schedule_lag_us.p99),
+                num(latency(o.schedule_lag_us.p99)),
                 num(fig(o.target_ops_per_s, 1)),
                 num(fig(o.achieved_ops_per_s, 1)),
                 num(fig(o.achieved_over_target, 3)),
@@ -431,7 +440,7 @@ fn open_loop_table(w: &mut String, r: &Report) {
                 "issued",
                 "dropped",
                 "late",
-                "schedule lag p99 us",
+                "schedule lag p99",
                 "target ops/s",
                 "achieved ops/s",
                 "achieved / target",
@@ -535,6 +544,9 @@ fn details(w: &mut String, r: &Report) {
             esc(&s.identity)
         )
         .unwrap();
+        if let Some(st) = &s.staleness {
+            writeln!(w, "<li>staleness of replica reads: {}</li>", esc(&st.line())).unwrap();
+        }
         writeln!(
             w,
             "<li>seed {} s, load {} s, settle {} s; give-ups {}</li>",
@@ -670,6 +682,7 @@ mod tests {
             isolation: "read-committed".into(),
             isolation_in_effect: "read committed".into(),
             guarantee: "exact".into(),
+            moving_parts: Vec::new(),
             namespace: "cl_test".into(),
             namespace_kept: false,
             identity: "role cl_test (this namespace only)".into(),
@@ -720,6 +733,8 @@ mod tests {
                 summary: format!("{name}: {verdict}"),
             },
             load_model: "open loop, 200 -> 400 ops/s".into(),
+            read_from: "primary".into(),
+            staleness: None,
             stages: vec![StageReport {
                 name: "steady".into(),
                 measured: true,
@@ -748,6 +763,7 @@ mod tests {
             series,
             hdr_log: None,
             history: Default::default(),
+            repeats: Vec::new(),
         }
     }
 
@@ -864,6 +880,30 @@ mod tests {
         }
         assert!(html.starts_with("<!DOCTYPE html>") && html.trim_end().ends_with("</html>"));
         assert!(html.contains("document.body.dataset.charts"));
+    }
+
+    #[test]
+    fn the_decision_view_opens_the_page_with_every_rows_verdict() {
+        let html = render_html(&two_strategies());
+        let decision = html.find("<section id=\"decision\">").unwrap();
+        let sentence = html.find("<li class=\"decision-sentence\">On postgres at read-committed, ").unwrap();
+        assert!(decision < sentence && sentence < html.find("<dl class=\"meta\">").unwrap());
+        let top = &html[decision..html.find("</section>").unwrap()];
+        for s in &two_strategies().strategies {
+            assert!(top.contains(&format!("data-row=\"{}\"", esc(&s.label()))), "{} missing", s.label());
+        }
+        // One group: the ranked table, with at most 7 columns and the latency in ms.
+        assert_eq!(top.matches("<th>").count(), 7, "{top}");
+        let p99 = crate::units::latency(two_strategies().strategies[0].p99_all());
+        assert!(p99.ends_with(" ms") && top.contains(&format!(">{p99}<")), "{top}");
+        // Several groups: the grid, one verdict per row.
+        let mut r = two_strategies();
+        r.strategies[1].backend = "mysql".into();
+        let html = render_html(&r);
+        let top = &html[html.find("<section id=\"decision\">").unwrap()..html.find("</section>").unwrap()];
+        assert!(top.contains("<table class=\"grid\">") && top.matches("data-row=").count() == 2, "{top}");
+        assert_eq!(top.matches("class=\"decision-sentence\"").count(), 2);
+        assert!(html.contains("<h2>Ranked per backend and level</h2>"));
     }
 
     #[test]

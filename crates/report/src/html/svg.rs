@@ -8,9 +8,30 @@ use std::fmt::Write as _;
 const PALETTE: [&str; 10] =
     ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"];
 
-/// The palette color of series `i`, cycling when there are more series than colors.
-pub(super) fn color(i: usize) -> &'static str {
-    PALETTE[i % PALETTE.len()]
+/// Dash patterns (`stroke-dasharray`; "" is solid), one per round through the palette,
+/// so series 0..40 all differ in (color, dash).
+const DASHES: [&str; 4] = ["", "9 3", "3 3", "12 3 3 3"];
+
+/// The secondary measure of a series (its open-loop target, its pending count, its
+/// uncorrected curve): the same color, dotted and thinner, one dotted pattern per round
+/// through the palette; none is a primary pattern.
+const SECONDARY: [&str; 4] = ["1 3", "1 3 7 3", "1 7", "1 2 1 7"];
+
+/// How series `i` is drawn: a palette color and, past the first ten, a dash pattern.
+pub(super) fn style(i: usize) -> Style {
+    Style { color: PALETTE[i % PALETTE.len()], dash: DASHES[(i / PALETTE.len()) % DASHES.len()] }
+}
+
+/// A series' color and dash pattern (`stroke-dasharray`, "" for solid).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Style {
+    pub(super) color: &'static str,
+    pub(super) dash: &'static str,
+}
+
+/// How the secondary measure of series `i` is drawn (see `SECONDARY`).
+pub(super) fn secondary(i: usize) -> Style {
+    Style { color: PALETTE[i % PALETTE.len()], dash: SECONDARY[(i / PALETTE.len()) % SECONDARY.len()] }
 }
 
 /// Chart geometry (SVG user units): the plot area and the space around it.
@@ -47,18 +68,6 @@ pub(super) fn esc(s: &str) -> String {
 fn n(v: f64) -> String {
     let v = if v.is_finite() { v.clamp(-1e6, 1e6) } else { 0.0 };
     format!("{:.1}", v + 0.0).replace("-0.0", "0.0")
-}
-
-/// A duration given in microseconds, in the largest unit that keeps it readable.
-fn duration_us(us: f64) -> String {
-    let (v, unit) = if us >= 1e6 {
-        (us / 1e6, "s")
-    } else if us >= 1e3 {
-        (us / 1e3, "ms")
-    } else {
-        (us, "us")
-    };
-    format!("{}{unit}", short(v))
 }
 
 /// A number in at most a few characters: 3, 2.5, 12k, 1.5M, 1.8e19.
@@ -152,7 +161,7 @@ impl Axis {
         let mut e = lo;
         while e <= hi && ticks.len() < 40 {
             for m in steps.iter().filter(|m| **m == 1.0 || e < hi) {
-                ticks.push((e + m.log10(), duration_us(m * 10f64.powf(e))));
+                ticks.push((e + m.log10(), crate::units::latency_us(m * 10f64.powf(e))));
             }
             e += every;
         }
@@ -187,8 +196,7 @@ pub(super) fn log_y(us: f64) -> f64 {
 /// One series: a polyline in the chart, named in the legend.
 pub(super) struct Line {
     pub(super) label: String,
-    pub(super) color: &'static str,
-    pub(super) dashed: bool,
+    pub(super) style: Style,
     /// In plot space; non-finite points are dropped when drawn.
     pub(super) points: Vec<(f64, f64)>,
 }
@@ -407,18 +415,18 @@ impl Chart {
             coords.clone()
         };
         let points: Vec<String> = drawn.iter().map(|(x, y)| format!("{},{}", n(*x), n(*y))).collect();
-        let dash = if l.dashed { r#" stroke-dasharray="6 4""# } else { "" };
         writeln!(
             w,
-            r#"<polyline class="series" points="{}" stroke="{}"{dash}><title>{}</title></polyline>"#,
+            r#"<polyline class="series" points="{}" stroke="{}"{}><title>{}</title></polyline>"#,
             points.join(" "),
-            l.color,
+            l.style.color,
+            dash_attr(l.style),
             esc(&l.label)
         )
         .unwrap();
-        if coords.len() <= 60 && !l.dashed {
+        if coords.len() <= 60 && l.style.dash.is_empty() {
             for (x, y) in &coords {
-                writeln!(w, r#"<circle class="dot" cx="{}" cy="{}" r="2.5" fill="{}"/>"#, n(*x), n(*y), l.color)
+                writeln!(w, r#"<circle class="dot" cx="{}" cy="{}" r="2.5" fill="{}"/>"#, n(*x), n(*y), l.style.color)
                     .unwrap();
             }
         }
@@ -434,6 +442,16 @@ impl Chart {
             self.empty_note
         )
         .unwrap();
+    }
+}
+
+/// The `stroke-dasharray` attribute of a style (with the secondary measure thinner), or
+/// nothing for a solid line.
+fn dash_attr(s: Style) -> String {
+    match s.dash {
+        "" => String::new(),
+        d if SECONDARY.contains(&d) => format!(r#" stroke-dasharray="{d}" stroke-width="1.4""#),
+        d => format!(r#" stroke-dasharray="{d}""#),
     }
 }
 
@@ -459,13 +477,13 @@ fn legend_layout<'a>(lines: &[Drawable<'a>]) -> (Vec<LegendEntry<'a>>, usize) {
 fn write_legend(w: &mut String, legend: &[LegendEntry<'_>]) {
     for (x, row, l) in legend {
         let y = LEGEND_TOP + *row as f64 * LEGEND_ROW;
-        let dash = if l.dashed { r#" stroke-dasharray="6 4""# } else { "" };
         writeln!(
             w,
-            r#"<g class="legend"><line x1="{}" y1="{y}" x2="{}" y2="{y}" stroke="{}" stroke-width="2"{dash}/><text x="{}" y="{}">{}</text></g>"#,
+            r#"<g class="legend"><line x1="{}" y1="{y}" x2="{}" y2="{y}" stroke="{}" stroke-width="2"{}/><text x="{}" y="{}">{}</text></g>"#,
             n(*x),
             n(x + 26.0),
-            l.color,
+            l.style.color,
+            dash_attr(l.style),
             n(x + 32.0),
             n(y + 4.0),
             esc(&l.label),
@@ -478,6 +496,15 @@ fn write_legend(w: &mut String, legend: &[LegendEntry<'_>]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn forty_series_and_their_secondaries_all_look_different() {
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..40 {
+            assert!(seen.insert(style(i)), "series {i} repeats {:?}", style(i));
+            assert!(seen.insert(secondary(i)), "secondary of {i} repeats {:?}", secondary(i));
+        }
+    }
 
     #[test]
     fn linear_axes_cover_their_range_with_round_ticks() {
@@ -496,9 +523,9 @@ mod tests {
         assert_eq!(a.ticks[1].1, "0.5");
         let a = Axis::log_us(300.0, 25_000.0, "latency");
         let labels: Vec<&str> = a.ticks.iter().map(|(_, t)| t.as_str()).collect();
-        assert_eq!(labels, ["100us", "1ms", "10ms", "100ms"]);
+        assert_eq!(labels, ["100 µs", "1 ms", "10 ms", "100 ms"]);
         let a = Axis::log_us(1500.0, 9000.0, "latency");
         let labels: Vec<&str> = a.ticks.iter().map(|(_, t)| t.as_str()).collect();
-        assert_eq!(labels, ["1ms", "2ms", "5ms", "10ms"]);
+        assert_eq!(labels, ["1 ms", "2 ms", "5 ms", "10 ms"]);
     }
 }

@@ -7,14 +7,15 @@ mod names;
 mod one;
 mod post;
 mod replay;
-mod servers;
+pub(crate) mod servers;
+mod status;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use counterlab_core::StrategyInfo;
+use counterlab_core::{ReadFrom, StrategyInfo};
 use counterlab_plan::RunPlan;
 use counterlab_report::{REPORT_SCHEMA_VERSION, Report, Skipped, StrategyReport};
 use counterlab_sim::DriverConfig;
@@ -25,6 +26,7 @@ pub use names::{namespace_name, new_run_id};
 pub use post::{POST_LOAD_ATTEMPTS, POST_LOAD_BACKOFF, SETTLED_READS};
 pub use replay::{replay_command, server_flags};
 use servers::{Servers, uses_amqp, uses_redis};
+pub use status::{Progress, Status};
 
 /// Where the backends are and how the run treats its namespaces.
 #[derive(Clone)]
@@ -38,6 +40,11 @@ pub struct RunOptions {
     /// A configured Redis URL; None: the local default, and Redis strategies are skipped
     /// (with the reason) when it does not answer.
     pub redis_url: Option<String>,
+    /// Replica reads (`[replica] read_from`): a hot standby of the PostgreSQL server and a
+    /// replica of the Redis server (`--postgres-replica`, `--redis-replica`); a cell that
+    /// reads from a replica it has none of is skipped with the reason.
+    pub postgres_replica_url: Option<String>,
+    pub redis_replica_url: Option<String>,
     /// A configured AMQP URL (RabbitMQ); None: the local default, and the broker
     /// strategies are skipped (with the reason) when it does not answer.
     pub amqp_url: Option<String>,
@@ -53,7 +60,8 @@ pub struct RunOptions {
     /// Set by Ctrl-C: the load stops, the run in flight is still checked and torn down,
     /// later runs do not start, and the report says `interrupted`.
     pub cancel: Arc<AtomicBool>,
-    /// Receives a live status line about once a second while a strategy runs.
+    /// Receives the live status at each phase and about once a second while a strategy
+    /// runs (a progress display, a metrics endpoint).
     pub progress: Option<Progress>,
     /// `--trust-strategy-files`: run file-defined strategies as the configured account
     /// where a server cannot give their namespace an identity of its own.
@@ -78,9 +86,6 @@ counterlab_core::named_enum! {
 /// See `RunOptions::on_phase`.
 pub type PhaseHook = Arc<dyn Fn(Phase, &str) + Send + Sync>;
 
-/// A sink for the live status line.
-pub type Progress = Arc<dyn Fn(&str) + Send + Sync>;
-
 /// Calls recorded per strategy run (about 64 bytes each); beyond it the read check is
 /// skipped and the report says how many calls were left out.
 pub const HISTORY_LIMIT: u64 = 4_000_000;
@@ -97,6 +102,12 @@ struct Target<'a> {
     info: StrategyInfo,
     isolation: Isolation,
     seed: SeedSpec,
+    /// Which repeat this is (0-based); with `repeat` > 1 the namespace ends `_r<n>`.
+    repeat: u32,
+    /// 1-based index of this cell run (repeats counted), and the number the run has.
+    index: (usize, usize),
+    /// Where its `read_count` reads.
+    read_from: ReadFrom,
 }
 
 /// What the cells produced so far: their rows, the cells skipped (and why), and the
@@ -133,27 +144,108 @@ async fn run_cells(
     rows: &mut Rows,
     log: &mut dyn FnMut(&str),
 ) -> Result<(), BackendError> {
+    // With `repeat` > 1 the cells run interleaved (A B C A B C): each round runs every cell
+    // once, so a slow spell of the machine lands on every cell alike. The cells are counted
+    // first for the progress display's `i/N`.
+    let mut per_round = 0;
     for server in &servers.sql {
         for name in &plan.strategies {
-            let Some((info, (redis, amqp), levels)) = cells_of(plan, opts, server, servers, name, &mut rows.skipped)?
-            else {
-                continue;
-            };
-            for isolation in levels {
-                if opts.cancel.load(Ordering::Relaxed) {
-                    let b = server.dialect().name();
-                    log(&format!("interrupted: {name} on {b} at {} not run", isolation.name()));
+            let levels = cells_of(plan, opts, server, servers, name, &mut Vec::new())?.map_or(0, |c| c.2.len());
+            per_round += levels * plan.replica.read_from.len();
+        }
+    }
+    let total = per_round * plan.repeat as usize;
+    let mut index = 0;
+    let mut cells: Vec<Vec<StrategyReport>> = Vec::new();
+    for round in 0..plan.repeat {
+        if plan.repeat > 1 {
+            log(&format!("repeat {}/{}", round + 1, plan.repeat));
+        }
+        let mut skipped = Vec::new();
+        let mut i = 0;
+        for server in &servers.sql {
+            for name in &plan.strategies {
+                let Some((info, (redis, amqp), levels)) = cells_of(plan, opts, server, servers, name, &mut skipped)?
+                else {
                     continue;
+                };
+                for (isolation, read_from) in
+                    levels.iter().flat_map(|l| plan.replica.read_from.iter().map(|r| (*l, *r)))
+                {
+                    if cells.len() <= i {
+                        cells.push(Vec::new());
+                    }
+                    i += 1;
+                    if opts.cancel.load(Ordering::Relaxed) {
+                        let b = server.dialect().name();
+                        log(&format!("interrupted: {name} on {b} at {} not run", isolation.name()));
+                        continue;
+                    }
+                    if let Some(skip) = replica_skip(opts, server, redis.is_some(), name, isolation, read_from) {
+                        log(&format!(
+                            "skipped: {name} on {} reading from {}: {}",
+                            skip.backend,
+                            read_from.name(),
+                            skip.reason
+                        ));
+                        skipped.push(skip);
+                        continue;
+                    }
+                    let seed = plan.data.seed_spec();
+                    index += 1;
+                    let at = (index, total.max(index));
+                    let target = Target {
+                        server,
+                        redis,
+                        amqp,
+                        run_id,
+                        name,
+                        info,
+                        isolation,
+                        seed,
+                        read_from,
+                        repeat: round,
+                        index: at,
+                    };
+                    let (report, files) = one::run_one(plan, opts, cfg, target, log).await?;
+                    cells[i - 1].push(report);
+                    rows.side_files.extend(files);
                 }
-                let seed = plan.data.seed_spec();
-                let target = Target { server, redis, amqp, run_id, name, info, isolation, seed };
-                let (report, files) = one::run_one(plan, opts, cfg, target, log).await?;
-                rows.reports.push(report);
-                rows.side_files.extend(files);
             }
+        }
+        if round == 0 {
+            rows.skipped = skipped;
+        }
+    }
+    for runs in cells {
+        let merged = runs.len() > 1;
+        if let Some(mut row) = counterlab_report::merge_repeats(runs, plan.seed) {
+            if merged {
+                // Thresholds judge the medians (the row's own figures after the merge).
+                row.thresholds = plan.thresholds.iter().filter_map(|t| counterlab_report::evaluate(t, &row)).collect();
+            }
+            rows.reports.push(row);
         }
     }
     Ok(())
+}
+
+/// The skipped row when `read_from` needs a replica this cell's server has not got.
+fn replica_skip(
+    opts: &RunOptions,
+    server: &Server,
+    redis: bool,
+    name: &str,
+    isolation: Isolation,
+    read_from: ReadFrom,
+) -> Option<Skipped> {
+    let why = one::no_replica(opts, server, redis, name, read_from)?;
+    Some(Skipped {
+        strategy: name.to_string(),
+        backend: format!("{}{}", server.dialect().name(), if redis { "+redis" } else { "" }),
+        isolation: isolation.name().into(),
+        reason: format!("read_from = {}: {why}", read_from.name()),
+    })
 }
 
 /// The levels strategy `name` runs at on `server` (with its info and Redis), or None
@@ -247,6 +339,19 @@ fn not_judged(plan: &RunPlan, reports: &[StrategyReport]) -> Vec<String> {
 /// A strategy's info, its Redis and broker (if it uses them) and the levels it runs at.
 type Cell<'a> = (StrategyInfo, (Option<&'a RedisServer>, Option<&'a AmqpServer>), Vec<Isolation>);
 
+/// Every URL in the plan (a value a scenario took from `${VAR}`, say) with its password
+/// replaced by `***`: the plan is printed into the report.
+fn redact_urls(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::String(s) if s.contains("://") && !s.contains(char::is_whitespace) => {
+            *s = counterlab_strategies::redact_url(s);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(redact_urls),
+        serde_json::Value::Object(o) => o.values_mut().for_each(redact_urls),
+        _ => {}
+    }
+}
+
 /// The report of the whole run.
 fn assemble(
     plan: &RunPlan,
@@ -260,8 +365,9 @@ fn assemble(
     let breached = rows.reports.iter().flat_map(|r| &r.thresholds).filter(|t| !t.passed).count() as u64;
     let unmet = rows.reports.iter().flat_map(|r| &r.expectations).filter(|e| e.judged && !e.met).count() as u64;
     let not_judged = not_judged(plan, &rows.reports);
-    let plan_json = serde_json::to_value(plan)
+    let mut plan_json = serde_json::to_value(plan)
         .map_err(|e| BackendError::Refused(format!("the plan cannot be written into the report: {e}")))?;
+    redact_urls(&mut plan_json);
     Ok(Report {
         report_schema_version: REPORT_SCHEMA_VERSION,
         counterlab_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -284,4 +390,21 @@ fn assemble(
         trusted_strategy_files: opts.trust_strategy_files,
         side_files: rows.side_files,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn urls_in_the_printed_plan_lose_their_passwords() {
+        let mut plan = serde_json::json!({
+            "scenario": "postgres://bob:hunter2@db/x",
+            "custom": {"a": ["redis://:s3cret@h:6379", "select 1 -- not a URL: a@b:c"]},
+            "n": 3,
+        });
+        super::redact_urls(&mut plan);
+        let shown = plan.to_string();
+        assert!(!shown.contains("hunter2") && !shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("postgres://bob:***@db/x") && shown.contains("redis://:***@h:6379"), "{shown}");
+        assert!(shown.contains("select 1 -- not a URL: a@b:c"), "text with spaces is left alone: {shown}");
+    }
 }

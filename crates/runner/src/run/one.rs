@@ -2,23 +2,24 @@
 //! strategy file) and seeded, the load with its faults, the checks and the verdict, then
 //! teardown whatever happened.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use counterlab_core::{
-    CheckInput, CheckResult, Context, ErrorClass, Fault, Findings, Guarantee, Strategy, check_counters,
-    check_reads_lagging, classify, judge,
+    CheckInput, CheckResult, Context, ErrorClass, Fault, Findings, Guarantee, ReadFrom, ReadSource, Strategy,
+    check_counters, check_reads_from, classify, judge,
 };
 use counterlab_plan::{Expected, RunPlan};
 use counterlab_report::{ExpectationResult, FaultEvent, HistoryReport, StrategyReport, StrategyRun, evaluate};
 use counterlab_sim::{DriverConfig, IdPool, LoadResult, Monitor, Sample, Sampler, SamplerConfig, Series, run_load};
 use counterlab_strategies::{
-    BackendError, Build, CustomStrategy, Dialect, MqConfig, MqSpace, Namespace, Pausable, PoolSpec, RedisConfig,
-    RedisSpace,
+    BackendError, Build, CATCH_UP_BOUND, CatchUp, CustomStrategy, Dialect, MqConfig, MqSpace, Namespace, Pausable,
+    PoolSpec, RedisConfig, RedisLayout, RedisSpace, ReplicaReader, ReplicaReads, Server, sql_replica_supported,
 };
 
 use super::names::scoped_namespace;
 use super::post::{Incomplete, executed, incomplete_report, judged_errors, retry_lost, schedule_faults, settled_reads};
+use super::status::{self, Progress, Status};
 use super::{Phase, RunOptions, Target};
 
 /// A cell's row and the files beside the report (its HDR interval log).
@@ -35,6 +36,8 @@ struct Cell<'a> {
     ns_name: String,
     /// The namespace without the run's prefix: the HDR log's and history's file name.
     short: String,
+    /// The live status, when the caller wants it.
+    live: Option<(Progress, Arc<Mutex<Status>>)>,
 }
 
 impl Cell<'_> {
@@ -42,10 +45,24 @@ impl Cell<'_> {
         if let Some(hook) = &self.opts.on_phase {
             hook(phase, &self.ns_name);
         }
+        self.report(phase.name());
+    }
+
+    /// Sends the live status with the cell in `phase`.
+    fn report(&self, phase: &str) {
+        if let Some((progress, status)) = &self.live {
+            let mut s = status.lock().expect("status lock");
+            s.phase = phase.to_string();
+            progress(&s);
+        }
     }
 
     fn label(&self) -> String {
-        format!("{} on {} at {}", self.t.name, self.backend, self.t.isolation.name())
+        let reads = match self.t.read_from {
+            ReadFrom::Primary => String::new(),
+            r => format!(", reads from {}", r.name()),
+        };
+        format!("{} on {} at {}{reads}", self.t.name, self.backend, self.t.isolation.name())
     }
 
     fn op_timeout(&self) -> Duration {
@@ -61,6 +78,49 @@ struct Made {
     /// The run's broker queue and connection (deleted at teardown, even with `--keep`:
     /// settle drained it).
     mq: Option<MqSpace>,
+    /// Replica reads: the standby pool or the replica's ACL user, released at teardown.
+    replica: Option<Arc<ReplicaReads>>,
+}
+
+/// Why strategy `name` cannot read from `read_from` here (None: it can).
+pub(super) fn no_replica(
+    opts: &RunOptions,
+    server: &Server,
+    uses_redis: bool,
+    name: &str,
+    read_from: ReadFrom,
+) -> Option<String> {
+    if read_from == ReadFrom::Primary {
+        return None;
+    }
+    if uses_redis {
+        if RedisLayout::of(name).is_none() {
+            return Some(format!("{name}'s read is not one Redis key a replica can serve"));
+        }
+        return opts
+            .redis_replica_url
+            .is_none()
+            .then(|| "no Redis replica configured (--redis-replica, COUNTERLAB_REDIS_REPLICA_URL)".into());
+    }
+    let sql_builtin = opts.registry.find(name).is_some_and(|r| matches!(r.build, Build::Sql(_)));
+    if !sql_builtin {
+        return Some(format!("{name} is not a built-in SQL design (only those read from a standby)"));
+    }
+    if !sql_replica_supported(server.dialect()) {
+        return Some(format!("no standby reads on {}", server.dialect().name()));
+    }
+    opts.postgres_replica_url
+        .is_none()
+        .then(|| "no PostgreSQL standby configured (--postgres-replica, COUNTERLAB_POSTGRES_REPLICA_URL)".into())
+}
+
+/// Short tag of a read source in namespace names.
+fn read_tag(r: ReadFrom) -> &'static str {
+    match r {
+        ReadFrom::Primary => "",
+        ReadFrom::Replica => "-rep",
+        ReadFrom::ReplicaFallback => "-rfb",
+    }
 }
 
 /// Deliveries the broker consumer may hold unacked (basic.qos prefetch).
@@ -79,9 +139,33 @@ pub(super) async fn run_one(
         (None, Some(_)) => format!("{sql_backend}+rabbitmq"),
         (None, None) => sql_backend.to_string(),
     };
-    let ns_name = scoped_namespace(t.run_id, t.server.dialect(), t.isolation, t.name);
+    let tagged = format!("{}{}", t.name, read_tag(t.read_from));
+    let ns_name = match plan.repeat {
+        1 => scoped_namespace(t.run_id, t.server.dialect(), t.isolation, &tagged),
+        _ => scoped_namespace(t.run_id, t.server.dialect(), t.isolation, &format!("{tagged}_r{}", t.repeat + 1)),
+    };
     let short = ns_name.strip_prefix(&format!("cl_{}_", t.run_id)).unwrap_or(&ns_name).to_string();
-    let cell = Cell { plan, opts, t, backend, ns_name, short };
+    let live = opts.progress.clone().map(|p| {
+        let (planned_s, planned_ops) = status::planned(plan);
+        let s = Status {
+            cell: t.index.0,
+            cells: t.index.1,
+            strategy: t.name.to_string(),
+            backend: backend.clone(),
+            isolation: t.isolation.name().to_string(),
+            phase: "seed".into(),
+            elapsed_s: 0.0,
+            planned_s,
+            planned_ops,
+            ops: 0,
+            errors: 0,
+            ops_by_kind: Vec::new(),
+            sample: None,
+        };
+        (p, Arc::new(Mutex::new(s)))
+    });
+    let cell = Cell { plan, opts, t, backend, ns_name, short, live };
+    cell.report("seed");
     let spec = PoolSpec {
         max_connections: plan.workload.connections,
         // Bounds the wait for a pooled connection (and SQLite's write lock).
@@ -132,6 +216,14 @@ async fn measure(
         namespace: cell.ns_name.clone(),
         source: e.into(),
     })?;
+    let strategy = match cell.t.read_from {
+        ReadFrom::Primary => strategy,
+        mode => {
+            let wrapped = replica_reads(cell, ns, made, strategy, mode).await?;
+            made.strategy = Some(wrapped.clone());
+            wrapped
+        }
+    };
     let seed_s = started.elapsed().as_secs_f64();
     // The keys' expiry (not timed as seeding) only cleans up after a killed run: the run
     // goes on without it.
@@ -140,7 +232,10 @@ async fn measure(
     {
         log(&format!("{}: the run's Redis keys got no expiry yet ({e}); the refresher retries", cell.label()));
     }
-    let identity = identity(ns, made);
+    let mut identity = identity(ns, made);
+    if let Some(r) = &made.replica {
+        identity = format!("{identity}; replica reads as {}", r.describe());
+    }
     log(&format!("{} runs as {identity}", cell.label()));
     log(&format!(
         "{} (server says {in_effect}): seeded {} notifications in {seed_s:.2}s into {}",
@@ -224,6 +319,46 @@ async fn build(cell: &Cell<'_>, ns: &Namespace, made: &mut Made) -> Result<Arc<d
     }
 }
 
+/// Wraps the strategy so its reads go to the replica, once the replica holds the seed
+/// (a bounded wait: 10 s).
+async fn replica_reads(
+    cell: &Cell<'_>,
+    ns: &Namespace,
+    made: &mut Made,
+    strategy: Arc<dyn Strategy>,
+    mode: ReadFrom,
+) -> Result<Arc<dyn Strategy>, BackendError> {
+    let (opts, t) = (cell.opts, &cell.t);
+    let refused = |why: String| BackendError::Refused(format!("{}: replica reads: {why}", cell.label()));
+    let (reader, primary) = match (&made.space, t.redis) {
+        (Some(space), Some(r)) => {
+            let url = opts.redis_replica_url.as_deref().ok_or_else(|| refused("no Redis replica".into()))?;
+            let layout = RedisLayout::of(t.name).ok_or_else(|| refused("no replica layout".into()))?;
+            (
+                ReplicaReader::redis(url, space, layout, cell.op_timeout()).await?,
+                CatchUp::Redis(Box::new(
+                    r.client()
+                        .ok_or_else(|| refused("replica reads on a Redis Cluster are not offered".into()))?
+                        .clone(),
+                )),
+            )
+        }
+        _ => {
+            let url = opts.postgres_replica_url.as_deref().ok_or_else(|| refused("no standby".into()))?;
+            let spec = PoolSpec {
+                max_connections: cell.plan.workload.connections,
+                acquire_timeout: cell.op_timeout(),
+                isolation: t.isolation,
+            };
+            (ReplicaReader::sql(ns.replica_db(url, spec)?, url), CatchUp::Pg(ns.db().clone()))
+        }
+    };
+    let wrapped = Arc::new(ReplicaReads::new(strategy, reader, primary, mode));
+    made.replica = Some(wrapped.clone());
+    wrapped.catch_up(CATCH_UP_BOUND).await.map_err(refused)?;
+    Ok(wrapped)
+}
+
 /// What the load phase leaves: its result, the faults it fired, settle and the series.
 struct Loaded {
     strategy: Arc<dyn Strategy>,
@@ -300,20 +435,13 @@ fn span(a: Option<(u64, u64)>, b: (u64, u64)) -> (u64, u64) {
     a.map_or(b, |a| (a.0.min(b.0), a.1.max(b.1)))
 }
 
-/// The live status line, when the caller wants one.
+/// The live status at each sampled interval, when the caller wants it.
 fn progress_line(cell: &Cell<'_>) -> Box<dyn FnMut(&Sample) + Send> {
-    let Some(progress) = cell.opts.progress.clone() else { return Box::new(|_: &Sample| {}) };
-    let label = cell.label();
+    let Some((progress, status)) = cell.live.clone() else { return Box::new(|_: &Sample| {}) };
     Box::new(move |s: &Sample| {
-        progress(&format!(
-            "{label} | {} | {:.0} s | {:.0} ops/s | {} errors | {} dropped | p99 {} us",
-            s.phase,
-            s.t_s,
-            s.ops_per_s(),
-            s.errors,
-            s.dropped,
-            s.p99_us
-        ))
+        let mut st = status.lock().expect("status lock");
+        st.add(s);
+        progress(&st);
     })
 }
 
@@ -325,6 +453,8 @@ struct Found {
     anomalies: Vec<counterlab_core::Anomaly>,
     judgement: counterlab_core::Judgement,
     history: HistoryReport,
+    /// Replica reads: how stale they were.
+    staleness: Option<counterlab_core::Staleness>,
 }
 
 /// The truth and the counters (each retried while the connection is what failed; a
@@ -345,14 +475,23 @@ async fn check(cell: &Cell<'_>, ns: &Namespace, l: &Loaded, log: &mut dyn FnMut(
     let settled = settled_reads(l.strategy.as_ref(), &rows).await;
     let unread_at_start = cell.t.seed.unread_at_start() as i64;
     let lag_us = l.strategy.read_lag().map(|d| d.as_micros() as u64);
-    let reads =
-        (l.load.history_dropped == 0).then(|| check_reads_lagging(&l.load.history, &|_| unread_at_start, lag_us));
+    let source = match (cell.t.read_from, lag_us) {
+        (ReadFrom::Primary, None) => ReadSource::Counter,
+        (ReadFrom::Primary, Some(lag_us)) => ReadSource::Cache { lag_us },
+        _ => ReadSource::Replica { bound_us: plan.replica.stale_read_bound_ms.map(|ms| ms * 1000) },
+    };
+    let reads = (l.load.history_dropped == 0).then(|| check_reads_from(&l.load.history, &|_| unread_at_start, source));
     // Reads are judged unless the strategy is eventual as declared (stale reads are
-    // its design) or a scheduled data loss wiped what it reads from (it heals later;
-    // the final check and settled reads judge that).
+    // its design; replica reads are judged all the same, against their staleness bound)
+    // or a scheduled data loss or failover wiped what it reads from (it heals later; the
+    // final check and settled reads judge that).
     let data_loss = plan.faults_for(name).any(|f| matches!(f.fault, Fault::RedisDataLoss | Fault::Failover { .. }));
-    let judge_reads = info.guarantee != Guarantee::Eventual && !data_loss;
+    let replica = matches!(source, ReadSource::Replica { .. });
+    let judge_reads = (info.guarantee != Guarantee::Eventual || replica) && !data_loss;
     let mut figures = l.strategy.figures();
+    if let Some(st) = reads.as_ref().and_then(|r| r.staleness()) {
+        figures.extend(staleness_figures(&st));
+    }
     if let (Some(lag), Some(rc)) = (lag_us, &reads) {
         let worst = rc.violations.iter().filter_map(|v| v.stale_for_us).max().unwrap_or(0);
         figures.extend([("read_lag_allowed_ms", lag as f64 / 1e3), ("stale_read_max_ms", worst as f64 / 1e3)]);
@@ -372,6 +511,7 @@ async fn check(cell: &Cell<'_>, ns: &Namespace, l: &Loaded, log: &mut dyn FnMut(
         log(&format!("{}: anomaly {} x{}", cell.label(), a.name, a.count));
     }
     let judgement = verdict(cell, &l.load, guarantee, &check, &anomalies, lag_us.map(|us| us as f64 / 1e3));
+    let staleness = reads.as_ref().and_then(|r| r.staleness());
     let history = HistoryReport {
         events: l.load.history.len() as u64,
         dropped: l.load.history_dropped,
@@ -381,7 +521,26 @@ async fn check(cell: &Cell<'_>, ns: &Namespace, l: &Loaded, log: &mut dyn FnMut(
         settled_reads: settled.len() as u64,
         file: None,
     };
-    Ok(Found { figures, check, anomalies, judgement, history })
+    Ok(Found { figures, check, anomalies, judgement, history, staleness })
+}
+
+/// The staleness of replica reads as figures (ms and counts).
+fn staleness_figures(st: &counterlab_core::Staleness) -> Vec<(&'static str, f64)> {
+    let ms = |us: u64| us as f64 / 1e3;
+    let share = if st.reads_checked == 0 { 0.0 } else { st.stale_reads as f64 / st.reads_checked as f64 };
+    let mut f = vec![
+        ("stale_reads", st.stale_reads as f64),
+        ("stale_read_share", share),
+        ("stale_read_p50_ms", ms(st.p50_us)),
+        ("stale_read_p99_ms", ms(st.p99_us)),
+        ("stale_read_max_ms", ms(st.max_us)),
+        ("stale_read_max_counts", st.max_counts as f64),
+        ("stale_reads_over_bound", st.over_bound as f64),
+    ];
+    if let Some(b) = st.bound_us {
+        f.push(("stale_read_bound_ms", ms(b)));
+    }
+    f
 }
 
 fn verdict(
@@ -468,6 +627,9 @@ fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log: &mut dyn F
         anomalies: &f.anomalies,
         history: f.history,
     });
+    report.moving_parts = moving_parts(cell, &report);
+    report.read_from = cell.t.read_from.name().to_string();
+    report.staleness = f.staleness.as_ref().map(counterlab_report::StalenessReport::from_core);
     report.thresholds = cell.plan.thresholds.iter().filter_map(|t| evaluate(t, &report)).collect();
     report.expectations = expectations(cell, &report);
     for e in report.expectations.iter().filter(|e| e.judged && !e.met) {
@@ -477,6 +639,20 @@ fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log: &mut dyn F
         log(&format!("{}: threshold breached: {}", cell.label(), b.detail));
     }
     (report, vec![(hdr_name, l.series.hdr_log)])
+}
+
+/// What the design needs beyond the SQL database (the registry row's declaration; a
+/// file-defined strategy: Redis when it uses it), plus the reconciler when one ran.
+fn moving_parts(cell: &Cell<'_>, report: &StrategyReport) -> Vec<String> {
+    let mut parts = match cell.opts.registry.find(cell.t.name) {
+        Some(b) if !cell.plan.custom.contains_key(cell.t.name) => b.moving_parts(),
+        _ if cell.backend.contains("+redis") => vec!["Redis".to_string()],
+        _ => Vec::new(),
+    };
+    if report.figures.contains_key("reconcile_passes") && !parts.iter().any(|p| p == "reconciler") {
+        parts.push("reconciler".into());
+    }
+    parts
 }
 
 /// The scenario's `[[expect]]` entries for this strategy on this backend, judged on its
@@ -522,6 +698,11 @@ async fn teardown(
         space.stop_refresher();
     }
     let mut failed = Vec::new();
+    if let Some(r) = &made.replica
+        && let Err(e) = retry_lost("release the replica reads", None, log, || r.release()).await
+    {
+        failed.push(e);
+    }
     if let Some(space) = &made.space
         && let Err(e) = retry_lost("drop the ACL user", None, log, || space.release()).await
     {

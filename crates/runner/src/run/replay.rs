@@ -36,6 +36,9 @@ pub fn server_flags(opts: &RunOptions) -> String {
 /// The command that replays this plan with the same seed and sizes.
 pub fn replay_command(plan: &RunPlan) -> String {
     let mut cmd = format!("counterlab run {} --seed {}", plan.scenario_path, plan.seed);
+    if plan.repeat > 1 {
+        cmd += &format!(" --repeat {}", plan.repeat);
+    }
     // `--workers` also replaces every closed stage's own count: leave it out when the
     // file's stages carry their own.
     let w = &plan.workload;

@@ -104,7 +104,7 @@ async fn connect(
 }
 
 /// Whether the plan's strategy `name` (built-in or file-defined) needs Redis.
-pub(super) fn uses_redis(plan: &RunPlan, opts: &RunOptions, name: &str) -> bool {
+pub(crate) fn uses_redis(plan: &RunPlan, opts: &RunOptions, name: &str) -> bool {
     match plan.custom.get(name) {
         Some(spec) => spec.needs_redis(),
         None => opts.registry.find(name).is_some_and(|b| b.needs_redis()),
@@ -112,7 +112,7 @@ pub(super) fn uses_redis(plan: &RunPlan, opts: &RunOptions, name: &str) -> bool 
 }
 
 /// Whether the plan's strategy `name` needs the broker (only built-ins do).
-pub(super) fn uses_amqp(plan: &RunPlan, opts: &RunOptions, name: &str) -> bool {
+pub(crate) fn uses_amqp(plan: &RunPlan, opts: &RunOptions, name: &str) -> bool {
     !plan.custom.contains_key(name) && opts.registry.find(name).is_some_and(|b| b.needs_amqp())
 }
 

@@ -196,7 +196,10 @@ impl Strategy for CustomStrategy {
             Fault::FlusherCrash => Err(other(format!("{} has no flusher", self.info.name))),
             Fault::ConsumerCrashAfterApply => Err(other(format!("{} has no broker consumer", self.info.name))),
             Fault::Failover { cut_ms } => space.failover(std::time::Duration::from_millis(cut_ms)).await,
-            Fault::CrashAfterCommit { .. } | Fault::ErrorBeforeCommit { .. } | Fault::Pause { .. } => {
+            Fault::CrashAfterCommit { .. }
+            | Fault::ErrorBeforeCommit { .. }
+            | Fault::Pause { .. }
+            | Fault::ReplicaPause { .. } => {
                 Err(other(format!("{} cannot inject {} here", self.info.name, fault.name())))
             }
         }

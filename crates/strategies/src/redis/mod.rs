@@ -25,6 +25,7 @@ mod set;
 mod target;
 mod ttl;
 mod watch;
+mod zset_replica;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -43,6 +44,7 @@ use target::{Conn, Target};
 pub use cache::CacheAside;
 pub use designs::{RedisDesign, RedisStrategy};
 pub use ttl::{KEY_TTL, REFRESH_EVERY};
+pub use zset_replica::ZsetReplicaReads;
 
 /// The local Redis used when nothing else is configured.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
@@ -144,6 +146,15 @@ impl RedisServer {
     /// Whether this is a Redis Cluster (`redis+cluster://`).
     pub fn is_cluster(&self) -> bool {
         self.target.is_cluster()
+    }
+
+    /// The configured account's client on one server (replica reads wait on it for the
+    /// replica: WAIT); None on a cluster, where replica reads are not offered.
+    pub fn client(&self) -> Option<&redis::Client> {
+        match &self.target {
+            Target::Single(c) => Some(c),
+            _ => None,
+        }
     }
 
     /// `n_conns` reconnecting connections, lent to one op at a time (see `Lease`), whose
