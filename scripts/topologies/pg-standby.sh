@@ -68,6 +68,10 @@ urls() {
   echo "COUNTERLAB_POSTGRES_REPLICA_URL=postgres://postgres@127.0.0.1:$S/$DB"
 }
 
+# One start/stop/status at a time: tests may start the same topology at once (bounded wait).
+exec 9>"${TMPDIR:-/tmp}/counterlab-topology-pg-standby.lock"
+flock -w 120 9 || { echo "pg-standby: another start/stop still holds the lock after 120 s" >&2; exit 1; }
+
 case "${1:-}" in
   start)
     mkdir -p "$DIR"

@@ -114,6 +114,10 @@ status() {
   return $rc
 }
 
+# One start/stop/status at a time: tests may start the same topology at once (bounded wait).
+exec 9>"${TMPDIR:-/tmp}/counterlab-topology-redis-cluster.lock"
+flock -w 120 9 || { echo "redis-cluster: another start/stop still holds the lock after 120 s" >&2; exit 1; }
+
 case "${1:-}" in
   start) start ;;
   stop) stop ;;

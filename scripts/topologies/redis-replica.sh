@@ -74,6 +74,10 @@ stop_pidfile() {
   rm -f "$f"
 }
 
+# One start/stop/status at a time: tests may start the same topology at once (bounded wait).
+exec 9>"${TMPDIR:-/tmp}/counterlab-topology-redis-replica.lock"
+flock -w 120 9 || { echo "redis-replica: another start/stop still holds the lock after 120 s" >&2; exit 1; }
+
 case "${1:-}" in
   start)
     start_node "$P"

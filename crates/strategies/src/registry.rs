@@ -225,6 +225,8 @@ pub const MOVING_PARTS: &[(&str, &[&str])] = &[
     ("redis-set-check-then-remove", &["Redis (holds the truth)"]),
     ("cache-aside", &["Redis cache", "eventual reads (read lag)"]),
     ("cache-aside-delete-first", &["Redis cache", "eventual reads (read lag)"]),
+    ("zset-replica-reads", &["Redis", "Redis replica", "reconciler", "eventual reads (replica)"]),
+    ("zset-replica-reads-no-reconcile", &["Redis", "Redis replica", "eventual reads (replica)"]),
 ];
 
 /// The strategies a run can build: the built-ins, plus any a test registers.
