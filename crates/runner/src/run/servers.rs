@@ -87,7 +87,12 @@ async fn connect(
         Backend::Sqlite => Server::open_sqlite(&home.dir()?).await,
         Backend::Auto => match &opts.postgres_url {
             Some(url) => Server::connect_postgres(url, timeout).await,
-            None => match Server::connect_postgres(&opts.postgres_default, timeout).await {
+            None => match async {
+                answering(&opts.postgres_default, 5432)?;
+                Server::connect_postgres(&opts.postgres_default, timeout).await
+            }
+            .await
+            {
                 Ok(s) => Ok(s),
                 Err(e) => {
                     let dir = home.dir()?;
@@ -100,6 +105,22 @@ async fn connect(
                 }
             },
         },
+    }
+}
+
+/// How long an unconfigured default server gets to accept a TCP connection before the
+/// run goes on without it: a missing server is told in well under a second, not after
+/// the connect timeout a configured one gets.
+const PROBE: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// Ok when something accepts TCP at the default URL's host and port within `PROBE`.
+fn answering(default_url: &str, default_port: u16) -> Result<(), BackendError> {
+    let parsed = url::Url::parse(default_url).ok();
+    let host = parsed.as_ref().and_then(|u| u.host_str().map(str::to_string)).unwrap_or_else(|| "127.0.0.1".into());
+    let port = parsed.as_ref().and_then(|u| u.port()).unwrap_or(default_port);
+    match crate::containers::tcp_answers(&host, port, PROBE) {
+        true => Ok(()),
+        false => Err(BackendError::Refused(format!("nothing accepts connections at {host}:{port} within {PROBE:?}"))),
     }
 }
 
@@ -129,7 +150,12 @@ async fn resolve_amqp(
     }
     match &opts.amqp_url {
         Some(url) => Ok(Ok(AmqpServer::connect(url, opts.connect_timeout).await?)),
-        None => match AmqpServer::connect(DEFAULT_AMQP_URL, opts.connect_timeout).await {
+        None => match async {
+            answering(DEFAULT_AMQP_URL, 5672)?;
+            AmqpServer::connect(DEFAULT_AMQP_URL, opts.connect_timeout).await
+        }
+        .await
+        {
             Ok(r) => {
                 log(&format!("rabbitmq ({}) at {}", r.version(), r.location()));
                 Ok(Ok(r))
@@ -156,7 +182,12 @@ async fn resolve_redis(
     }
     match &opts.redis_url {
         Some(url) => Ok(Ok(RedisServer::connect(url, opts.connect_timeout).await?)),
-        None => match RedisServer::connect(DEFAULT_REDIS_URL, opts.connect_timeout).await {
+        None => match async {
+            answering(DEFAULT_REDIS_URL, 6379)?;
+            RedisServer::connect(DEFAULT_REDIS_URL, opts.connect_timeout).await
+        }
+        .await
+        {
             Ok(r) => {
                 log(&format!("redis {} at {}", r.version(), r.location()));
                 Ok(Ok(r))
