@@ -38,7 +38,7 @@ wait_for() {
 pg_start() {
   local data=$1 port=$2
   if ready "$port"; then echo "pg-standby: $port already up"; return 0; fi
-  as_pg "$BIN/pg_ctl" -D "$data" -l "$data/server.log" -w -t 30 -o "-p $port -k $DIR" start >/dev/null
+  as_pg "$BIN/pg_ctl" -D "$data" -l "$data/server.log" -w -t 30 -o "-p $port -k $DIR" start >/dev/null 9>&-
 }
 
 init_primary() {
@@ -69,6 +69,8 @@ urls() {
 }
 
 # One start/stop/status at a time: tests may start the same topology at once (bounded wait).
+# The servers it starts get the lock's fd closed (9>&-): a daemon holding it would block
+# every later start and stop.
 exec 9>"${TMPDIR:-/tmp}/counterlab-topology-pg-standby.lock"
 flock -w 120 9 || { echo "pg-standby: another start/stop still holds the lock after 120 s" >&2; exit 1; }
 

@@ -71,7 +71,7 @@ start() {
     redis-server --port "$p" --bind "$host" --cluster-enabled yes \
       --cluster-config-file "$dir/$p/nodes.conf" --cluster-node-timeout 2000 \
       --dir "$dir/$p" --save "" --appendonly no --daemonize yes --repl-diskless-sync-delay 0 \
-      --pidfile "$dir/$p/redis.pid" --logfile "$dir/$p/redis.log" >/dev/null
+      --pidfile "$dir/$p/redis.pid" --logfile "$dir/$p/redis.log" >/dev/null 9>&-
   done
   for p in "${ports[@]}"; do wait_until 10 "node $p answering" up "$p"; done
   # A fresh set of nodes (each knows only itself, no slots) is joined; nodes that
@@ -115,6 +115,8 @@ status() {
 }
 
 # One start/stop/status at a time: tests may start the same topology at once (bounded wait).
+# The servers it starts get the lock's fd closed (9>&-): a daemon holding it would block
+# every later start and stop.
 exec 9>"${TMPDIR:-/tmp}/counterlab-topology-redis-cluster.lock"
 flock -w 120 9 || { echo "redis-cluster: another start/stop still holds the lock after 120 s" >&2; exit 1; }
 

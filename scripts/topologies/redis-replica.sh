@@ -33,7 +33,7 @@ start_node() {
   if up "$port"; then echo "redis-replica: $port already up"; return 0; fi
   mkdir -p "$DIR/$port"
   redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
-    --dir "$DIR/$port" --pidfile "$DIR/$port/redis.pid" --logfile "$DIR/$port/redis.log" "$@"
+    --dir "$DIR/$port" --pidfile "$DIR/$port/redis.pid" --logfile "$DIR/$port/redis.log" "$@" 9>&-
   wait_for "redis $port" up "$port"
 }
 
@@ -52,7 +52,7 @@ sentinel monitor counterlab 127.0.0.1 $P 1
 sentinel down-after-milliseconds counterlab 1000
 sentinel failover-timeout counterlab 5000
 CONF
-  redis-sentinel "$DIR/sentinel/sentinel.conf"
+  redis-sentinel "$DIR/sentinel/sentinel.conf" 9>&-
   wait_for "sentinel $S" up "$S"
 }
 
@@ -75,6 +75,8 @@ stop_pidfile() {
 }
 
 # One start/stop/status at a time: tests may start the same topology at once (bounded wait).
+# The servers it starts get the lock's fd closed (9>&-): a daemon holding it would block
+# every later start and stop.
 exec 9>"${TMPDIR:-/tmp}/counterlab-topology-redis-replica.lock"
 flock -w 120 9 || { echo "redis-replica: another start/stop still holds the lock after 120 s" >&2; exit 1; }
 
