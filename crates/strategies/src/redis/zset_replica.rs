@@ -237,6 +237,8 @@ impl Strategy for ZsetReplicaReads {
     async fn teardown(&self) -> Result<(), OpError> {
         self.sh.stop.store(true, Ordering::Relaxed);
         self.sh.wake.notify_one();
-        self.sh.space.delete_all().await.map(|_| ())
+        self.sh.space.delete_all().await?;
+        // The run's ACL user goes with its keys (as in every other Redis design).
+        self.sh.space.release().await
     }
 }
