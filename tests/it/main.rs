@@ -57,6 +57,10 @@ mod custom;
 /// a run on throwaway containers where a Docker engine answers.
 mod servers;
 
+/// The distributed phases' deployment: the Kubernetes manifests and the compose `agents`
+/// profile against the CLI contract, and the agents' segment claims run in a shell.
+mod deploy;
+
 /// Repository hygiene: doc lines, function length, import cycles, descriptions.
 mod tidy;
 

@@ -38,7 +38,9 @@ fn compose_agrees_with_the_container_specs_and_counterlabs_defaults() {
     let services = c["services"].as_mapping().expect("services");
     let mut names: Vec<&str> = services.keys().map(|k| k.as_str().unwrap()).collect();
     names.sort();
-    let mut expected: Vec<&str> = SPECS.iter().map(|s| s.compose_name).chain(["counterlab"]).collect();
+    // Beside the servers: counterlab itself and the distributed phases (tests/it/deploy.rs).
+    let phases = ["counterlab", "prepare", "agent", "check", "teardown"];
+    let mut expected: Vec<&str> = SPECS.iter().map(|s| s.compose_name).chain(phases).collect();
     expected.sort();
     assert_eq!(names, expected);
     for spec in &SPECS {
