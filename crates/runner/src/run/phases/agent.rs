@@ -293,7 +293,27 @@ pub fn classes_match(c: &OpCounts) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use counterlab_sim::{Mix, Stage};
+
     use super::*;
+
+    #[test]
+    fn one_segment_is_the_whole_run_and_the_shares_add_up() {
+        let stop = Stop::Ops(10);
+        let stages = vec![Stage { name: "load".into(), stop, model: LoadModel::Closed { workers: 7 }, measured: true }];
+        let cfg = DriverConfig::plain(5, stages.clone(), Mix { weights: [1; 6] });
+        let whole = segment_config(cfg.clone(), Segment::WHOLE, 10).unwrap();
+        assert_eq!((whole.seed, &whole.stages, whole.segment), (5, &stages, Segment::WHOLE));
+        let parts: Vec<DriverConfig> =
+            (1..=3).map(|k| segment_config(cfg.clone(), Segment { k, n: 3 }, 10).unwrap()).collect();
+        let workers: u32 = parts.iter().map(|p| p.stages[0].model.workers()).sum();
+        let ops: u64 = parts.iter().map(|p| if let Stop::Ops(n) = p.stages[0].stop { n } else { 0 }).sum();
+        assert_eq!((workers, ops), (7, 10));
+        assert!(parts[0].seed != parts[1].seed && parts[1].seed != parts[2].seed);
+        let e = segment_config(cfg.clone(), Segment { k: 8, n: 8 }, 10).unwrap_err();
+        assert!(e.contains("none of stage \"load\"'s 7 workers"), "{e}");
+        assert!(segment_config(cfg, Segment { k: 11, n: 11 }, 10).unwrap_err().contains("no users"));
+    }
 
     #[test]
     fn the_clock_offset_is_the_best_sample_and_its_uncertainty_covers_drift() {
