@@ -5,6 +5,7 @@
 //! (INCOMPLETE) and nothing failed, 128 + the signal when Ctrl-C, SIGTERM or SIGHUP
 //! interrupted it: 130, 143, 129).
 
+mod phases_cmd;
 mod render_cmd;
 
 use std::io::Write as _;
@@ -58,6 +59,17 @@ enum Command {
     /// Run the bug zoo: every scenario in DIR declaring `expect_anomaly` over several
     /// seeds. Exit 1 when a mutant's anomaly is missed or a correct strategy shows one.
     Zoo(ZooArgs),
+    /// A distributed run, step 1: create and seed every cell's namespace; write the run
+    /// handle (needs COUNTERLAB_RUN_SECRET, as every phase does).
+    Prepare(Box<phases_cmd::PrepareArgs>),
+    /// A distributed run, step 2: one agent (--segment K/N) drives its share and writes
+    /// agent-K-of-N/ (history.jsonl, latency.hlog, partial.json) into --out.
+    Load(phases_cmd::LoadArgs),
+    /// A distributed run, step 3: merge every agent's output, check once, write the
+    /// report; exit code as `run`.
+    Check(phases_cmd::CheckArgs),
+    /// A distributed run, step 4: drop the handle's namespaces and identities.
+    Teardown(phases_cmd::TeardownArgs),
 }
 
 #[derive(clap::Args)]
@@ -684,6 +696,10 @@ fn main() -> ExitCode {
             Some(rt) => rt.block_on(zoo_cmd(args)),
             None => ExitCode::from(2),
         },
+        Command::Prepare(args) => phases_cmd::prepare(*args),
+        Command::Load(args) => phases_cmd::load(args),
+        Command::Check(args) => phases_cmd::check(args),
+        Command::Teardown(args) => phases_cmd::teardown(args),
         Command::Run(args) => {
             let Some(rt) = runtime() else { return ExitCode::from(2) };
             let json = args.output.json;

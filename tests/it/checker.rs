@@ -34,6 +34,7 @@ async fn counter_changed_behind_its_back_is_caught() {
     let cfg = DriverConfig {
         dup_k: 2,
         history_limit: 100_000,
+        segment: counterlab_sim::Segment::WHOLE,
         ..DriverConfig::plain(3, DriverConfig::closed_stage(4, Stop::Ops(400)), Mix { weights: [2, 3, 1, 1, 1, 1] })
     };
     let load = run_load(strategy.clone(), Arc::new(IdPool::seeded(20, 10, 0)), &cfg, Monitor::new()).await;

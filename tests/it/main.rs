@@ -34,6 +34,10 @@ mod mq;
 /// Scenario files: every shipped scenario runs at small size; bad input is located.
 mod scenarios;
 
+/// The distributed phases: prepare, four agents, check, teardown; the merge, a zoo
+/// mutant across agents, a skewed agent clock, bad handles and outputs.
+mod distributed;
+
 /// The binary: exit codes, redacted URLs, report files, and namespace hygiene.
 mod cli;
 

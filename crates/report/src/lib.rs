@@ -173,6 +173,63 @@ pub struct StrategyReport {
     /// Replica reads: how stale they were (None when reads went to the primary).
     #[serde(default)]
     pub staleness: Option<StalenessReport>,
+    /// A distributed run (`counterlab check`): the agents that ran this row's load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<AgentsReport>,
+}
+
+/// The agents of a distributed run's row and the clock uncertainty its read check used.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentsReport {
+    pub agents: Vec<AgentShare>,
+    /// The widest agent's uncertainty: each op's real-time interval was widened by its
+    /// own agent's before the read bounds.
+    pub clock_uncertainty_ms: f64,
+}
+
+/// One agent (`load --segment K/N`): its share and what it measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentShare {
+    /// `K/N`.
+    pub segment: String,
+    pub host: String,
+    pub users: u64,
+    /// Its closed-loop workers (or most in flight) in the first measured stage.
+    pub workers: u64,
+    pub ops: u64,
+    pub throughput_ops_per_s: f64,
+    /// Database server clock minus the agent's, and its uncertainty (half the best
+    /// round trip plus the drift between the start and end measurements).
+    pub clock_offset_ms: f64,
+    pub clock_uncertainty_ms: f64,
+}
+
+impl AgentsReport {
+    /// One line for the Markdown and HTML reports.
+    pub fn line(&self) -> String {
+        let shares: Vec<String> = self
+            .agents
+            .iter()
+            .map(|a| {
+                format!(
+                    "{} on {}: {} users, {} ops at {:.0} ops/s, clock {:+.3} ms +/- {:.3} ms",
+                    a.segment,
+                    a.host,
+                    a.users,
+                    a.ops,
+                    a.throughput_ops_per_s,
+                    a.clock_offset_ms,
+                    a.clock_uncertainty_ms
+                )
+            })
+            .collect();
+        format!(
+            "{} agents, reads judged with +/- {:.3} ms of clock uncertainty: {}",
+            self.agents.len(),
+            self.clock_uncertainty_ms,
+            shares.join("; ")
+        )
+    }
 }
 
 fn primary() -> String {
@@ -843,6 +900,7 @@ impl StrategyReport {
             repeats: Vec::new(),
             read_from: primary(),
             staleness: None,
+            agents: None,
             check: CheckReport {
                 users_checked: c.users_checked,
                 users_mismatched: c.users_mismatched,

@@ -192,6 +192,9 @@ fn markdown_strategy(w: &mut String, s: &StrategyReport) {
     if let Some(e) = &s.cleanup_error {
         line(w, format!("  - **cleanup failed**: {e}"));
     }
+    if let Some(a) = &s.agents {
+        line(w, format!("  - distributed: {}", a.line()));
+    }
     if let Some(st) = &s.staleness {
         line(w, format!("  - staleness of replica reads: {}", st.line()));
     }

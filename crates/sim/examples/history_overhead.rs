@@ -26,6 +26,7 @@ fn main() {
             let stages = DriverConfig::closed_stage(workers, Stop::Ops(ops));
             let cfg = DriverConfig {
                 history_limit: if history { 4_000_000 } else { 0 },
+                segment: counterlab_sim::Segment::WHOLE,
                 ..DriverConfig::plain(round, stages, Mix { weights: [2, 4, 0, 1, 1, 2] })
             };
             let s: Arc<dyn Strategy> = Arc::new(NullStrategy::default());

@@ -16,4 +16,4 @@ pub use monitor::{Monitor, SETTLE, Sample, Sampler, SamplerConfig, Series, WARMU
 pub use null::NullStrategy;
 pub use pool::IdPool;
 pub use rng::Rng;
-pub use workload::{Mix, OpGen, PlannedOp, Skew, UserPicker};
+pub use workload::{Mix, OpGen, PlannedOp, Segment, Skew, UserPicker};

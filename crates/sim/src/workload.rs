@@ -30,16 +30,55 @@ pub enum Skew {
     },
 }
 
+/// One agent's share of a run (`load --segment K/N`): user `u` belongs to segment
+/// `((u - 1) mod N) + 1`. `WHOLE` (1/1) is a one-process run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// 1-based: `1..=n`.
+    pub k: u32,
+    pub n: u32,
+}
+
+impl Segment {
+    pub const WHOLE: Segment = Segment { k: 1, n: 1 };
+
+    /// How many of users `1..=n_users` are in this segment.
+    pub fn users(self, n_users: u64) -> u64 {
+        let (k, n) = (self.k as u64, self.n as u64);
+        if k > n_users { 0 } else { (n_users - k) / n + 1 }
+    }
+
+    /// The `j`-th user (1-based) of this segment.
+    pub fn user(self, j: u64) -> UserId {
+        ((j - 1) * self.n as u64 + self.k as u64) as UserId
+    }
+
+    /// This segment's part of `total` (workers, ops): `total / N`, one more for the first
+    /// `total mod N` segments, so the parts add up to `total`.
+    pub fn share(self, total: u64) -> u64 {
+        let (k, n) = (self.k as u64, self.n as u64);
+        total / n + u64::from(k - 1 < total % n)
+    }
+}
+
 /// Draws users according to a skew. Zipf uses an exact cumulative table (8 bytes per
-/// user) and a binary search, so it is deterministic and exact for any exponent.
+/// user) and a binary search, so it is deterministic and exact for any exponent. A
+/// segment's picker draws among its own users (ranked by id: its lowest is its hottest).
 #[derive(Clone, Debug)]
 pub struct UserPicker {
     n_users: u64,
     cdf: Option<Vec<f64>>,
+    segment: Segment,
 }
 
 impl UserPicker {
     pub fn new(n_users: u64, skew: Skew) -> UserPicker {
+        UserPicker::for_segment(n_users, skew, Segment::WHOLE)
+    }
+
+    /// Draws among segment `segment`'s users of `1..=n_users` only.
+    pub fn for_segment(n_users: u64, skew: Skew, segment: Segment) -> UserPicker {
+        let n_users = segment.users(n_users);
         assert!(n_users > 0, "no users");
         let cdf = match skew {
             Skew::Uniform => None,
@@ -57,18 +96,19 @@ impl UserPicker {
                 Some(cdf)
             }
         };
-        UserPicker { n_users, cdf }
+        UserPicker { n_users, cdf, segment }
     }
 
     pub fn pick(&self, rng: &mut Rng) -> UserId {
-        match &self.cdf {
-            None => rng.below(self.n_users) as i64 + 1,
+        let j = match &self.cdf {
+            None => rng.below(self.n_users) + 1,
             Some(cdf) => {
                 let u = rng.unit_f64();
                 let idx = cdf.partition_point(|c| *c <= u);
-                idx.min(cdf.len() - 1) as i64 + 1
+                idx.min(cdf.len() - 1) as u64 + 1
             }
-        }
+        };
+        self.segment.user(j)
     }
 }
 
@@ -122,6 +162,28 @@ mod tests {
     fn gen_ops(seed: u64, worker: u64, mix: Mix, n_users: u64, skew: Skew, n: usize) -> Vec<PlannedOp> {
         let mut g = OpGen::new(seed, worker, mix, Arc::new(UserPicker::new(n_users, skew)));
         (0..n).map(|_| g.next_op()).collect()
+    }
+
+    #[test]
+    fn segments_split_users_disjointly_and_whole_is_unchanged() {
+        let mix = Mix { weights: [1, 1, 1, 1, 1, 1] };
+        let whole = gen_ops(7, 3, mix, 10, Skew::Uniform, 200);
+        let mut g = OpGen::new(7, 3, mix, Arc::new(UserPicker::for_segment(10, Skew::Uniform, Segment::WHOLE)));
+        assert_eq!(whole, (0..200).map(|_| g.next_op()).collect::<Vec<_>>());
+        let mut seen = std::collections::BTreeSet::new();
+        for k in 1..=4 {
+            let seg = Segment { k, n: 4 };
+            assert_eq!(seg.users(10), [3, 3, 2, 2][k as usize - 1]);
+            let picker = UserPicker::for_segment(10, Skew::Zipf { exponent: 1.1 }, seg);
+            let mut rng = crate::rng::Rng::new(k as u64);
+            for _ in 0..500 {
+                let u = picker.pick(&mut rng);
+                assert_eq!((u - 1) % 4 + 1, k as i64, "user {u} outside segment {k}/4");
+                seen.insert(u);
+            }
+        }
+        assert_eq!(seen.len(), 10, "every user belongs to some segment");
+        assert_eq!((1..=4).map(|k| Segment { k, n: 4 }.share(10)).collect::<Vec<_>>(), [3, 3, 2, 2]);
     }
 
     fn mix_strategy() -> impl Strategy<Value = Mix> {

@@ -243,6 +243,17 @@ impl Server {
     /// `sandbox`), its tables, and a pool that connects as that identity, sees only the
     /// namespace, and runs at `spec.isolation`. On failure nothing is left behind.
     pub async fn create_namespace(&self, name: &str, spec: PoolSpec) -> Result<Namespace, BackendError> {
+        self.create_namespace_with(name, spec, None).await
+    }
+
+    /// `create_namespace` whose identity logs in with `password` (None: a random one);
+    /// a distributed run derives it from its run secret so every agent can log in.
+    pub async fn create_namespace_with(
+        &self,
+        name: &str,
+        spec: PoolSpec,
+        password: Option<&str>,
+    ) -> Result<Namespace, BackendError> {
         assert!(
             !name.is_empty()
                 && name.len() <= 63
@@ -281,11 +292,74 @@ impl Server {
             made_storage: false,
             made_identity: false,
         };
-        if let Err(e) = ns.create(&self.conn, spec).await {
+        if let Err(e) = ns.create(&self.conn, spec, password).await {
             ns.drop_namespace().await.ok();
             return Err(e);
         }
         Ok(ns)
+    }
+}
+
+impl Server {
+    /// Namespace `name`, made earlier by another process (`counterlab prepare`) with
+    /// `create_namespace_with(.., Some(password))`: a pool that logs in as its identity
+    /// (the configured account when the server gives none). `owned`: this handle may
+    /// drop it (teardown); otherwise dropping it only closes the pool.
+    pub fn attach_namespace(
+        &self,
+        name: &str,
+        spec: PoolSpec,
+        password: &str,
+        owned: bool,
+    ) -> Result<Namespace, BackendError> {
+        if !is_namespace_name(name) {
+            return Err(BackendError::Refused(format!("{name:?} is not a counterlab namespace name")));
+        }
+        let (home, identity, db, pg_login) = match (&self.conn, &self.sandbox) {
+            (Conn::Pg { admin, options }, sandboxed) => {
+                let (identity, options) = match sandboxed {
+                    Ok(()) => (
+                        Identity::Own { kind: "role", name: name.into(), caveat: None },
+                        options.clone().username(name).password(password),
+                    ),
+                    Err(why) => (Identity::Shared { why: why.clone() }, options.clone()),
+                };
+                let login = options.clone().options([("search_path", name)]);
+                let options = options.options([
+                    ("search_path", name),
+                    ("default_transaction_isolation", &spec.isolation.sql().to_lowercase()),
+                ]);
+                let db = Db::Pg(pool_options(spec).connect_lazy_with(options));
+                (Home::Pg(admin.clone()), identity, db, Some(login))
+            }
+            (Conn::My { admin, options }, sandboxed) => {
+                let options = options.clone().database(name);
+                let (identity, options) = match sandboxed {
+                    Ok(()) => {
+                        let user = sandbox::mysql_user(name);
+                        let options = options.username(&user).password(password);
+                        (Identity::Own { kind: "user", name: user, caveat: None }, options)
+                    }
+                    Err(why) => (Identity::Shared { why: why.clone() }, options),
+                };
+                (Home::My(admin.clone()), identity, Db::My(mysql_pool(spec).connect_lazy_with(options)), None)
+            }
+            (Conn::Lite { .. }, _) => {
+                return Err(BackendError::Refused(
+                    "SQLite namespaces are files of one process: a distributed run needs PostgreSQL or MySQL".into(),
+                ));
+            }
+        };
+        let own = matches!(identity, Identity::Own { .. });
+        Ok(Namespace {
+            name: name.into(),
+            home,
+            db: Some(db),
+            identity,
+            pg_login,
+            made_storage: owned,
+            made_identity: owned && own,
+        })
     }
 }
 
@@ -375,9 +449,9 @@ impl Namespace {
     }
 
     /// Creates the identity, the storage and the pool, then the tables (as the identity).
-    async fn create(&mut self, conn: &Conn, spec: PoolSpec) -> Result<(), BackendError> {
+    async fn create(&mut self, conn: &Conn, spec: PoolSpec, password: Option<&str>) -> Result<(), BackendError> {
         let name = self.name.clone();
-        let password = sandbox::random_password();
+        let password = password.map_or_else(sandbox::random_password, str::to_string);
         let max = spec.max_connections + 2;
         let db = match conn {
             Conn::Pg { options, .. } => {
@@ -587,6 +661,14 @@ impl Namespace {
 
     /// Every user's counter beside the truth from the rows, users 1..=n_users. Run after
     /// the load has stopped, so one statement sees a quiescent state.
+    /// The database server's clock (µs since the Unix epoch), read over the namespace's
+    /// pool: the distributed phases measure each agent's clock offset against it.
+    pub async fn server_time_us(&self) -> Result<i64, OpError> {
+        let sql = statement(common(self.dialect()), "server_time_us");
+        let t = self.db().opt_i64(sql, &[]).await?;
+        t.ok_or_else(|| OpError::new(ErrorClass::Other, Outcome::Fail, "the server gave no time".to_string()))
+    }
+
     /// Errors keep their class, so a caller can retry a lost connection.
     pub async fn check_rows(&self, n_users: u64) -> Result<Vec<CheckInput>, OpError> {
         let sql = statement(common(self.dialect()), "check_rows");

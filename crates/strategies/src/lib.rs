@@ -35,7 +35,7 @@ pub use mq::{
 pub use pause::Pausable;
 pub use redis::{
     DEFAULT_REDIS_URL, KEY_TTL, Lease, REFRESH_EVERY, RedisConfig, RedisDesign, RedisServer, RedisSpace, RedisStrategy,
-    classify_redis,
+    SpaceLogin, classify_redis,
 };
 pub use sandbox::{Identity, mysql_user, stable_hash};
 

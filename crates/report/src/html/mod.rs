@@ -544,6 +544,9 @@ fn details(w: &mut String, r: &Report) {
             esc(&s.identity)
         )
         .unwrap();
+        if let Some(a) = &s.agents {
+            writeln!(w, "<li>distributed: {}</li>", esc(&a.line())).unwrap();
+        }
         if let Some(st) = &s.staleness {
             writeln!(w, "<li>staleness of replica reads: {}</li>", esc(&st.line())).unwrap();
         }
@@ -735,6 +738,7 @@ mod tests {
             load_model: "open loop, 200 -> 400 ops/s".into(),
             read_from: "primary".into(),
             staleness: None,
+            agents: None,
             stages: vec![StageReport {
                 name: "steady".into(),
                 measured: true,

@@ -52,5 +52,6 @@ pub(super) fn driver_config(plan: &RunPlan, cancel: Arc<AtomicBool>) -> DriverCo
         },
         max_wait: Duration::from_millis(w.max_wait_ms),
         history_limit: HISTORY_LIMIT,
+        segment: counterlab_sim::Segment::WHOLE,
     }
 }

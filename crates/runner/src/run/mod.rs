@@ -5,6 +5,7 @@
 mod config;
 mod names;
 mod one;
+pub mod phases;
 mod post;
 mod replay;
 pub(crate) mod servers;

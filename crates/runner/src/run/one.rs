@@ -14,7 +14,8 @@ use counterlab_report::{ExpectationResult, FaultEvent, HistoryReport, StrategyRe
 use counterlab_sim::{DriverConfig, IdPool, LoadResult, Monitor, Sample, Sampler, SamplerConfig, Series, run_load};
 use counterlab_strategies::{
     BackendError, Build, CATCH_UP_BOUND, CatchUp, CustomStrategy, Dialect, MqConfig, MqSpace, Namespace, Pausable,
-    PoolSpec, RedisConfig, RedisLayout, RedisSpace, ReplicaReader, ReplicaReads, Server, sql_replica_supported,
+    PoolSpec, RedisConfig, RedisLayout, RedisSpace, ReplicaReader, ReplicaReads, Server, SpaceLogin,
+    sql_replica_supported,
 };
 
 use super::names::scoped_namespace;
@@ -23,21 +24,24 @@ use super::status::{self, Progress, Status};
 use super::{Phase, RunOptions, Target};
 
 /// A cell's row and the files beside the report (its HDR interval log).
-type Row = (StrategyReport, Vec<(String, String)>);
+pub(super) type Row = (StrategyReport, Vec<(String, String)>);
 
 /// Names and labels of one cell.
-struct Cell<'a> {
-    plan: &'a RunPlan,
-    opts: &'a RunOptions,
-    t: Target<'a>,
+pub(super) struct Cell<'a> {
+    pub(super) plan: &'a RunPlan,
+    pub(super) opts: &'a RunOptions,
+    pub(super) t: Target<'a>,
     /// `postgres`, or `postgres+redis` / `postgres+rabbitmq` when the strategy also uses
     /// Redis or the broker.
-    backend: String,
-    ns_name: String,
+    pub(super) backend: String,
+    pub(super) ns_name: String,
     /// The namespace without the run's prefix: the HDR log's and history's file name.
-    short: String,
+    pub(super) short: String,
     /// The live status, when the caller wants it.
     live: Option<(Progress, Arc<Mutex<Status>>)>,
+    /// The distributed phases: the Redis ACL user's password, and whether it exists
+    /// already (None: one process, a random password).
+    pub(super) redis_login: Option<(String, bool)>,
 }
 
 impl Cell<'_> {
@@ -57,7 +61,7 @@ impl Cell<'_> {
         }
     }
 
-    fn label(&self) -> String {
+    pub(super) fn label(&self) -> String {
         let reads = match self.t.read_from {
             ReadFrom::Primary => String::new(),
             r => format!(", reads from {}", r.name()),
@@ -65,16 +69,16 @@ impl Cell<'_> {
         format!("{} on {} at {}{reads}", self.t.name, self.backend, self.t.isolation.name())
     }
 
-    fn op_timeout(&self) -> Duration {
+    pub(super) fn op_timeout(&self) -> Duration {
         Duration::from_millis(self.plan.workload.op_timeout_ms)
     }
 }
 
 /// What has to be undone after the cell, whatever happened.
 #[derive(Default)]
-struct Made {
-    strategy: Option<Arc<dyn Strategy>>,
-    space: Option<RedisSpace>,
+pub(super) struct Made {
+    pub(super) strategy: Option<Arc<dyn Strategy>>,
+    pub(super) space: Option<RedisSpace>,
     /// The run's broker queue and connection (deleted at teardown, even with `--keep`:
     /// settle drained it).
     mq: Option<MqSpace>,
@@ -133,45 +137,9 @@ pub(super) async fn run_one(
     t: Target<'_>,
     log: &mut dyn FnMut(&str),
 ) -> Result<Row, BackendError> {
-    let sql_backend = t.server.dialect().name();
-    let backend = match (t.redis, t.amqp) {
-        (Some(_), _) => format!("{sql_backend}+redis"),
-        (None, Some(_)) => format!("{sql_backend}+rabbitmq"),
-        (None, None) => sql_backend.to_string(),
-    };
-    let tagged = format!("{}{}", t.name, read_tag(t.read_from));
-    let ns_name = match plan.repeat {
-        1 => scoped_namespace(t.run_id, t.server.dialect(), t.isolation, &tagged),
-        _ => scoped_namespace(t.run_id, t.server.dialect(), t.isolation, &format!("{tagged}_r{}", t.repeat + 1)),
-    };
-    let short = ns_name.strip_prefix(&format!("cl_{}_", t.run_id)).unwrap_or(&ns_name).to_string();
-    let live = opts.progress.clone().map(|p| {
-        let (planned_s, planned_ops) = status::planned(plan);
-        let s = Status {
-            cell: t.index.0,
-            cells: t.index.1,
-            strategy: t.name.to_string(),
-            backend: backend.clone(),
-            isolation: t.isolation.name().to_string(),
-            phase: "seed".into(),
-            elapsed_s: 0.0,
-            planned_s,
-            planned_ops,
-            ops: 0,
-            errors: 0,
-            ops_by_kind: Vec::new(),
-            sample: None,
-        };
-        (p, Arc::new(Mutex::new(s)))
-    });
-    let cell = Cell { plan, opts, t, backend, ns_name, short, live };
+    let cell = Cell::new(plan, opts, t);
     cell.report("seed");
-    let spec = PoolSpec {
-        max_connections: plan.workload.connections,
-        // Bounds the wait for a pooled connection (and SQLite's write lock).
-        acquire_timeout: cell.op_timeout(),
-        isolation: cell.t.isolation,
-    };
+    let spec = cell.pool_spec();
     let ns = cell.t.server.create_namespace(&cell.ns_name, spec).await?;
     if let Err(e) = refuse_unconfined(&cell, &ns) {
         ns.drop_namespace().await.ok();
@@ -182,9 +150,58 @@ pub(super) async fn run_one(
     teardown(&cell, ns, made, result, log).await
 }
 
+impl<'a> Cell<'a> {
+    /// The cell's names: its backend label and namespace (from the run id, the backend,
+    /// the level, the strategy and the repeat).
+    pub(super) fn new(plan: &'a RunPlan, opts: &'a RunOptions, t: Target<'a>) -> Cell<'a> {
+        let sql_backend = t.server.dialect().name();
+        let backend = match (t.redis, t.amqp) {
+            (Some(_), _) => format!("{sql_backend}+redis"),
+            (None, Some(_)) => format!("{sql_backend}+rabbitmq"),
+            (None, None) => sql_backend.to_string(),
+        };
+        let tagged = format!("{}{}", t.name, read_tag(t.read_from));
+        let ns_name = match plan.repeat {
+            1 => scoped_namespace(t.run_id, t.server.dialect(), t.isolation, &tagged),
+            _ => scoped_namespace(t.run_id, t.server.dialect(), t.isolation, &format!("{tagged}_r{}", t.repeat + 1)),
+        };
+        let short = ns_name.strip_prefix(&format!("cl_{}_", t.run_id)).unwrap_or(&ns_name).to_string();
+        let live = opts.progress.clone().map(|p| {
+            let (planned_s, planned_ops) = status::planned(plan);
+            let s = Status {
+                cell: t.index.0,
+                cells: t.index.1,
+                strategy: t.name.to_string(),
+                backend: backend.clone(),
+                isolation: t.isolation.name().to_string(),
+                phase: "seed".into(),
+                elapsed_s: 0.0,
+                planned_s,
+                planned_ops,
+                ops: 0,
+                errors: 0,
+                ops_by_kind: Vec::new(),
+                sample: None,
+            };
+            (p, Arc::new(Mutex::new(s)))
+        });
+        Cell { plan, opts, t, backend, ns_name, short, live, redis_login: None }
+    }
+
+    /// The namespace pool's settings.
+    pub(super) fn pool_spec(&self) -> PoolSpec {
+        PoolSpec {
+            max_connections: self.plan.workload.connections,
+            // Bounds the wait for a pooled connection (and SQLite's write lock).
+            acquire_timeout: self.op_timeout(),
+            isolation: self.t.isolation,
+        }
+    }
+}
+
 /// The audit of the new role may find rights it has through PUBLIC grants: a file
 /// strategy then does not run unless trusted (built-ins run, and the report says so).
-fn refuse_unconfined(cell: &Cell<'_>, ns: &Namespace) -> Result<(), BackendError> {
+pub(super) fn refuse_unconfined(cell: &Cell<'_>, ns: &Namespace) -> Result<(), BackendError> {
     let (name, opts) = (cell.t.name, cell.opts);
     if !cell.plan.custom.contains_key(name) || ns.identity().isolated() || opts.trust_strategy_files {
         return Ok(());
@@ -207,15 +224,7 @@ async fn measure(
 ) -> Result<Row, BackendError> {
     let in_effect = ns.isolation_in_effect().await?;
     let started = Instant::now();
-    ns.seed(cell.t.seed).await?;
-    let strategy = build(cell, ns, made).await?;
-    made.strategy = Some(strategy.clone());
-    strategy.seed(cell.t.seed).await.map_err(|e| BackendError::Step {
-        backend: "redis",
-        step: "seed",
-        namespace: cell.ns_name.clone(),
-        source: e.into(),
-    })?;
+    let strategy = seed(cell, ns, made).await?;
     let strategy = match cell.t.read_from {
         ReadFrom::Primary => strategy,
         mode => {
@@ -264,6 +273,21 @@ async fn measure(
     Ok(row(cell, loaded, found, context, log))
 }
 
+/// Seeds the namespace, builds the strategy over it and seeds the strategy's own state
+/// (its Redis keys); `made` records what teardown must undo.
+pub(super) async fn seed(cell: &Cell<'_>, ns: &Namespace, made: &mut Made) -> Result<Arc<dyn Strategy>, BackendError> {
+    ns.seed(cell.t.seed).await?;
+    let strategy = build(cell, ns, made).await?;
+    made.strategy = Some(strategy.clone());
+    strategy.seed(cell.t.seed).await.map_err(|e| BackendError::Step {
+        backend: "redis",
+        step: "seed",
+        namespace: cell.ns_name.clone(),
+        source: e.into(),
+    })?;
+    Ok(strategy)
+}
+
 /// Who the cell runs as: the namespace's identity, and Redis's or the broker's.
 fn identity(ns: &Namespace, made: &Made) -> String {
     match (&made.space, &made.mq) {
@@ -277,10 +301,11 @@ fn identity(ns: &Namespace, made: &Made) -> String {
 
 /// The strategy: a file-defined one compiled for this namespace, or the registry's row
 /// built over the namespace's pool (and its Redis key space).
-async fn build(cell: &Cell<'_>, ns: &Namespace, made: &mut Made) -> Result<Arc<dyn Strategy>, BackendError> {
+pub(super) async fn build(cell: &Cell<'_>, ns: &Namespace, made: &mut Made) -> Result<Arc<dyn Strategy>, BackendError> {
     let (plan, t) = (cell.plan, &cell.t);
+    let login = cell.redis_login.as_ref().map(|(password, attach)| SpaceLogin { password, attach: *attach });
     let space = match t.redis {
-        Some(r) => Some(r.space(&cell.ns_name, cell.op_timeout(), plan.workload.n_workers).await?),
+        Some(r) => Some(r.space_with(&cell.ns_name, cell.op_timeout(), plan.workload.n_workers, login).await?),
         None => None,
     };
     made.space = space.clone();
@@ -360,21 +385,24 @@ async fn replica_reads(
 }
 
 /// What the load phase leaves: its result, the faults it fired, settle and the series.
-struct Loaded {
-    strategy: Arc<dyn Strategy>,
-    load: LoadResult,
-    faults: Vec<FaultEvent>,
-    settle_s: f64,
-    settle_error: Option<String>,
-    series: Series,
+pub(super) struct Loaded {
+    pub(super) strategy: Arc<dyn Strategy>,
+    pub(super) load: LoadResult,
+    pub(super) faults: Vec<FaultEvent>,
+    pub(super) settle_s: f64,
+    pub(super) settle_error: Option<String>,
+    pub(super) series: Series,
     /// When the scheduled failovers ran (µs from the load's start), for the classifier.
-    failover_us: Option<(u64, u64)>,
+    pub(super) failover_us: Option<(u64, u64)>,
+    /// The distributed check: the agents' strategy figures, summed (None: the
+    /// strategy's own, read at the check).
+    pub(super) figures: Option<Vec<(String, f64)>>,
 }
 
 /// Runs the load with the sampler and the scheduled faults, then settles (retried, like
 /// the check's reads, while a lost connection is what failed: a buffered design's settle
 /// drains Redis into SQL, and its claims make a replay harmless).
-async fn drive(
+pub(super) async fn drive(
     cell: &Cell<'_>,
     ns: &Namespace,
     strategy: Arc<dyn Strategy>,
@@ -427,7 +455,7 @@ async fn drive(
     let settle_error = retry_lost("settle", Some(ns.db()), log, || strategy.settle(bound)).await.err();
     let settle_s = settle_start.elapsed().as_secs_f64();
     let series = sampler.finish().await;
-    Loaded { strategy, load, faults, settle_s, settle_error, series, failover_us }
+    Loaded { strategy, load, faults, settle_s, settle_error, series, failover_us, figures: None }
 }
 
 /// The span covering `a` (if any) and `b`.
@@ -446,7 +474,7 @@ fn progress_line(cell: &Cell<'_>) -> Box<dyn FnMut(&Sample) + Send> {
 }
 
 /// What the checks found.
-struct Found {
+pub(super) struct Found {
     /// The strategy's figures, read once: the same ones the anomalies were explained by.
     figures: Vec<(&'static str, f64)>,
     check: CheckResult,
@@ -460,7 +488,12 @@ struct Found {
 /// The truth and the counters (each retried while the connection is what failed; a
 /// check that still cannot complete makes this row INCOMPLETE, not the run), then the
 /// counters, the reads, the anomalies and the verdict.
-async fn check(cell: &Cell<'_>, ns: &Namespace, l: &Loaded, log: &mut dyn FnMut(&str)) -> Result<Found, String> {
+pub(super) async fn check(
+    cell: &Cell<'_>,
+    ns: &Namespace,
+    l: &Loaded,
+    log: &mut dyn FnMut(&str),
+) -> Result<Found, String> {
     let n_users = cell.t.seed.n_users;
     let mut rows = retry_lost("read the truth", Some(ns.db()), log, || ns.check_rows(n_users)).await?;
     if let Some(counters) = retry_lost("read the counters", Some(ns.db()), log, || l.strategy.counters(n_users)).await?
@@ -489,6 +522,11 @@ async fn check(cell: &Cell<'_>, ns: &Namespace, l: &Loaded, log: &mut dyn FnMut(
     let replica = matches!(source, ReadSource::Replica { .. });
     let judge_reads = (info.guarantee != Guarantee::Eventual || replica) && !data_loss;
     let mut figures = l.strategy.figures();
+    if let Some(agents) = &l.figures {
+        for (name, v) in figures.iter_mut() {
+            *v = agents.iter().filter(|(n, _)| n == name).map(|(_, x)| x).sum();
+        }
+    }
     if let Some(st) = reads.as_ref().and_then(|r| r.staleness()) {
         figures.extend(staleness_figures(&st));
     }
@@ -587,14 +625,14 @@ fn write_history(cell: &Cell<'_>, load: &LoadResult) -> Result<Option<String>, B
 }
 
 /// The rest of a row: who ran it, the level the server reports, seed time, history file.
-struct RowContext {
-    identity: String,
-    in_effect: String,
-    seed_s: f64,
-    history_file: Option<String>,
+pub(super) struct RowContext {
+    pub(super) identity: String,
+    pub(super) in_effect: String,
+    pub(super) seed_s: f64,
+    pub(super) history_file: Option<String>,
 }
 
-fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log: &mut dyn FnMut(&str)) -> Row {
+pub(super) fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log: &mut dyn FnMut(&str)) -> Row {
     log(&format!(
         "{}: {} ops at {:.0} ops/s, {} of {} users mismatched: {}",
         cell.label(),
@@ -694,6 +732,21 @@ async fn teardown(
     log: &mut dyn FnMut(&str),
 ) -> Result<Row, BackendError> {
     cell.enter(Phase::Teardown);
+    let failed = cleanup(cell, ns, made, log).await;
+    if failed.is_empty() {
+        return result;
+    }
+    let e = format!("{} (`counterlab clean --yes` removes what is left)", failed.join("; "));
+    log(&format!("{}: cleanup failed: {e}", cell.t.name));
+    let mut result = result;
+    if let Ok((report, _)) = &mut result {
+        report.cleanup_error = Some(e);
+    }
+    result
+}
+
+/// Undoes what `made` records and removes (or keeps) the namespace; returns what failed.
+pub(super) async fn cleanup(cell: &Cell<'_>, ns: Namespace, made: Made, log: &mut dyn FnMut(&str)) -> Vec<String> {
     if let Some(space) = &made.space {
         space.stop_refresher();
     }
@@ -718,16 +771,7 @@ async fn teardown(
         failed.extend(ns.drop_namespace().await.err().map(|e| e.to_string()));
     }
     failed.extend(delete_queue(&made, log).await);
-    if failed.is_empty() {
-        return result;
-    }
-    let e = format!("{} (`counterlab clean --yes` removes what is left)", failed.join("; "));
-    log(&format!("{}: cleanup failed: {e}", cell.t.name));
-    let mut result = result;
-    if let Ok((report, _)) = &mut result {
-        report.cleanup_error = Some(e);
-    }
-    result
+    failed
 }
 
 /// The run's broker queue (whether or not the strategy got built): the consumer stopped

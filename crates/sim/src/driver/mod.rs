@@ -22,7 +22,7 @@ use crate::metrics::{OpStats, Tries, new_latency_histogram};
 use crate::monitor::Monitor;
 use crate::pool::IdPool;
 use crate::rng::Rng;
-use crate::workload::{Mix, PlannedOp, Skew, UserPicker};
+use crate::workload::{Mix, PlannedOp, Segment, Skew, UserPicker};
 use op::{Call, execute};
 
 /// When a stage ends.
@@ -85,6 +85,8 @@ pub struct DriverConfig {
     /// Record at most this many calls in the history (0: record none). Calls beyond it
     /// are counted in `LoadResult::history_dropped`, and a read check is then skipped.
     pub history_limit: u64,
+    /// Whose users this driver draws (`Segment::WHOLE` in one process).
+    pub segment: Segment,
 }
 
 impl DriverConfig {
@@ -102,6 +104,7 @@ impl DriverConfig {
             retry: RetryPolicy::NONE,
             max_wait: Duration::from_secs(1),
             history_limit: 0,
+            segment: Segment::WHOLE,
         }
     }
 
@@ -396,7 +399,7 @@ async fn run_stage(
     error_samples: &mut Vec<String>,
     history: &mut Vec<Event>,
 ) -> StageResult {
-    let users = Arc::new(UserPicker::new(ctx.pool.n_users(), ctx.cfg.skew));
+    let users = Arc::new(UserPicker::for_segment(ctx.pool.n_users(), ctx.cfg.skew, ctx.cfg.segment));
     let (workers, scheduled, queue_dropped) = match stage.model {
         LoadModel::Closed { workers } => {
             let (ws, issued) = closed::run(ctx, idx, stage.stop, workers, start, &users).await;

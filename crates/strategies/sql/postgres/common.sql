@@ -81,3 +81,7 @@ ORDER BY u.user_id;
 -- Sampled during a run (issue 5's drift series): one number, two aggregates.
 -- name: net_drift  () -> sum of counters - unread rows
 SELECT CAST((SELECT COALESCE(SUM(unread), 0) FROM unread_counts) - (SELECT COUNT(*) FROM notifications WHERE NOT is_read) AS bigint);
+
+-- The distributed phases: the server clock, for each agent's clock offset.
+-- name: server_time_us  () -> microseconds since the Unix epoch
+SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS bigint);

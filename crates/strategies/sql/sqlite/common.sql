@@ -83,3 +83,7 @@ ORDER BY u.user_id;
 -- Sampled during a run (issue 5's drift series): one number, two aggregates.
 -- name: net_drift  () -> sum of counters - unread rows
 SELECT (SELECT COALESCE(SUM(unread), 0) FROM unread_counts) - (SELECT COUNT(*) FROM notifications WHERE NOT is_read);
+
+-- The distributed phases: the server clock, for each agent's clock offset.
+-- name: server_time_us  () -> microseconds since the Unix epoch
+SELECT CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER);

@@ -166,6 +166,19 @@ impl RedisServer {
         response_timeout: Duration,
         n_conns: u32,
     ) -> Result<RedisSpace, BackendError> {
+        self.space_with(namespace, response_timeout, n_conns, None).await
+    }
+
+    /// `space` whose ACL user has `login`'s password; with `login.attach` the marker and
+    /// the user are not made again (a distributed run's agents log in as the user
+    /// `counterlab prepare` made).
+    pub async fn space_with(
+        &self,
+        namespace: &str,
+        response_timeout: Duration,
+        n_conns: u32,
+        login: Option<SpaceLogin<'_>>,
+    ) -> Result<RedisSpace, BackendError> {
         let err = |e: redis::RedisError| BackendError::Connect {
             backend: "redis",
             url: self.location.clone(),
@@ -173,19 +186,26 @@ impl RedisServer {
         };
         // The marker first (as the configured account): a run killed from here on is
         // found by `counterlab clean`, and the marker itself expires.
-        let marker = crate::leftover::Marker::now().text();
-        let mut admin = self.target.conn().await.map_err(err)?;
-        redis::cmd("SET")
-            .arg(format!("cl:{namespace}:meta"))
-            .arg(&marker)
-            .arg("EX")
-            .arg(crate::leftover::REDIS_MARKER_TTL_S)
-            .query_async::<()>(&mut admin)
-            .await
-            .map_err(err)?;
+        let attach = login.is_some_and(|l| l.attach);
+        if !attach {
+            let marker = crate::leftover::Marker::now().text();
+            let mut admin = self.target.conn().await.map_err(err)?;
+            redis::cmd("SET")
+                .arg(format!("cl:{namespace}:meta"))
+                .arg(&marker)
+                .arg("EX")
+                .arg(crate::leftover::REDIS_MARKER_TTL_S)
+                .query_async::<()>(&mut admin)
+                .await
+                .map_err(err)?;
+        }
+        let password = login.map_or_else(crate::sandbox::random_password, |l| l.password.to_string());
         let (client, identity) = match &self.sandbox {
             Ok(()) => (
-                self.acl_user(namespace).await.map_err(err)?,
+                match attach {
+                    true => self.target.as_user(namespace, &password).map_err(err)?,
+                    false => self.acl_user(namespace, &password).await.map_err(err)?,
+                },
                 Identity::Own { kind: "ACL user", name: namespace.into(), caveat: None },
             ),
             Err(why) => (self.target.clone(), Identity::Shared { why: why.clone() }),
@@ -265,10 +285,9 @@ impl RedisServer {
 
     /// Creates the namespace's ACL user (`sandbox::redis_acl_rules`) on every node (a
     /// cluster keeps ACL users per node) and returns a target that logs in as it.
-    async fn acl_user(&self, namespace: &str) -> Result<Target, redis::RedisError> {
-        let password = crate::sandbox::random_password();
+    async fn acl_user(&self, namespace: &str, password: &str) -> Result<Target, redis::RedisError> {
         let (base, more) =
-            crate::sandbox::redis_acl_rules(namespace, &password, self.target.selects_db(), self.target.is_cluster());
+            crate::sandbox::redis_acl_rules(namespace, password, self.target.selects_db(), self.target.is_cluster());
         for mut admin in self.target.node_conns(false).await? {
             redis::cmd("ACL").arg("SETUSER").arg(namespace).arg(&base).query_async::<()>(&mut admin).await?;
             for rule in &more {
@@ -279,8 +298,16 @@ impl RedisServer {
                 }
             }
         }
-        self.target.as_user(namespace, &password)
+        self.target.as_user(namespace, password)
     }
+}
+
+/// How a space's ACL user logs in (`RedisServer::space_with`).
+#[derive(Clone, Copy)]
+pub struct SpaceLogin<'a> {
+    pub password: &'a str,
+    /// The user and the marker exist already: log in only.
+    pub attach: bool,
 }
 
 /// One SCAN round: the next cursor and up to about `count` keys matching `pattern`.

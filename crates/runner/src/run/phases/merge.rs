@@ -1,0 +1,385 @@
+//! `counterlab check`'s side of the agents: waiting (bounded) for every agent's output,
+//! refusing outputs of another run or size, and merging them per cell: the HDR logs
+//! exactly (`Histogram::add`), the counts by sum, and the histories onto one timeline
+//! (the server's clock, through each agent's measured offset), each call's interval
+//! widened by its agent's clock uncertainty before the existing read check sees it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+
+use counterlab_core::{Event, OpKind, Outcome};
+use counterlab_report::{AgentShare, AgentsReport, HistoryEvent};
+use counterlab_sim::{LoadResult, Stage, StageResult};
+
+/// Error messages kept per cell (as one process keeps).
+const MAX_ERROR_SAMPLES: usize = 5;
+
+use super::agent::{AGENT_FORMAT, CellPartial, Partial, agent_dir, classes_match, empty_lag, empty_ops, tag};
+
+/// One agent's output as found.
+pub struct Agent {
+    pub partial: Partial,
+    pub dir: PathBuf,
+}
+
+/// Agents' folders found in `from`: (K, N) of each with a complete partial.json.
+fn scan(from: &Path) -> Result<Vec<(u32, u32)>, String> {
+    let entries = std::fs::read_dir(from).map_err(|e| format!("cannot read --from {}: {e}", from.display()))?;
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("agent-") else { continue };
+        let Some((k, n)) = rest.split_once("-of-") else { continue };
+        let (Ok(k), Ok(n)) = (k.parse::<u32>(), n.parse::<u32>()) else { continue };
+        if entry.path().join("partial.json").is_file() {
+            found.push((k, n));
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// What is missing from `found` for a complete set (None: complete).
+fn missing(from: &Path, found: &[(u32, u32)]) -> Result<Option<String>, String> {
+    let Some(&(_, n)) = found.first() else {
+        return Ok(Some(format!(
+            "no agent output in {} (each `counterlab load --segment K/N --out {}` writes agent-K-of-N/partial.json)",
+            from.display(),
+            from.display()
+        )));
+    };
+    if let Some(&(k2, n2)) = found.iter().find(|(_, m)| *m != n) {
+        let first = found[0];
+        return Err(format!(
+            "{} mixes runs of different sizes: agent-{}-of-{n} and agent-{k2}-of-{n2}",
+            from.display(),
+            first.0
+        ));
+    }
+    let absent: Vec<String> = (1..=n).filter(|k| !found.iter().any(|(f, _)| f == k)).map(|k| k.to_string()).collect();
+    Ok((!absent.is_empty()).then(|| {
+        format!("{} is missing agent(s) {} of {n} (no agent-K-of-{n}/partial.json)", from.display(), absent.join(", "))
+    }))
+}
+
+/// Waits up to `wait` for all N agents' outputs, then reads them; every one must come
+/// from run `run_id`.
+pub fn collect(from: &Path, run_id: &str, wait: Duration) -> Result<Vec<Agent>, String> {
+    let deadline = Instant::now() + wait;
+    let found = loop {
+        let found = scan(from)?;
+        match missing(from, &found)? {
+            None => break found,
+            Some(why) if Instant::now() >= deadline => {
+                let waited = if wait.is_zero() { String::new() } else { format!(" after waiting {}s", wait.as_secs()) };
+                return Err(format!("{why}{waited}"));
+            }
+            Some(_) => std::thread::sleep(Duration::from_millis(200).min(deadline - Instant::now())),
+        }
+    };
+    found.into_iter().map(|(k, n)| read_agent(from, run_id, k, n)).collect()
+}
+
+fn read_agent(from: &Path, run_id: &str, k: u32, n: u32) -> Result<Agent, String> {
+    let dir = agent_dir(from, k, n);
+    let path = dir.join("partial.json");
+    let shown = path.display();
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{shown}: not JSON: {e}"))?;
+    match v.get("format").and_then(|f| f.as_str()) {
+        Some(AGENT_FORMAT) => {}
+        other => return Err(format!("{shown}: format {other:?}; this counterlab reads {AGENT_FORMAT:?}")),
+    }
+    let partial: Partial = serde_json::from_value(v).map_err(|e| format!("{shown}: a damaged partial report: {e}"))?;
+    if partial.run_id != run_id {
+        return Err(format!("{shown} is from run {}, not this handle's run {run_id}", partial.run_id));
+    }
+    if (partial.k, partial.n) != (k, n) {
+        return Err(format!("{shown} says segment {}/{}, its folder {k}/{n}", partial.k, partial.n));
+    }
+    Ok(Agent { partial, dir })
+}
+
+/// One agent's calls of one cell, on its own clock, and how to place them.
+pub struct Timeline {
+    pub k: u32,
+    /// The load's start on the server's clock, µs since the epoch.
+    pub t0_server_us: i64,
+    /// Each call's interval is widened by this much on both sides.
+    pub widen_us: u64,
+    pub events: Vec<Event>,
+}
+
+/// Every agent's calls on one timeline (µs from the earliest widened start), by
+/// completion; worker ids made unique per agent (agent K's worker w is (K-1)<<20 | w).
+pub fn one_timeline(parts: Vec<Timeline>) -> Vec<Event> {
+    let base = parts.iter().map(|p| p.t0_server_us - p.widen_us as i64).min().unwrap_or(0);
+    let mut out = Vec::with_capacity(parts.iter().map(|p| p.events.len()).sum());
+    for p in parts {
+        let shift = (p.t0_server_us - base) as u64;
+        out.extend(p.events.into_iter().map(|mut e| {
+            e.invoke_us = e.invoke_us + shift - p.widen_us;
+            e.complete_us = e.complete_us + shift + p.widen_us;
+            e.worker |= (p.k - 1) << 20;
+            e
+        }));
+    }
+    out.sort_by_key(|e| (e.complete_us, e.invoke_us, e.worker));
+    out
+}
+
+/// A history line back as the checker's event.
+pub fn event(h: HistoryEvent) -> Result<Event, String> {
+    Ok(Event {
+        worker: h.worker,
+        op: OpKind::from_name(&h.op).ok_or_else(|| format!("unknown op {:?}", h.op))?,
+        user: h.user,
+        id: h.id,
+        invoke_us: h.invoke_us,
+        complete_us: h.complete_us,
+        outcome: [Outcome::Ok, Outcome::Fail, Outcome::Unknown]
+            .into_iter()
+            .find(|o| o.name() == h.outcome)
+            .ok_or_else(|| format!("unknown outcome {:?}", h.outcome))?,
+        observed: h.observed,
+        attempts: h.attempts,
+        unknown_attempts: h.unknown_attempts,
+    })
+}
+
+/// Reads a history file into events.
+pub fn read_events(path: &Path) -> Result<Vec<Event>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let lines = counterlab_report::read_history(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    lines.into_iter().map(event).collect::<Result<_, _>>().map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Every histogram of an HDR interval log, summed by tag.
+pub fn read_hlog(path: &Path) -> Result<BTreeMap<String, Histogram<u64>>, String> {
+    let at = |e: String| format!("{}: {e}", path.display());
+    let text = std::fs::read(path).map_err(|e| at(format!("cannot read: {e}")))?;
+    let mut d = Deserializer::new();
+    let mut out: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
+    for entry in IntervalLogIterator::new(&text) {
+        let entry = entry.map_err(|e| at(format!("not an HDR interval log: {e:?}")))?;
+        if let LogEntry::Interval(h) = entry {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(h.encoded_histogram())
+                .map_err(|e| at(format!("bad base64: {e}")))?;
+            let hist: Histogram<u64> =
+                d.deserialize(&mut &bytes[..]).map_err(|e| at(format!("bad histogram: {e:?}")))?;
+            let tag = h.tag().map(|t| t.as_str().to_string()).unwrap_or_default();
+            match out.get_mut(&tag) {
+                Some(sum) => sum.add(&hist).map_err(|e| at(format!("cannot add: {e:?}")))?,
+                None => {
+                    let mut sum = empty_lag(1);
+                    sum.add(&hist).map_err(|e| at(format!("cannot add: {e:?}")))?;
+                    out.insert(tag, sum);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One cell merged over the agents.
+pub struct MergedCell {
+    pub load: LoadResult,
+    pub figures: Vec<(String, f64)>,
+    pub settle_s: f64,
+    pub settle_error: Option<String>,
+    pub agents: AgentsReport,
+}
+
+/// Merges cell `namespace` over `agents`. `stages` are the plan's (undivided) stages.
+pub fn merge_cell(agents: &[Agent], namespace: &str, stages: &[Stage], max_us: u64) -> Result<MergedCell, String> {
+    let mut results: Vec<StageResult> = stages
+        .iter()
+        .map(|s| StageResult {
+            stage: s.clone(),
+            elapsed: Duration::ZERO,
+            started: 0,
+            scheduled: 0,
+            dropped: 0,
+            late: 0,
+            ops: empty_ops(max_us),
+            lag_us: empty_lag(max_us),
+        })
+        .collect();
+    let (mut timelines, mut shares, mut figures) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut settle_s, mut settle_error, mut errors, mut dropped) = (0f64, None, Vec::new(), 0);
+    for a in agents {
+        let p = &a.partial;
+        let who = format!("agent {}/{}", p.k, p.n);
+        let c = p
+            .cells
+            .iter()
+            .find(|c| c.namespace == namespace)
+            .ok_or_else(|| format!("{who} has no output for {namespace}"))?;
+        add_stages(&mut results, c, &a.dir.join(&c.dir).join("latency.hlog"), &who)?;
+        let events = read_events(&a.dir.join(&c.dir).join("history.jsonl"))?;
+        if events.len() as u64 != c.history_events {
+            return Err(format!(
+                "{who}: {} calls in its history, {} in its partial report",
+                events.len(),
+                c.history_events
+            ));
+        }
+        timelines.push(Timeline {
+            k: p.k,
+            t0_server_us: c.t0_local_us + p.clock.offset_us,
+            widen_us: p.clock.uncertainty_us,
+            events,
+        });
+        shares.push(share(p, c));
+        figures.extend(c.figures.iter().cloned());
+        settle_s = settle_s.max(c.settle_s);
+        settle_error = settle_error.or_else(|| c.settle_error.clone());
+        dropped += c.history_dropped;
+        for m in &c.error_samples {
+            if errors.len() < MAX_ERROR_SAMPLES && !errors.contains(m) {
+                errors.push(m.clone());
+            }
+        }
+    }
+    let mut ops = empty_ops(max_us);
+    let mut elapsed = Duration::ZERO;
+    for r in results.iter().filter(|r| r.stage.measured) {
+        for (t, part) in ops.iter_mut().zip(&r.ops) {
+            t.merge(part);
+        }
+        elapsed += r.elapsed;
+    }
+    let history = one_timeline(timelines);
+    let load = LoadResult { ops, elapsed, error_samples: errors, stages: results, history, history_dropped: dropped };
+    let clock_uncertainty_ms = shares.iter().map(|s: &AgentShare| s.clock_uncertainty_ms).fold(0.0, f64::max);
+    Ok(MergedCell {
+        load,
+        figures,
+        settle_s,
+        settle_error,
+        agents: AgentsReport { agents: shares, clock_uncertainty_ms },
+    })
+}
+
+/// Adds one agent's stages (counts from its partial report, histograms from its log).
+fn add_stages(results: &mut [StageResult], c: &CellPartial, hlog: &Path, who: &str) -> Result<(), String> {
+    if c.stages.len() != results.len() {
+        return Err(format!("{who} ran {} stages, the plan has {}", c.stages.len(), results.len()));
+    }
+    let mut hists = read_hlog(hlog)?;
+    let mut take = |name: String| hists.remove(&name).ok_or_else(|| format!("{}: no histogram {name}", hlog.display()));
+    for (i, (r, s)) in results.iter_mut().zip(&c.stages).enumerate() {
+        r.elapsed = r.elapsed.max(Duration::from_secs_f64(s.elapsed_s));
+        r.started += s.started;
+        r.scheduled += s.scheduled;
+        r.dropped += s.dropped;
+        r.late += s.late;
+        if s.ops.len() != OpKind::ALL.len() || !s.ops.iter().all(classes_match) {
+            return Err(format!("{who}: stage {i} has counts of another counterlab version"));
+        }
+        for ((k, t), counts) in OpKind::ALL.iter().zip(r.ops.iter_mut()).zip(&s.ops) {
+            counts.add_to(t);
+            add(&mut t.latency_us, &take(tag(i, Some(*k), "lat"))?)?;
+            add(&mut t.service_us, &take(tag(i, Some(*k), "svc"))?)?;
+        }
+        add(&mut r.lag_us, &take(tag(i, None, "lag"))?)?;
+    }
+    Ok(())
+}
+
+fn add(into: &mut Histogram<u64>, h: &Histogram<u64>) -> Result<(), String> {
+    into.add(h).map_err(|e| format!("cannot merge histograms: {e:?}"))
+}
+
+fn share(p: &Partial, c: &CellPartial) -> AgentShare {
+    AgentShare {
+        segment: format!("{}/{}", p.k, p.n),
+        host: p.host.clone(),
+        users: c.users,
+        workers: c.workers,
+        ops: c.ops_total,
+        throughput_ops_per_s: c.throughput_ops_per_s,
+        clock_offset_ms: p.clock.offset_us as f64 / 1e3,
+        clock_uncertainty_ms: p.clock.uncertainty_us as f64 / 1e3,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use counterlab_core::{CheckInput, Context, Guarantee, ReadSource, SeedSpec, check_reads_from, classify};
+
+    use super::*;
+
+    fn call(op: OpKind, invoke_us: u64, complete_us: u64, observed: i64) -> Event {
+        let outcome = Outcome::Ok;
+        let id = if op == OpKind::Create { 99 } else { 0 };
+        Event {
+            worker: 0,
+            op,
+            user: 1,
+            id,
+            invoke_us,
+            complete_us,
+            outcome,
+            observed,
+            attempts: 1,
+            unknown_attempts: 0,
+        }
+    }
+
+    /// The named anomalies of a history where user 1 starts with 5 unread and ends with 6.
+    fn anomalies(events: &[Event]) -> Vec<&'static str> {
+        let reads = check_reads_from(events, &|_| 5, ReadSource::Counter);
+        let rows = [CheckInput { user: 1, counter: Some(6), truth: 6 }];
+        let seed = SeedSpec { n_users: 1, notifications_per_user: 10, initial_read_per_user: 5 };
+        let cx = Context {
+            guarantee: Guarantee::Exact,
+            lost_flushes: 0,
+            double_flushes: 0,
+            double_applies: (0, 0),
+            reconciler: false,
+            seed,
+            failover_us: None,
+        };
+        classify(events, &rows, Some(&reads), &[], cx).into_iter().map(|a| a.name).collect()
+    }
+
+    /// Agent 1 creates a notification of user 1 (server time 1000-2000 µs after both
+    /// started); agent 2, whose clock runs 5 ms behind, reads 6 at server time 3000.
+    fn agents(offset_2_us: i64, widen_us: u64) -> Vec<Timeline> {
+        let t0 = 1_000_000_000;
+        vec![
+            Timeline { k: 1, t0_server_us: t0, widen_us, events: vec![call(OpKind::Create, 1000, 2000, 1)] },
+            Timeline {
+                k: 2,
+                t0_server_us: (t0 - 5000) + offset_2_us,
+                widen_us,
+                events: vec![call(OpKind::ReadCount, 3000, 3100, 6)],
+            },
+        ]
+    }
+
+    #[test]
+    fn measured_offsets_and_widening_leave_no_false_anomaly_a_wrong_offset_would() {
+        assert_eq!(anomalies(&one_timeline(agents(5000, 300))), Vec::<&str>::new());
+        // The same read placed with the agent's own clock (offset 0, no widening) comes
+        // before the create it saw: the checker names it.
+        assert_eq!(anomalies(&one_timeline(agents(0, 0))), vec!["read_out_of_bounds"]);
+        // Widening alone covers an offset error within the uncertainty.
+        assert_eq!(anomalies(&one_timeline(agents(4000, 600))), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn the_timeline_keeps_agents_workers_apart() {
+        let merged = one_timeline(agents(5000, 0));
+        assert_eq!(merged.iter().map(|e| e.worker).collect::<Vec<_>>(), vec![0, 1 << 20]);
+        assert_eq!((merged[0].invoke_us, merged[1].invoke_us), (1000, 3000));
+    }
+}
