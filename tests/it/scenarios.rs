@@ -94,6 +94,12 @@ fn malformed_input_is_located() {
             "cache_delay_ms (below settle_timeout_ms) must be in 1..=499, got 500",
         ),
         (&GOOD.replace("users = 10", "users = 0"), "bad.toml:2:9:", "users must be in 1..="),
+        (
+            // The machine's memory is the limit: 10^17 rows fit none.
+            &GOOD.replace("users = 10\n", "users = 1000000000000\n").replace("user = 2", "user = 100000"),
+            "bad.toml:3:26:",
+            "users x notifications_per_user = 100000000000000000 ",
+        ),
         (&GOOD.replace("workers = 2", "workers = 0"), "bad.toml:5:11:", "workers must be in 1..="),
         (&GOOD.replace("mark_read = 1", "mark_read = 0"), "bad.toml:7:1:", "every mix weight is 0"),
         (&GOOD.replace("mark_read = 1", "mark_red = 1"), "bad.toml:8:1:", "unknown field `mark_red`"),

@@ -12,7 +12,7 @@ mod strategy;
 mod verdict;
 
 pub use anomaly::AnomalyKind;
-pub use check::{CheckInput, CheckResult, UserDrift, Verdict, check_counters};
+pub use check::{CheckFold, CheckInput, CheckResult, Checked, UserDrift, Verdict, check_counters};
 pub use history::{
     Anomaly, Context, Event, MAX_WITNESSES, ReadCheck, ReadSource, ReadViolation, STALENESS_BUCKETS_US, SettledRead,
     Staleness, Witness, check_reads, check_reads_from, check_reads_lagging, classify,

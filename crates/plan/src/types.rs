@@ -11,9 +11,10 @@ use crate::named;
 
 /// Bounds checked when a scenario is loaded (every loop and pool has a limit).
 pub mod limits {
-    pub const MAX_USERS: u64 = 10_000_000;
+    /// Users are numbered in an i64 and a user's bit range in a u64; the memory
+    /// available decides the real limit (`bounds::fits_memory`).
+    pub const MAX_USERS: u64 = 1 << 40;
     pub const MAX_NOTIFICATIONS_PER_USER: u64 = 100_000;
-    pub const MAX_SEEDED_ROWS: u64 = 100_000_000;
     pub const MAX_WORKERS: u32 = 1024;
     pub const MAX_DUP_K: u32 = 64;
     /// `repeat` / `--repeat`: runs of each cell (interleaved); `compare`'s exact test goes to 20.

@@ -102,14 +102,8 @@ pub(crate) fn verdict(src: &Src<'_>, raw: Option<&Spanned<RawVerdict>>) -> Resul
 pub(crate) fn data(src: &Src<'_>, d: &RawData) -> Result<DataPlan, ScenarioError> {
     let n_users = within_at(src, &d.users, "users", 1..=MAX_USERS)?;
     let per_user = within_at(src, &d.notifications_per_user, "notifications_per_user", 0..=MAX_NOTIFICATIONS_PER_USER)?;
-    if n_users.saturating_mul(per_user) > MAX_SEEDED_ROWS {
-        return Err(src.at(
-            d.notifications_per_user.span(),
-            format!(
-                "users x notifications_per_user = {} exceeds {MAX_SEEDED_ROWS} seeded rows",
-                n_users.saturating_mul(per_user)
-            ),
-        ));
+    if let Err(why) = crate::bounds::fits_memory(n_users, per_user, crate::bounds::memory_available()) {
+        return Err(src.at(d.notifications_per_user.span(), why));
     }
     let initial_read = match &d.initial_read_per_user {
         Some(v) if *v.get_ref() > per_user => {

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use counterlab_core::{
-    CheckInput, CheckResult, Context, ErrorClass, Fault, Findings, Guarantee, ReadFrom, ReadSource, Strategy,
-    check_counters, check_reads_from, classify, judge,
+    CheckResult, Checked, Context, ErrorClass, Fault, Findings, Guarantee, ReadFrom, ReadSource, Strategy,
+    check_reads_from, classify, judge,
 };
 use counterlab_plan::{Expected, RunPlan};
 use counterlab_report::{ExpectationResult, FaultEvent, HistoryReport, StrategyReport, StrategyRun, evaluate};
@@ -19,7 +19,9 @@ use counterlab_strategies::{
 };
 
 use super::names::scoped_namespace;
-use super::post::{Incomplete, executed, incomplete_report, judged_errors, retry_lost, schedule_faults, settled_reads};
+use super::post::{
+    Incomplete, SETTLED_READS, executed, incomplete_report, judged_errors, retry_lost, schedule_faults, settled_reads,
+};
 use super::status::{self, Progress, Status};
 use super::{Phase, RunOptions, Target};
 
@@ -495,17 +497,19 @@ pub(super) async fn check(
     log: &mut dyn FnMut(&str),
 ) -> Result<Found, String> {
     let n_users = cell.t.seed.n_users;
-    let mut rows = retry_lost("read the truth", Some(ns.db()), log, || ns.check_rows(n_users)).await?;
-    if let Some(counters) = retry_lost("read the counters", Some(ns.db()), log, || l.strategy.counters(n_users)).await?
-    {
-        rows = rows.iter().zip(counters).map(|(r, c)| CheckInput { counter: c, ..*r }).collect();
-    }
     let (plan, name, info) = (cell.plan, cell.t.name, cell.t.info);
     let guarantee = if plan.expect_drift.iter().any(|s| s == name) { Guarantee::None } else { info.guarantee };
-    let check = check_counters(&rows, guarantee);
+    // The truth streamed beside the counters: `rows` keeps the witnesses (mismatched or
+    // negative users, all the classifier reads) and `sample` the settled reads' users.
+    let counters = retry_lost("read the counters", Some(ns.db()), log, || l.strategy.counters(n_users)).await?;
+    let Checked { result: check, witnesses: rows, sample } = retry_lost("read the truth", Some(ns.db()), log, || {
+        ns.check_stream(n_users, guarantee, counters.as_deref(), SETTLED_READS)
+    })
+    .await?;
+    drop(counters);
     // The history's verdicts: reads against their bounds, what read_count shows once
     // settled, and the named anomalies that explain any mismatch.
-    let settled = settled_reads(l.strategy.as_ref(), &rows).await;
+    let settled = settled_reads(l.strategy.as_ref(), &sample).await;
     let unread_at_start = cell.t.seed.unread_at_start() as i64;
     let lag_us = l.strategy.read_lag().map(|d| d.as_micros() as u64);
     let source = match (cell.t.read_from, lag_us) {
