@@ -16,7 +16,7 @@ a subset of "strace,pairs,cpu"). Every run seeds its own schema and drops it.
 import json, os, re, statistics, subprocess, sys, tempfile
 
 URL = os.environ.get("COUNTERLAB_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test")
-CL = "./target/release/counterlab"
+CL = os.environ.get("COUNTERLAB_BIN", "./target/release/counterlab")
 TOML = "benches/pgbench/mark-read.toml"
 PEER = {"conditional-update": "benches/pgbench/mark_read.sql", "writable-cte": "benches/pgbench/mark_read_cte.sql"}
 OUT = sys.argv[1] if len(sys.argv) > 1 else "reports/runs/round-trips"
@@ -24,6 +24,7 @@ ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 SECTIONS = (sys.argv[3] if len(sys.argv) > 3 else "strace,pairs,cpu").split(",")
 os.makedirs(OUT, exist_ok=True)
 LOG = open(os.path.join(OUT, "raw.log"), "a")
+WORK = tempfile.mkdtemp(prefix="round-trips-")  # the runs' own report folders
 
 
 def log(line):
@@ -65,7 +66,7 @@ def report(out):
 
 def seeded_schema(tag):
     """A schema seeded by counterlab with the bench's data (1 op run, kept)."""
-    out = os.path.join(OUT, f"seed-{tag}")
+    out = os.path.join(WORK, f"seed-{tag}")
     sh([CL, "run", TOML, "--ops", "1", "--keep", "--quiet", "--out", out])
     return report(out)["namespace"]
 
@@ -88,11 +89,11 @@ def strace_count(args, env=None):
         return sum(1 for line in open(t.name) if "sendto(" in line)
 
 
-def section_strace(n=2000):
+def section_strace(n=int(os.environ.get("STRACE_OPS", "2000"))):
     for label, strategy, held in [("counterlab conditional-update held", "conditional-update", True),
                                   ("counterlab conditional-update pool", "conditional-update", False),
                                   ("counterlab writable-cte held", "writable-cte", True)]:
-        c = [strace_count(cl_args(strategy, 1, ops, os.path.join(OUT, "strace-run"), held)) for ops in (1, n + 1)]
+        c = [strace_count(cl_args(strategy, 1, ops, os.path.join(WORK, "strace-run"), held)) for ops in (1, n + 1)]
         log(f"strace {label}: {c[0]} sendto at 1 op, {c[1]} at {n + 1}: {(c[1] - c[0]) / n:.3f} per op")
     for strategy, script in PEER.items():
         schema = seeded_schema("strace")
@@ -115,7 +116,7 @@ def section_pairs(clients=8, secs=15):
                     drop(schema)
                     log(f"pair {rnd} {strategy} pgbench_tps {tps:.0f}")
                 else:
-                    out = os.path.join(OUT, f"pair-{rnd}-{strategy}")
+                    out = os.path.join(WORK, f"pair-{rnd}-{strategy}")
                     sh(cl_args(strategy, clients, (secs,), out))
                     s = report(out)
                     log(f"pair {rnd} {strategy} counterlab_ops_per_s {s['throughput_ops_per_s']:.0f} verdict {s['check']['verdict']}")
@@ -125,7 +126,7 @@ def section_cpu(ops=20000, workers=(1, 4, 16, 64)):
     for rnd in range(1, ROUNDS + 1):
         base = {}
         for strategy in PEER:
-            base[strategy] = timed(cl_args(strategy, 1, 1, os.path.join(OUT, "cpu-base")))[0]
+            base[strategy] = timed(cl_args(strategy, 1, 1, os.path.join(WORK, "cpu-base")))[0]
         for w in workers:
             runs = [("pgbench", s, True) for s in PEER] + [("counterlab", s, True) for s in PEER]
             runs.append(("counterlab", "conditional-update", False))
@@ -139,7 +140,7 @@ def section_cpu(ops=20000, workers=(1, 4, 16, 64)):
                     n = (ops // w) * w
                     log(f"cpu {rnd} w{w} pgbench {strategy} {cpu:.2f}s {n} ops {cpu / n * 1e6:.1f} us/op")
                 else:
-                    out = os.path.join(OUT, "cpu-run")
+                    out = os.path.join(WORK, "cpu-run")
                     cpu, _ = timed(cl_args(strategy, w, ops, out, held))
                     n = report(out)["ops_total"]
                     mode = "held" if held else "pool"
