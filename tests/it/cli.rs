@@ -93,7 +93,7 @@ async fn a_run_writes_reports_and_leaves_nothing_behind() {
     assert!(json["git_commit"].as_str().unwrap().len() >= 7);
     assert!(json["servers"][0]["version"].as_str().unwrap().starts_with(|c: char| c.is_ascii_digit()));
     let strategies = json["strategies"].as_array().unwrap();
-    assert_eq!(strategies.len(), 3);
+    assert_eq!(strategies.len(), 4);
     for s in strategies {
         for key in ["strategy", "backend", "throughput_ops_per_s", "namespace"] {
             assert!(!s[key].is_null(), "{key} missing in {s}");

@@ -7,6 +7,10 @@ mod util;
 /// Each strategy run sequentially: return values and rows/counters after every op.
 mod sequential;
 
+/// writable-cte's single statements, its snapshot mutant under a forced interleaving,
+/// and the connection a closed-loop worker holds.
+mod single;
+
 /// The duplicate mark_read race at small size, judged on the rows in the database.
 mod race;
 

@@ -69,7 +69,20 @@ async fn auto_falls_back_to_sqlite_when_no_postgres_answers() {
     assert_eq!(backends, vec!["sqlite", "redis", "rabbitmq"], "no PostgreSQL was used");
     assert!(lines.iter().any(|l| l.contains("running on embedded SQLite")), "{lines:?}");
     assert!(report.strategies.iter().all(|s| s.backend.starts_with("sqlite") && s.isolation == "serializable"));
-    assert_eq!(report.strategies.len(), counterlab::BUILTINS.len(), "SQL, Redis and broker strategies ran on SQLite");
+    // Every built-in ran but the PostgreSQL-only ones, which are listed as skipped.
+    let only_pg: Vec<&str> = counterlab::BUILTINS
+        .iter()
+        .filter(|b| b.unsupported_on(counterlab_strategies::Dialect::Sqlite).is_some())
+        .map(|b| b.info.name)
+        .collect();
+    assert_eq!(only_pg, ["writable-cte", "writable-cte-snapshot"]);
+    assert_eq!(
+        report.strategies.len() + only_pg.len(),
+        counterlab::BUILTINS.len(),
+        "SQL, Redis and broker strategies ran on SQLite"
+    );
+    let refused = report.skipped.iter().filter(|k| k.reason.contains("needs PostgreSQL"));
+    assert_eq!(refused.map(|k| k.strategy.as_str()).collect::<Vec<_>>(), only_pg, "{:?}", report.skipped);
     assert!(report.all_guarantees_held);
     // The temporary directory it chose is gone after the run.
     assert!(!Path::new(&report.servers[0].url).exists());

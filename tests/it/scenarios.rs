@@ -68,7 +68,7 @@ fn the_base_case_is_valid() {
     let plan = parse("ok.toml", GOOD, "ok", &Overrides::default(), &util::known(), 9).unwrap();
     assert_eq!(plan.seed, 9);
     assert_eq!(plan.strategies, util::known());
-    assert_eq!(plan.workload.connections, 2);
+    assert_eq!(plan.workload.connections, 3);
 }
 
 #[test]

@@ -20,5 +20,5 @@ pub use history::{
 pub use model::{ErrorClass, Guarantee, NotificationId, OpError, OpKind, Outcome, ReadFrom, UserId};
 pub use names::Named;
 pub use seed::SeedSpec;
-pub use strategy::{CrashPoints, Fault, Strategy, StrategyInfo};
+pub use strategy::{CrashPoints, Fault, Strategy, StrategyInfo, WorkerLoop};
 pub use verdict::{ErrorFigures, FailPart, Findings, Judgement, Verdict as VerdictLabel, VerdictRules, judge};

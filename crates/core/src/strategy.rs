@@ -2,6 +2,8 @@
 
 use async_trait::async_trait;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use crate::model::{ErrorClass, Guarantee, NotificationId, OpError, OpKind, Outcome, UserId};
@@ -156,6 +158,9 @@ pub struct StrategyInfo {
     pub summary: &'static str,
 }
 
+/// A closed-loop worker's op loop, handed to `Strategy::worker_scope`.
+pub type WorkerLoop<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
 /// One way to keep a per-user unread counter next to the notification rows.
 ///
 /// Every method is one application-level operation as a request handler would run it;
@@ -186,6 +191,15 @@ pub trait Strategy: Send + Sync {
     async fn seed(&self, spec: SeedSpec) -> Result<(), OpError> {
         let _ = spec;
         Ok(())
+    }
+
+    /// Runs one closed-loop worker's whole op loop (`run`; one of `workers` at once). A
+    /// strategy may keep per-worker state around it: the SQL designs give the worker a
+    /// connection of its own for the run, as pgbench gives each client, so no op pays the
+    /// pool's release ping. By default it just runs the loop.
+    async fn worker_scope<'a>(&'a self, workers: u32, run: WorkerLoop<'a>) {
+        let _ = workers;
+        run.await
     }
 
     /// Starts the strategy's background tasks (flusher, reconciler) before the load.

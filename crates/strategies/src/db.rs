@@ -3,7 +3,10 @@
 //! Every argument is an `i64` (user ids, notification ids, counts), bound, never spliced.
 
 use counterlab_core::{ErrorClass, OpError, Outcome};
-use sqlx::{Database, MySql, MySqlPool, PgPool, Postgres, Sqlite, SqlitePool, Transaction};
+use sqlx::{Database, MySql, MySqlPool, PgPool, Postgres, Sqlite, SqlitePool};
+use sqlx_core::transaction::TransactionManager as _;
+
+use crate::held::{self, Conn, Lease, Take};
 
 counterlab_core::named_enum! {
     /// The SQL dialects, by the names scenarios and reports use.
@@ -42,11 +45,13 @@ pub enum Db {
     Lite(SqlitePool),
 }
 
-/// An open transaction on one pooled connection.
-pub enum Tx {
-    Pg(Transaction<'static, Postgres>),
-    My(Transaction<'static, MySql>),
-    Lite(Transaction<'static, Sqlite>),
+/// An open transaction on one connection (the worker's own, or the pool's), begun and
+/// ended through sqlx's `TransactionManager` as `sqlx::Transaction` does, so that the
+/// connection can go back to the worker's slot after the commit. Dropped open, it queues
+/// a ROLLBACK (sent with whatever the connection does next) and goes to the pool.
+pub struct Tx {
+    lease: Lease,
+    open: bool,
 }
 
 /// How a transaction starts. `Locking` matters only on SQLite, which has no row locks:
@@ -110,6 +115,30 @@ macro_rules! each {
     };
 }
 
+/// `each!` over a lease's connection: `$c` is `&mut PoolConnection<_>`.
+macro_rules! each_conn {
+    ($conn:expr, $c:ident => $body:expr) => {
+        match $conn {
+            Conn::Pg($c) => $body.map_err(|e| classify(Dialect::Postgres, e)),
+            Conn::My($c) => $body.map_err(|e| classify(Dialect::Mysql, e)),
+            Conn::Lite($c) => $body.map_err(|e| classify(Dialect::Sqlite, e)),
+        }
+    };
+}
+
+/// The driver's transaction manager, as `sqlx::Transaction` drives it.
+async fn tm_begin<DB: Database>(c: &mut DB::Connection, sql: Option<sqlx::SqlStr>) -> Result<(), sqlx::Error> {
+    DB::TransactionManager::begin(c, sql).await
+}
+
+async fn tm_commit<DB: Database>(c: &mut DB::Connection) -> Result<(), sqlx::Error> {
+    DB::TransactionManager::commit(c).await
+}
+
+fn tm_start_rollback<DB: Database>(c: &mut DB::Connection) {
+    DB::TransactionManager::start_rollback(c)
+}
+
 impl Db {
     pub fn dialect(&self) -> Dialect {
         match self {
@@ -136,22 +165,70 @@ impl Db {
         }
     }
 
-    pub async fn begin(&self, how: Begin) -> Result<Tx, OpError> {
+    /// This pool's identity: the address of its options, inside the pool's shared state.
+    fn key(&self) -> usize {
         match self {
-            Db::Pg(p) => p.begin().await.map(Tx::Pg).map_err(|e| classify(Dialect::Postgres, e)),
-            Db::My(p) => p.begin().await.map(Tx::My).map_err(|e| classify(Dialect::Mysql, e)),
-            Db::Lite(p) => match how {
-                Begin::Plain => p.begin().await,
-                Begin::Locking => p.begin_with("BEGIN IMMEDIATE").await,
-            }
-            .map(Tx::Lite)
-            .map_err(|e| classify(Dialect::Sqlite, e)),
+            Db::Pg(p) => p.options() as *const _ as usize,
+            Db::My(p) => p.options() as *const _ as usize,
+            Db::Lite(p) => p.options() as *const _ as usize,
         }
     }
 
-    /// One statement outside a transaction (autocommit), returning an optional integer.
+    /// The most connections the pool opens.
+    pub fn max_connections(&self) -> u32 {
+        match self {
+            Db::Pg(p) => p.options().get_max_connections(),
+            Db::My(p) => p.options().get_max_connections(),
+            Db::Lite(p) => p.options().get_max_connections(),
+        }
+    }
+
+    async fn acquire(&self) -> Result<Conn, OpError> {
+        match self {
+            Db::Pg(p) => p.acquire().await.map(Conn::Pg).map_err(|e| classify(Dialect::Postgres, e)),
+            Db::My(p) => p.acquire().await.map(Conn::My).map_err(|e| classify(Dialect::Mysql, e)),
+            Db::Lite(p) => p.acquire().await.map(Conn::Lite).map_err(|e| classify(Dialect::Sqlite, e)),
+        }
+    }
+
+    /// A connection for one op: inside a worker's scope (`held::hold`) the worker's own,
+    /// else the pool's.
+    async fn lease(&self) -> Result<Lease, OpError> {
+        let key = self.key();
+        match held::take(key) {
+            Take::Held(c) => Ok(Lease::held(key, c)),
+            Take::Claim => {
+                let mut lease = Lease::claim(key);
+                lease.fill(self.acquire().await?);
+                Ok(lease)
+            }
+            Take::Pool => Ok(Lease::pooled(self.acquire().await?)),
+        }
+    }
+
+    pub async fn begin(&self, how: Begin) -> Result<Tx, OpError> {
+        // Open from the start, as in `sqlx::Transaction::begin`: a BEGIN cut off still
+        // gets its rollback queued.
+        let mut tx = Tx { lease: self.lease().await?, open: true };
+        match tx.lease.conn() {
+            Conn::Pg(c) => tm_begin::<Postgres>(&mut **c, None).await.map_err(|e| classify(Dialect::Postgres, e))?,
+            Conn::My(c) => tm_begin::<MySql>(&mut **c, None).await.map_err(|e| classify(Dialect::Mysql, e))?,
+            Conn::Lite(c) => {
+                let sql = (how == Begin::Locking).then(|| sqlx::SqlStr::from_static("BEGIN IMMEDIATE"));
+                tm_begin::<Sqlite>(&mut **c, sql).await.map_err(|e| classify(Dialect::Sqlite, e))?
+            }
+        }
+        Ok(tx)
+    }
+
+    /// One statement outside a transaction (autocommit), returning an optional integer:
+    /// a single-statement op (no BEGIN, no COMMIT) or a read.
     pub async fn opt_i64(&self, sql: &'static str, args: &[i64]) -> Result<Option<i64>, OpError> {
-        each!(self, p => bind_scalar(sqlx::query_scalar(sql), args).fetch_optional(p).await)
+        let mut lease = self.lease().await?;
+        let r =
+            each_conn!(lease.conn(), c => bind_scalar(sqlx::query_scalar(sql), args).fetch_optional(&mut **c).await);
+        lease.clean = r.is_ok();
+        r
     }
 
     /// All rows of a query as tuples (or any `FromRow` type), outside a transaction.
@@ -194,23 +271,23 @@ impl Db {
 impl Tx {
     /// Executes a statement; returns rows affected as the driver reports them.
     pub async fn exec(&mut self, sql: &'static str, args: &[i64]) -> Result<u64, OpError> {
-        each!(self, t => bind_all(sqlx::query(sql), args).execute(&mut **t).await.map(|r| r.rows_affected()))
+        each_conn!(self.lease.conn(), t => bind_all(sqlx::query(sql), args).execute(&mut **t).await.map(|r| r.rows_affected()))
     }
 
     /// Runs an INSERT and returns the new row's id (RETURNING on PostgreSQL and SQLite,
     /// last_insert_id on MySQL, which has no INSERT ... RETURNING).
     pub async fn insert_id(&mut self, sql: &'static str, args: &[i64]) -> Result<i64, OpError> {
-        match self {
-            Tx::Pg(t) => bind_scalar(sqlx::query_scalar(sql), args)
+        match self.lease.conn() {
+            Conn::Pg(t) => bind_scalar(sqlx::query_scalar(sql), args)
                 .fetch_one(&mut **t)
                 .await
                 .map_err(|e| classify(Dialect::Postgres, e)),
-            Tx::My(t) => bind_all(sqlx::query(sql), args)
+            Conn::My(t) => bind_all(sqlx::query(sql), args)
                 .execute(&mut **t)
                 .await
                 .map(|r| r.last_insert_id() as i64)
                 .map_err(|e| classify(Dialect::Mysql, e)),
-            Tx::Lite(t) => bind_scalar(sqlx::query_scalar(sql), args)
+            Conn::Lite(t) => bind_scalar(sqlx::query_scalar(sql), args)
                 .fetch_one(&mut **t)
                 .await
                 .map_err(|e| classify(Dialect::Sqlite, e)),
@@ -220,18 +297,18 @@ impl Tx {
     /// Executes a statement; returns (rows affected, the last inserted id where the
     /// driver reports one: MySQL and SQLite; 0 on PostgreSQL, which uses RETURNING).
     pub async fn exec_full(&mut self, sql: &'static str, args: &[i64]) -> Result<(u64, i64), OpError> {
-        match self {
-            Tx::Pg(t) => bind_all(sqlx::query(sql), args)
+        match self.lease.conn() {
+            Conn::Pg(t) => bind_all(sqlx::query(sql), args)
                 .execute(&mut **t)
                 .await
                 .map(|r| (r.rows_affected(), 0))
                 .map_err(|e| classify(Dialect::Postgres, e)),
-            Tx::My(t) => bind_all(sqlx::query(sql), args)
+            Conn::My(t) => bind_all(sqlx::query(sql), args)
                 .execute(&mut **t)
                 .await
                 .map(|r| (r.rows_affected(), r.last_insert_id() as i64))
                 .map_err(|e| classify(Dialect::Mysql, e)),
-            Tx::Lite(t) => bind_all(sqlx::query(sql), args)
+            Conn::Lite(t) => bind_all(sqlx::query(sql), args)
                 .execute(&mut **t)
                 .await
                 .map(|r| (r.rows_affected(), r.last_insert_rowid()))
@@ -270,8 +347,8 @@ impl Tx {
                 v
             }};
         }
-        Ok(match self {
-            Tx::Pg(t) => {
+        Ok(match self.lease.conn() {
+            Conn::Pg(t) => {
                 let row = bind_all(sqlx::query(sql), args)
                     .fetch_optional(&mut **t)
                     .await
@@ -281,7 +358,7 @@ impl Tx {
                     None => None,
                 }
             }
-            Tx::My(t) => {
+            Conn::My(t) => {
                 let row = bind_all(sqlx::query(sql), args)
                     .fetch_optional(&mut **t)
                     .await
@@ -291,7 +368,7 @@ impl Tx {
                     None => None,
                 }
             }
-            Tx::Lite(t) => {
+            Conn::Lite(t) => {
                 let row = bind_all(sqlx::query(sql), args)
                     .fetch_optional(&mut **t)
                     .await
@@ -305,15 +382,34 @@ impl Tx {
     }
 
     pub async fn opt_bool(&mut self, sql: &'static str, args: &[i64]) -> Result<Option<bool>, OpError> {
-        each!(self, t => bind_scalar(sqlx::query_scalar(sql), args).fetch_optional(&mut **t).await)
+        each_conn!(self.lease.conn(), t => bind_scalar(sqlx::query_scalar(sql), args).fetch_optional(&mut **t).await)
     }
 
     pub async fn all_i64(&mut self, sql: &'static str, args: &[i64]) -> Result<Vec<i64>, OpError> {
-        each!(self, t => bind_scalar(sqlx::query_scalar(sql), args).fetch_all(&mut **t).await)
+        each_conn!(self.lease.conn(), t => bind_scalar(sqlx::query_scalar(sql), args).fetch_all(&mut **t).await)
     }
 
-    pub async fn commit(self) -> Result<(), OpError> {
-        each!(self, t => t.commit().await)
+    pub async fn commit(mut self) -> Result<(), OpError> {
+        match self.lease.conn() {
+            Conn::Pg(c) => tm_commit::<Postgres>(&mut **c).await.map_err(|e| classify(Dialect::Postgres, e))?,
+            Conn::My(c) => tm_commit::<MySql>(&mut **c).await.map_err(|e| classify(Dialect::Mysql, e))?,
+            Conn::Lite(c) => tm_commit::<Sqlite>(&mut **c).await.map_err(|e| classify(Dialect::Sqlite, e))?,
+        }
+        self.open = false;
+        self.lease.clean = true;
+        Ok(())
+    }
+}
+
+impl Drop for Tx {
+    fn drop(&mut self) {
+        if self.open {
+            match self.lease.conn() {
+                Conn::Pg(c) => tm_start_rollback::<Postgres>(&mut **c),
+                Conn::My(c) => tm_start_rollback::<MySql>(&mut **c),
+                Conn::Lite(c) => tm_start_rollback::<Sqlite>(&mut **c),
+            }
+        }
     }
 }
 

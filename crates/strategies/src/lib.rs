@@ -6,6 +6,7 @@ mod backend;
 mod custom;
 mod db;
 mod error;
+mod held;
 mod leftover;
 mod mq;
 mod pause;
@@ -13,6 +14,7 @@ mod redis;
 mod registry;
 mod replica;
 mod sandbox;
+mod single;
 mod sqlfile;
 mod strategies;
 
@@ -28,6 +30,7 @@ pub use custom::{
 };
 pub use db::{Begin, Db, Dialect, Isolation, classify};
 pub use error::{BackendError, Cause, redact_url};
+pub use held::hold as hold_connection;
 pub use leftover::{Leftover, Marker, REDIS_MARKER_TTL_S, is_namespace_name};
 pub use mq::{
     AmqpServer, DEFAULT_AMQP_URL, MqConfig, MqDesign, MqSpace, MqStrategy, QUEUE_EXPIRES_MS, classify_amqp, queue_name,
@@ -39,7 +42,7 @@ pub use redis::{
 };
 pub use sandbox::{Identity, mysql_user, stable_hash};
 
-pub use registry::{BUILTINS, Build, Builtin, Registry};
+pub use registry::{BUILTINS, Build, Builtin, Registry, UNSUPPORTED};
 pub use replica::{CATCH_UP_BOUND, CatchUp, RedisLayout, ReplicaReader, ReplicaReads, sql_replica_supported};
 
 /// The built-in row named `name`.

@@ -68,6 +68,9 @@ impl Strategy for Pausable {
     async fn seed(&self, spec: counterlab_core::SeedSpec) -> Result<(), OpError> {
         self.inner.seed(spec).await
     }
+    async fn worker_scope<'a>(&'a self, workers: u32, run: counterlab_core::WorkerLoop<'a>) {
+        self.inner.worker_scope(workers, run).await
+    }
     async fn start(&self) {
         self.inner.start().await
     }

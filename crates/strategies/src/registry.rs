@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use counterlab_core::{Guarantee, Strategy, StrategyInfo};
 
-use crate::db::Db;
+use crate::db::{Db, Dialect};
 use crate::mq::{MqConfig, MqDesign, MqSpace, MqStrategy};
 use crate::redis::{CacheAside, RedisConfig, RedisDesign, RedisSpace, RedisStrategy, ZsetReplicaReads};
+use crate::single::{NO_WRITABLE_CTE, SingleStatement};
 use crate::strategies::{Design, SqlStrategy};
 
 /// How a built-in strategy is made, and so what it runs on.
@@ -52,6 +53,11 @@ impl Builtin {
             Build::Mq(_) => &["RabbitMQ", "consumer", "eventual reads"],
         };
         parts.iter().map(|p| p.to_string()).collect()
+    }
+
+    /// Why this built-in cannot run on `dialect` (its row in `UNSUPPORTED`), if it cannot.
+    pub fn unsupported_on(&self, dialect: Dialect) -> Option<&'static str> {
+        UNSUPPORTED.iter().find(|(n, ds, _)| *n == self.info.name && ds.contains(&dialect)).map(|(_, _, why)| *why)
     }
 
     /// `SQL`, `SQL + Redis` or `SQL + RabbitMQ`, for listings.
@@ -109,6 +115,18 @@ pub const BUILTINS: &[Builtin] = &[
         Guarantee::None,
         "mutant: UPDATE ... WHERE id = ? without AND NOT is_read, trusting rows_affected, which counts an already-read row (MySQL reports matched rows): double decrements",
         Build::Sql(|i, db| sql(i, db, Design::ConditionalUpdateUnguarded)),
+    ),
+    row(
+        "writable-cte",
+        Guarantee::Exact,
+        "one statement per op: WITH r AS (UPDATE ... AND NOT is_read RETURNING 1) UPDATE the counter by what r returned, in autocommit (no BEGIN/COMMIT, one round trip); PostgreSQL only",
+        Build::Sql(|i, db| Arc::new(SingleStatement::new(i, db, false))),
+    ),
+    row(
+        "writable-cte-snapshot",
+        Guarantee::None,
+        "mutant: writable-cte whose counter guard and reply ask the table (EXISTS ... AND NOT is_read) instead of the UPDATE's RETURNING: the statement's snapshot predates a concurrent mark_read's commit, so both claim the row and both decrement",
+        Build::Sql(|i, db| Arc::new(SingleStatement::new(i, db, true))),
     ),
     row(
         "zset-buffer",
@@ -227,6 +245,13 @@ pub const MOVING_PARTS: &[(&str, &[&str])] = &[
     ("cache-aside-delete-first", &["Redis cache", "eventual reads (read lag)"]),
     ("zset-replica-reads", &["Redis", "Redis replica", "reconciler", "eventual reads (replica)"]),
     ("zset-replica-reads-no-reconcile", &["Redis", "Redis replica", "eventual reads (replica)"]),
+];
+
+/// Built-ins that cannot run on some SQL dialects, and why: the runner lists their cells
+/// there as skipped with this reason instead of building them.
+pub const UNSUPPORTED: &[(&str, &[Dialect], &str)] = &[
+    ("writable-cte", &[Dialect::Mysql, Dialect::Sqlite], NO_WRITABLE_CTE),
+    ("writable-cte-snapshot", &[Dialect::Mysql, Dialect::Sqlite], NO_WRITABLE_CTE),
 ];
 
 /// The strategies a run can build: the built-ins, plus any a test registers.

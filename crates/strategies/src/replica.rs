@@ -285,6 +285,9 @@ impl Strategy for ReplicaReads {
     fn info(&self) -> StrategyInfo {
         self.inner.info()
     }
+    async fn worker_scope<'a>(&'a self, workers: u32, run: counterlab_core::WorkerLoop<'a>) {
+        self.inner.worker_scope(workers, run).await
+    }
     async fn create(&self, user: UserId) -> Result<NotificationId, OpError> {
         self.inner.create(user).await
     }

@@ -15,6 +15,14 @@ pub fn common(dialect: Dialect) -> &'static str {
     }
 }
 
+/// The single-statement designs' statements: PostgreSQL only (writable CTEs).
+pub fn single(dialect: Dialect) -> Option<&'static str> {
+    match dialect {
+        Dialect::Postgres => Some(include_str!("../sql/postgres/single.sql")),
+        Dialect::Mysql | Dialect::Sqlite => None,
+    }
+}
+
 pub fn schema(dialect: Dialect) -> &'static str {
     match dialect {
         Dialect::Postgres => include_str!("../sql/postgres/schema.sql"),

@@ -4,10 +4,18 @@
 use async_trait::async_trait;
 use counterlab_core::{
     CrashPoints, ErrorClass, Fault, NotificationId, OpError, OpKind, Outcome, Strategy, StrategyInfo, UserId,
+    WorkerLoop,
 };
 
 use crate::db::{Begin, Db, Tx};
 use crate::sqlfile::{common, statement};
+
+/// Runs a closed-loop worker's loop holding a connection of its own (`held`) when the
+/// pool has room for one per worker and one to spare (the sampler's probes, a
+/// `mark_read_dup` group's other calls); else every op borrows from the pool, as before.
+pub(crate) async fn hold_if_room(db: &Db, workers: u32, run: WorkerLoop<'_>) {
+    if db.max_connections() > workers { crate::held::hold(run).await } else { run.await }
+}
 
 /// Every statement a strategy may use, looked up once in its dialect's file.
 #[derive(Clone, Copy, Debug)]
@@ -174,6 +182,10 @@ impl Strategy for SqlStrategy {
         let crashes = self.crashes.figure().map(|n| ("crashes_after_commit", n));
         let errors = self.errors.figure().map(|n| ("errors_before_commit", n));
         crashes.into_iter().chain(errors).collect()
+    }
+
+    async fn worker_scope<'a>(&'a self, workers: u32, run: WorkerLoop<'a>) {
+        hold_if_room(&self.db, workers, run).await
     }
 
     async fn net_drift(&self) -> Option<i64> {

@@ -43,9 +43,10 @@ pub(crate) fn workload(
     let (skew, zipf_exponent) = skew(src, w)?;
     let mix = mix(src, w)?;
     // One connection per worker, K per worker when duplicate mark_reads are in the mix,
-    // so that the K calls really run at the same time.
+    // so that the K calls really run at the same time; and one spare, so that SQL
+    // workers can each hold theirs for the run while the sampler's probes still get one.
     let per_worker = if mix.weight(OpKind::MarkReadDup) > 0 { dup_k } else { 1 };
-    let default_connections = (max_in_flight * per_worker).min(MAX_CONNECTIONS);
+    let default_connections = (max_in_flight * per_worker + 1).min(MAX_CONNECTIONS);
     Ok(WorkloadPlan {
         n_workers: workers,
         duration_s: load.duration_s,

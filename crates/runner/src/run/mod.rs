@@ -299,6 +299,12 @@ fn cells_of<'a>(
         skip(sql.into(), &levels, &format!("{} has no {sql} statements", spec.name));
         return Ok(None);
     }
+    if let Some(why) =
+        custom.is_none().then(|| opts.registry.find(name)).flatten().and_then(|r| r.unsupported_on(server.dialect()))
+    {
+        skip(sql.into(), &levels, why);
+        return Ok(None);
+    }
     if server.dialect() != Dialect::Sqlite {
         return Ok(Some((info, (redis, amqp), levels)));
     }

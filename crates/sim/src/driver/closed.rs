@@ -31,7 +31,7 @@ pub(super) async fn run(
                 Stop::Duration(_) => None,
             };
             let ops = OpGen::new(cfg.seed, worker_stream(idx, i), cfg.mix, users.clone());
-            tokio::spawn(worker(ctx.clone(), i as u32, ops, budget, deadline))
+            tokio::spawn(worker(ctx.clone(), i as u32, ops, budget, deadline, workers))
         })
         .collect();
     let ws = join_workers(handles).await;
@@ -39,8 +39,15 @@ pub(super) async fn run(
     (ws, issued)
 }
 
-async fn worker(ctx: Arc<Ctx>, id: u32, mut ops: OpGen, budget: Option<u64>, deadline: Option<Instant>) -> Worker {
+async fn worker(ctx: Arc<Ctx>, id: u32, ops: OpGen, budget: Option<u64>, deadline: Option<Instant>, n: u32) -> Worker {
     let mut w = Worker::new(ctx.max_us, id);
+    // The strategy wraps the loop (a SQL design holds one connection for it).
+    let strategy = ctx.strategy.clone();
+    strategy.worker_scope(n, Box::pin(op_loop(&ctx, &mut w, ops, budget, deadline))).await;
+    w
+}
+
+async fn op_loop(ctx: &Ctx, w: &mut Worker, mut ops: OpGen, budget: Option<u64>, deadline: Option<Instant>) {
     loop {
         if budget.is_some_and(|b| w.issued_or_skipped >= b)
             || deadline.is_some_and(|d| Instant::now() >= d)
@@ -49,7 +56,6 @@ async fn worker(ctx: Arc<Ctx>, id: u32, mut ops: OpGen, budget: Option<u64>, dea
             break;
         }
         let op = ops.next_op();
-        ctx.run_op(&mut w, op, Instant::now()).await;
+        ctx.run_op(w, op, Instant::now()).await;
     }
-    w
 }

@@ -1,0 +1,136 @@
+//! The single-statement design (writable-cte) and its mutant: every changing op is one
+//! statement that changes the rows and moves the counter by what changed, sent in
+//! autocommit (no BEGIN, no COMMIT): one round trip per op. PostgreSQL only; the runner
+//! lists it as unsupported on the other dialects (`registry::UNSUPPORTED`).
+
+use async_trait::async_trait;
+use counterlab_core::{
+    CrashPoints, ErrorClass, Fault, NotificationId, OpError, OpKind, Outcome, Strategy, StrategyInfo, UserId,
+    WorkerLoop,
+};
+
+use crate::db::Db;
+use crate::sqlfile::{common, single, statement};
+use crate::strategies::hold_if_room;
+
+/// Why the design does not run on MySQL/MariaDB and SQLite.
+pub const NO_WRITABLE_CTE: &str = "no data-modifying CTEs (WITH ... UPDATE ... RETURNING) on this dialect: the single-statement design needs PostgreSQL";
+
+#[derive(Clone, Copy, Debug)]
+struct Stmts {
+    create: &'static str,
+    mark_read: &'static str,
+    delete: &'static str,
+    mark_all_read: &'static str,
+}
+
+pub struct SingleStatement {
+    info: StrategyInfo,
+    db: Db,
+    /// None on a dialect without writable CTEs: every op is refused.
+    s: Option<Stmts>,
+    read: &'static str,
+    net_drift: &'static str,
+    crashes: CrashPoints,
+    errors: CrashPoints,
+}
+
+impl SingleStatement {
+    /// `snapshot_mutant`: mark_read's counter guard reads the table (the statement's
+    /// snapshot) instead of what the UPDATE returned.
+    pub fn new(info: StrategyInfo, db: Db, snapshot_mutant: bool) -> SingleStatement {
+        let s = single(db.dialect()).map(|f| Stmts {
+            create: statement(f, "cte_create"),
+            mark_read: statement(f, if snapshot_mutant { "cte_mark_read_snapshot" } else { "cte_mark_read" }),
+            delete: statement(f, "cte_delete"),
+            mark_all_read: statement(f, "cte_mark_all_read"),
+        });
+        let c = common(db.dialect());
+        SingleStatement {
+            info,
+            s,
+            read: statement(c, "counter_read"),
+            net_drift: statement(c, "net_drift"),
+            db,
+            crashes: CrashPoints::default(),
+            errors: CrashPoints::default(),
+        }
+    }
+
+    /// Runs `op`'s one statement through its fault points. The statement is its own
+    /// transaction, so "about to commit" is before it is sent: an armed error fails the
+    /// op with nothing applied. After it, an armed crash loses the reply (unknown).
+    async fn one(&self, op: OpKind, pick: fn(&Stmts) -> &'static str, args: &[i64]) -> Result<i64, OpError> {
+        let s = self.s.as_ref().ok_or_else(|| {
+            OpError::new(ErrorClass::Other, Outcome::Fail, format!("{}: {NO_WRITABLE_CTE}", self.db.dialect().name()))
+        })?;
+        if self.errors.fire(op) {
+            return Err(OpError::new(ErrorClass::Other, Outcome::Fail, "error before the commit (injected)"));
+        }
+        let n = self.db.opt_i64(pick(s), args).await?.unwrap_or(0);
+        if self.crashes.fire(op) {
+            return Err(OpError::new(ErrorClass::Connection, Outcome::Unknown, "crashed after the commit (injected)"));
+        }
+        Ok(n)
+    }
+}
+
+#[async_trait]
+impl Strategy for SingleStatement {
+    fn info(&self) -> StrategyInfo {
+        self.info
+    }
+
+    async fn worker_scope<'a>(&'a self, workers: u32, run: WorkerLoop<'a>) {
+        hold_if_room(&self.db, workers, run).await
+    }
+
+    async fn inject(&self, fault: Fault) -> Result<String, OpError> {
+        let which = |op: Option<OpKind>| op.map_or("op".to_string(), |k| k.name().to_string());
+        match fault {
+            Fault::CrashAfterCommit { op } => {
+                self.crashes.arm(op);
+                Ok(format!("the next {} to commit (whatever it changed) loses its reply", which(op)))
+            }
+            Fault::ErrorBeforeCommit { op } => {
+                self.errors.arm(op);
+                Ok(format!("the next {} about to commit fails before its statement is sent", which(op)))
+            }
+            _ => Err(OpError::new(
+                ErrorClass::Other,
+                Outcome::Fail,
+                format!("{} does not support {}", self.info.name, fault.name()),
+            )),
+        }
+    }
+
+    fn figures(&self) -> Vec<(&'static str, f64)> {
+        let crashes = self.crashes.figure().map(|n| ("crashes_after_commit", n));
+        let errors = self.errors.figure().map(|n| ("errors_before_commit", n));
+        crashes.into_iter().chain(errors).collect()
+    }
+
+    async fn net_drift(&self) -> Option<i64> {
+        self.db.opt_i64(self.net_drift, &[]).await.ok().flatten()
+    }
+
+    async fn create(&self, user: UserId) -> Result<NotificationId, OpError> {
+        self.one(OpKind::Create, |s| s.create, &[user]).await
+    }
+
+    async fn mark_read(&self, user: UserId, id: NotificationId) -> Result<bool, OpError> {
+        Ok(self.one(OpKind::MarkRead, |s| s.mark_read, &[id, user]).await? == 1)
+    }
+
+    async fn delete(&self, user: UserId, id: NotificationId) -> Result<bool, OpError> {
+        Ok(self.one(OpKind::Delete, |s| s.delete, &[id, user]).await? == 1)
+    }
+
+    async fn mark_all_read(&self, user: UserId) -> Result<u64, OpError> {
+        Ok(self.one(OpKind::MarkAllRead, |s| s.mark_all_read, &[user]).await? as u64)
+    }
+
+    async fn read_count(&self, user: UserId) -> Result<i64, OpError> {
+        Ok(self.db.opt_i64(self.read, &[user]).await?.unwrap_or(0))
+    }
+}
