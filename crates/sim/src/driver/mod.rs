@@ -8,6 +8,7 @@
 mod closed;
 mod op;
 mod open;
+mod timer;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
