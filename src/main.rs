@@ -188,6 +188,7 @@ impl ServerArgs {
             sqlite_dir: r.sqlite.map(|c| c.0),
             keep,
             history_dir,
+            history_limit: counterlab::run::HISTORY_LIMIT,
             connect_timeout: Duration::from_secs(5),
             cancel: Arc::new(AtomicBool::new(false)),
             progress: None,
@@ -588,13 +589,18 @@ fn ending(report: &counterlab_report::Report, strict: bool) -> Ending {
         let then = if strict { "--strict: exit 1" } else { "pass --strict to fail on it" };
         say!("{no_evidence} strategy run(s) had too few operations to judge (NO EVIDENCE; {then})");
     }
+    let limited = report.strategies.iter().filter(|s| !s.check.limits.is_empty()).count();
+    if limited > 0 {
+        let then = if strict { "--strict: exit 1" } else { "pass --strict to fail on it" };
+        say!("{limited} strategy run(s) not checked in full (see the verdict's brackets; {then})");
+    }
     let failed = report.strategies.iter().any(|s| s.check.verdict_kind().is_fail());
     let incomplete = report.strategies.iter().filter(|s| s.check.verdict_kind().is_incomplete()).count();
     if incomplete > 0 {
         say!("{incomplete} strategy run(s) INCOMPLETE: their check could not complete (exit 3 unless one FAILed)");
     }
     let limits_broken = report.thresholds_breached > 0 || report.expectations_unmet > 0;
-    let held = report.all_guarantees_held && !limits_broken && !(strict && no_evidence > 0);
+    let held = report.all_guarantees_held && !limits_broken && !(strict && no_evidence + limited > 0);
     match (held, failed || limits_broken, incomplete > 0) {
         (true, _, _) => Ending::Held,
         (false, false, true) => Ending::Incomplete,
