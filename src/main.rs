@@ -382,7 +382,13 @@ struct RunArgs {
     /// beside the report; format in docs/history.md).
     #[arg(long)]
     history: bool,
-    /// Also fail (exit 1) when a strategy run had too few operations to judge (NO EVIDENCE).
+    /// Calls recorded per strategy run (past 1M they spill to temporary files, 54 bytes
+    /// each); beyond it reads are not checked and the verdict's label says so.
+    #[arg(long, value_name = "CALLS", default_value_t = counterlab::run::HISTORY_LIMIT,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    history_limit: u64,
+    /// Also fail (exit 1) when a strategy run had too few operations to judge (NO EVIDENCE)
+    /// or was not checked in full (a capped history: the label's brackets).
     #[arg(long)]
     strict: bool,
 }
@@ -473,6 +479,7 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         }
     };
     let (mut opts, sources) = args.servers.options(args.keep, history_dir);
+    opts.history_limit = args.history_limit;
     watch_ctrl_c(opts.cancel.clone(), "this run's namespaces (schemas cl_*)");
     let mut served = args.metrics_addr.as_deref().map(metrics::serve).transpose().map_err(Failure::Input)?;
     // A live line on a terminal, plain lines in CI logs and pipes, nothing with --quiet.

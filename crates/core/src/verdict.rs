@@ -50,7 +50,7 @@ pub struct Findings<'a> {
     /// The lag a cache's reads were allowed, in milliseconds (None: reads see the counter).
     pub read_lag_ms: Option<f64>,
     /// What the check did not cover, each in a few words ("history capped at 4000000
-    /// calls: 12 not recorded, reads not checked"): shown in brackets after the label.
+    /// calls (12 not recorded): reads not checked"): shown in brackets after the label.
     pub limits: Vec<String>,
 }
 
@@ -123,7 +123,7 @@ pub struct Judgement {
     pub verdict: Verdict,
     /// `verdict.label()`, as every output prints it.
     /// `verdict.label()`, then what the check did not cover in brackets, if anything:
-    /// `pass [history capped at 4000000 calls: 12 not recorded, reads not checked]`.
+    /// `pass [history capped at 4000000 calls (12 not recorded): reads not checked]`.
     pub label: String,
     pub held: bool,
     pub evidence: bool,
@@ -193,10 +193,9 @@ fn judge_all(f: &Findings<'_>, rules: VerdictRules) -> Judgement {
         _ => {
             let lag =
                 f.read_lag_ms.map(|ms| format!(" (a cached read may lag {ms:.0} ms by design)")).unwrap_or_default();
-            (
-                Verdict::Pass,
-                format!("all {} counters {} and every read within its bounds{lag}", c.users_checked, exact(f)),
-            )
+            // Reads not checked (`limits`) are not claimed.
+            let reads = if f.limits.is_empty() { " and every read within its bounds" } else { "" };
+            (Verdict::Pass, format!("all {} counters {}{reads}{lag}", c.users_checked, exact(f)))
         }
     };
     Judgement::new(verdict, true, evidence, format!("{}: {sentence}", f.strategy))
@@ -295,12 +294,13 @@ mod tests {
     fn a_check_not_in_full_says_so_in_the_label_and_the_label_reads_back() {
         let ok = check_counters(&rows(false), Guarantee::Exact);
         let mut f = findings(Guarantee::Exact, &ok, &[]);
-        f.limits = vec!["history capped at 10 calls: 3 not recorded, reads not checked".into()];
+        f.limits = vec!["history capped at 10 calls (3 not recorded): reads not checked".into()];
         let j = judge(&f, VerdictRules::default());
-        assert_eq!(j.label, "pass [history capped at 10 calls: 3 not recorded, reads not checked]");
+        assert_eq!(j.label, "pass [history capped at 10 calls (3 not recorded): reads not checked]");
         assert!(
-            j.sentence.ends_with("not checked in full: history capped at 10 calls: 3 not recorded, reads not checked")
+            j.sentence.ends_with("not checked in full: history capped at 10 calls (3 not recorded): reads not checked")
         );
+        assert!(!j.sentence.contains("every read"), "reads not checked are not claimed: {}", j.sentence);
         assert_eq!((Verdict::parse(&j.label), j.limits.len()), (Some(Verdict::Pass), 1));
         let bad = check_counters(&rows(true), Guarantee::Exact);
         let mut f = findings(Guarantee::Exact, &bad, &[]);

@@ -595,9 +595,7 @@ fn verdict(
 fn history_limits(recorded: u64, dropped: u64) -> Vec<String> {
     match dropped {
         0 => Vec::new(),
-        n => vec![format!(
-            "history capped at {recorded} calls: {n} not recorded, reads not checked, drift explained from part of it"
-        )],
+        n => vec![format!("history capped at {recorded} calls ({n} not recorded): reads not checked")],
     }
 }
 
