@@ -1,12 +1,17 @@
 //! Criterion benches of the client-side hot paths that sit between two database calls:
-//! drawing the next op, picking a live id, and checking a large population.
+//! drawing the next op, picking a live id, checking a large population, and checking a
+//! history's reads in memory against the same history spilled to part files.
 
 use std::hint::black_box;
 use std::sync::Arc;
+use std::time::Duration;
 
-use counterlab_core::{CheckInput, Guarantee, check_counters};
-use counterlab_sim::{IdPool, Mix, OpGen, Skew, UserPicker};
-use criterion::{Criterion, criterion_group, criterion_main};
+use counterlab_core::{
+    CheckInput, Event, Guarantee, OpKind, Outcome, ReadSource, check_counters, check_reads_from, check_reads_parts,
+    sort_history,
+};
+use counterlab_sim::{IdPool, Mix, OpGen, Rng, Skew, UserPicker};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 fn workload(c: &mut Criterion) {
     let mix = Mix { weights: [20, 35, 10, 10, 5, 20] };
@@ -36,5 +41,53 @@ fn checker(c: &mut Criterion) {
     c.bench_function("check_counters/1M-users", |b| b.iter(|| black_box(check_counters(&rows, Guarantee::Exact))));
 }
 
-criterion_group!(benches, workload, checker);
+/// `calls` calls over `users` users: random kinds, overlapping times, mostly ok.
+fn history_of(calls: u64, users: u64) -> Vec<Event> {
+    let mut r = Rng::derive(5, 0);
+    let mut events: Vec<Event> = (0..calls)
+        .map(|i| {
+            let op = OpKind::ALL[r.below(OpKind::ALL.len() as u64) as usize];
+            let invoke_us = i * 2 + r.below(40);
+            Event {
+                worker: r.below(16) as u32,
+                op,
+                user: r.below(users) as i64 + 1,
+                id: i as i64,
+                invoke_us,
+                complete_us: invoke_us + r.below(200),
+                outcome: if r.below(50) == 0 { Outcome::Unknown } else { Outcome::Ok },
+                observed: r.below(if op == OpKind::ReadCount { 30 } else { 2 }) as i64,
+                attempts: 1,
+                unknown_attempts: 0,
+            }
+        })
+        .collect();
+    sort_history(&mut events);
+    events
+}
+
+/// The read check over 1M calls: in memory, and spilled to part files (read back,
+/// sorted and checked part by part, as a run past `SPILL_AFTER` calls does).
+fn history(c: &mut Criterion) {
+    let events = history_of(1_000_000, 100_000);
+    let mut spilled = counterlab_runner::spill::spill(events.iter().copied(), None).expect("spill");
+    let mut g = c.benchmark_group("history");
+    g.throughput(Throughput::Elements(events.len() as u64)).sample_size(10);
+    g.bench_function("check_reads/1M-calls/memory", |b| {
+        b.iter(|| black_box(check_reads_from(&events, &|_| 15, ReadSource::Counter).reads_checked))
+    });
+    g.bench_function("check_reads/1M-calls/spilled", |b| {
+        b.iter(|| {
+            black_box(check_reads_parts(&mut spilled, &|_| 15, ReadSource::Counter).expect("parts").reads_checked)
+        })
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    // Short: `cargo bench` stays minutes (benches/README.md).
+    config = Criterion::default().warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+    targets = workload, checker, history
+}
 criterion_main!(benches);

@@ -1,18 +1,20 @@
-//! The open-loop driver's own cost: a strategy that does nothing (each op only yields
-//! once to the runtime) driven at fixed rates, so what is measured is the pacer, the
-//! hand-off to workers and the recording. Prints, per rate, the schedule lag (intended to
-//! actual start), achieved/target, and the process CPU time per second of load, scaled
-//! to 10k ops/s (from /proc/self/stat, Linux only).
+//! The driver's own cost: a strategy that does nothing (each op only yields once to the
+//! runtime), so what is measured is the pacer, the hand-off to workers and the
+//! recording. As `cargo bench` runs it, criterion benches: wall time per op in closed
+//! loop (1 worker, history off and on), and process CPU time per op in open loop at
+//! 10k ops/s (from /proc/self/stat, Linux only; 10 ms ticks over a second of load).
+//! With numbers, fixed-rate runs that print, per rate, the schedule lag (intended to
+//! actual start; criterion holds no percentile of it), achieved/target, and the CPU
+//! time per second of load, scaled to 10k ops/s (`benches/open-loop/measure.sh`):
 //!
 //!     cargo bench --bench open_loop_driver -- SECONDS RATE...
-//!
-//! Run without arguments (as `cargo bench` does) it does a short smoke run.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use counterlab_core::Strategy;
 use counterlab_sim::{DriverConfig, IdPool, LoadModel, Mix, Monitor, NullStrategy, Stage, Stop, run_load};
+use criterion::{Criterion, Throughput};
 
 /// utime + stime of this process, in seconds (clock ticks at the usual 100 Hz).
 fn cpu_seconds() -> f64 {
@@ -29,7 +31,12 @@ fn main() {
         std::env::args().skip(1).filter(|a| !a.starts_with("--")).filter_map(|a| a.parse().ok()).collect();
     let (seconds, rates) = match args.split_first() {
         Some((s, r)) if !r.is_empty() => (*s, r.to_vec()),
-        _ => (1.0, vec![1000.0]),
+        _ => {
+            let mut c = Criterion::default().configure_from_args();
+            criterion_bench(&mut c);
+            c.final_summary();
+            return;
+        }
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     println!(
@@ -37,13 +44,7 @@ fn main() {
     );
     for rate in rates {
         rt.block_on(async {
-            let stages = vec![Stage {
-                name: "load".into(),
-                stop: Stop::Duration(Duration::from_secs_f64(seconds)),
-                model: LoadModel::Open { rate_from: rate, rate_to: rate, poisson: false, max_in_flight: 16 },
-                measured: true,
-            }];
-            let cfg = DriverConfig::plain(1, stages, Mix { weights: [1, 2, 0, 0, 0, 1] });
+            let cfg = DriverConfig::plain(1, open_stage(rate, seconds), Mix { weights: [1, 2, 0, 0, 0, 1] });
             let strategy: Arc<dyn Strategy> = Arc::new(NullStrategy::default());
             let pool = Arc::new(IdPool::seeded(10_000, 10, 0));
             let (cpu0, t0) = (cpu_seconds(), Instant::now());
@@ -63,4 +64,51 @@ fn main() {
             );
         });
     }
+}
+
+/// An open-loop stage at `rate` ops/s for `seconds`.
+fn open_stage(rate: f64, seconds: f64) -> Vec<Stage> {
+    vec![Stage {
+        name: "load".into(),
+        stop: Stop::Duration(Duration::from_secs_f64(seconds)),
+        model: LoadModel::Open { rate_from: rate, rate_to: rate, poisson: false, max_in_flight: 16 },
+        measured: true,
+    }]
+}
+
+fn criterion_bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let mix = Mix { weights: [1, 2, 0, 0, 0, 1] };
+    let mut g = c.benchmark_group("driver");
+    g.throughput(Throughput::Elements(1))
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    for (name, limit) in [("history-off", 0), ("history-on", u64::MAX)] {
+        g.bench_function(format!("closed/null/1-worker/{name}"), |b| {
+            b.iter_custom(|iters| {
+                let cfg = DriverConfig {
+                    history_limit: limit,
+                    ..DriverConfig::plain(1, DriverConfig::closed_stage(1, Stop::Ops(iters)), mix)
+                };
+                let strategy: Arc<dyn Strategy> = Arc::new(NullStrategy::default());
+                let pool = Arc::new(IdPool::seeded(10_000, 10, 0));
+                let t0 = Instant::now();
+                rt.block_on(run_load(strategy, pool, &cfg, Monitor::new()));
+                t0.elapsed()
+            })
+        });
+    }
+    // CPU time, not wall time: at a fixed rate the wall time is the schedule's.
+    g.bench_function("open/null/10k-per-s/cpu", |b| {
+        b.iter_custom(|iters| {
+            let cfg = DriverConfig::plain(1, open_stage(10_000.0, iters as f64 / 10_000.0), mix);
+            let strategy: Arc<dyn Strategy> = Arc::new(NullStrategy::default());
+            let pool = Arc::new(IdPool::seeded(10_000, 10, 0));
+            let cpu0 = cpu_seconds();
+            rt.block_on(run_load(strategy, pool, &cfg, Monitor::new()));
+            Duration::from_secs_f64(cpu_seconds() - cpu0)
+        })
+    });
+    g.finish();
 }

@@ -200,6 +200,7 @@ impl ServerArgs {
             sqlite_dir: r.sqlite.map(|c| c.0),
             keep,
             history_dir,
+            history_limit: counterlab::run::HISTORY_LIMIT,
             connect_timeout: Duration::from_secs(5),
             cancel: Arc::new(AtomicBool::new(false)),
             progress: None,
@@ -393,7 +394,13 @@ struct RunArgs {
     /// beside the report; format in docs/history.md).
     #[arg(long)]
     history: bool,
-    /// Also fail (exit 1) when a strategy run had too few operations to judge (NO EVIDENCE).
+    /// Calls recorded per strategy run (past 1M they spill to temporary files, 54 bytes
+    /// each); beyond it reads are not checked and the verdict's label says so.
+    #[arg(long, value_name = "CALLS", default_value_t = counterlab::run::HISTORY_LIMIT,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    history_limit: u64,
+    /// Also fail (exit 1) when a strategy run had too few operations to judge (NO EVIDENCE)
+    /// or was not checked in full (a capped history: the label's brackets).
     #[arg(long)]
     strict: bool,
 }
@@ -484,6 +491,7 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         }
     };
     let (mut opts, sources) = args.servers.options(args.keep, history_dir);
+    opts.history_limit = args.history_limit;
     watch_ctrl_c(opts.cancel.clone(), "this run's namespaces (schemas cl_*)");
     let mut served = args.metrics_addr.as_deref().map(metrics::serve).transpose().map_err(Failure::Input)?;
     // A live line on a terminal, plain lines in CI logs and pipes, nothing with --quiet.
@@ -600,13 +608,18 @@ fn ending(report: &counterlab_report::Report, strict: bool) -> Ending {
         let then = if strict { "--strict: exit 1" } else { "pass --strict to fail on it" };
         say!("{no_evidence} strategy run(s) had too few operations to judge (NO EVIDENCE; {then})");
     }
+    let limited = report.strategies.iter().filter(|s| !s.check.limits.is_empty()).count();
+    if limited > 0 {
+        let then = if strict { "--strict: exit 1" } else { "pass --strict to fail on it" };
+        say!("{limited} strategy run(s) not checked in full (see the verdict's brackets; {then})");
+    }
     let failed = report.strategies.iter().any(|s| s.check.verdict_kind().is_fail());
     let incomplete = report.strategies.iter().filter(|s| s.check.verdict_kind().is_incomplete()).count();
     if incomplete > 0 {
         say!("{incomplete} strategy run(s) INCOMPLETE: their check could not complete (exit 3 unless one FAILed)");
     }
     let limits_broken = report.thresholds_breached > 0 || report.expectations_unmet > 0;
-    let held = report.all_guarantees_held && !limits_broken && !(strict && no_evidence > 0);
+    let held = report.all_guarantees_held && !limits_broken && !(strict && no_evidence + limited > 0);
     match (held, failed || limits_broken, incomplete > 0) {
         (true, _, _) => Ending::Held,
         (false, false, true) => Ending::Incomplete,

@@ -76,6 +76,7 @@ pub fn options(keep: bool, sqlite: Option<PathBuf>) -> RunOptions {
         sqlite_dir: sqlite,
         keep,
         history_dir: None,
+        history_limit: counterlab::run::HISTORY_LIMIT,
         connect_timeout: Duration::from_secs(5),
         cancel: Default::default(),
         progress: None,

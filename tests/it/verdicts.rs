@@ -1,6 +1,7 @@
 //! One verdict everywhere: the label in report.json, report.md, report.html and the
 //! terminal, and the exit code, for a run whose reads are wrong (counters right), one
-//! whose operations all fail, and one with no evidence (a delete-only mix on an empty seed).
+//! whose operations all fail, one with no evidence (a delete-only mix on an empty seed),
+//! and one whose history was capped (a qualified label, never a silent pass).
 
 use std::path::Path;
 use std::process::Command;
@@ -123,4 +124,30 @@ fn per_backend_expectations_are_judged_in_every_output_and_the_exit_code() {
     );
     assert!(md.contains("expected **NOT MET**") && md.contains("expected met"), "{md}");
     assert!(html.contains("<h2>Expectations</h2>") && html.contains("NOT MET"), "html");
+}
+
+#[test]
+fn a_capped_history_qualifies_the_label_everywhere_and_fails_under_strict() {
+    crate::require!(Postgres);
+    let mix = "mark_read = 50\nread_count = 50";
+    for (strict, exit) in [(false, 0), (true, 1)] {
+        let dir = scenario("capped", DATA, mix, |b| b);
+        let extra: &[&str] = if strict { &["--history-limit", "100", "--strict"] } else { &["--history-limit", "100"] };
+        let r = run(dir, extra);
+        let (check, history) = (&r.2["strategies"][0]["check"], &r.2["strategies"][0]["history"]);
+        let dropped = history["dropped"].as_u64().unwrap();
+        assert!(dropped > 0 && history["events"] == 100, "{history}");
+        let limit = format!("history capped at 100 calls ({dropped} not recorded): reads not checked");
+        assert_everywhere(&format!("pass [{limit}]"), &r, exit);
+        assert_eq!(check["limits"], serde_json::json!([limit]));
+        assert_eq!((check["matches_guarantee"].as_bool(), history["reads_checked"].as_u64()), (Some(true), Some(0)));
+        assert!(r.1.contains("1 strategy run(s) not checked in full"), "{}", r.1);
+        assert!(r.1.contains("twin kept exact counts (reads not checked: history capped)"), "decision view: {}", r.1);
+        assert!(!check["summary"].as_str().unwrap().contains("every read"), "{check}");
+    }
+    // Uncapped, the same run checks every read and its label has no brackets.
+    let r = run(scenario("uncapped", DATA, mix, |b| b), &[]);
+    assert_everywhere("pass", &r, 0);
+    assert_eq!(r.2["strategies"][0]["check"].get("limits"), None);
+    assert!(r.2["strategies"][0]["history"]["reads_checked"].as_u64() > Some(50));
 }

@@ -14,8 +14,9 @@ mod verdict;
 pub use anomaly::AnomalyKind;
 pub use check::{CheckFold, CheckInput, CheckResult, Checked, UserDrift, Verdict, check_counters};
 pub use history::{
-    Anomaly, Context, Event, MAX_WITNESSES, ReadCheck, ReadSource, ReadViolation, STALENESS_BUCKETS_US, SettledRead,
-    Staleness, Witness, check_reads, check_reads_from, check_reads_lagging, classify,
+    Anomaly, Context, Event, HistoryParts, MAX_WITNESSES, OnePart, ReadCheck, ReadSource, ReadViolation,
+    STALENESS_BUCKETS_US, SettledRead, Staleness, Witness, check_reads, check_reads_from, check_reads_lagging,
+    check_reads_parts, classify, classify_parts, sort_history,
 };
 pub use model::{ErrorClass, Guarantee, NotificationId, OpError, OpKind, Outcome, ReadFrom, UserId};
 pub use names::Named;

@@ -49,6 +49,9 @@ pub struct Findings<'a> {
     pub serialises_writers: Option<&'a str>,
     /// The lag a cache's reads were allowed, in milliseconds (None: reads see the counter).
     pub read_lag_ms: Option<f64>,
+    /// What the check did not cover, each in a few words ("history capped at 4000000
+    /// calls (12 not recorded): reads not checked"): shown in brackets after the label.
+    pub limits: Vec<String>,
 }
 
 crate::named_enum! {
@@ -88,8 +91,10 @@ impl Verdict {
         }
     }
 
-    /// A label as `label()` writes it; None for text no verdict prints.
+    /// A label as `label()` writes it, or as a `Judgement` qualified it (`pass [history
+    /// capped ...]`); None for text no verdict prints.
     pub fn parse(label: &str) -> Option<Verdict> {
+        let label = label.strip_suffix(']').and_then(|l| l.rsplit_once(" [")).map_or(label, |(base, _)| base);
         if let Some(parts) = label.strip_prefix("FAIL: ") {
             let parts: Option<Vec<FailPart>> = parts.split(", ").map(FailPart::from_name).collect();
             return parts.map(Verdict::Fail);
@@ -117,21 +122,41 @@ impl Verdict {
 pub struct Judgement {
     pub verdict: Verdict,
     /// `verdict.label()`, as every output prints it.
+    /// `verdict.label()`, then what the check did not cover in brackets, if anything:
+    /// `pass [history capped at 4000000 calls (12 not recorded): reads not checked]`.
     pub label: String,
     pub held: bool,
     pub evidence: bool,
     pub sentence: String,
+    /// `Findings::limits`: never silent, in the label, the sentence and the JSON.
+    pub limits: Vec<String>,
 }
 
 impl Judgement {
     pub fn new(verdict: Verdict, held: bool, evidence: bool, sentence: String) -> Judgement {
-        Judgement { label: verdict.label(), verdict, held, evidence, sentence }
+        Judgement { label: verdict.label(), verdict, held, evidence, sentence, limits: Vec::new() }
+    }
+
+    /// The judgement with what the check did not cover said in its label and sentence.
+    fn limited(mut self, limits: &[String]) -> Judgement {
+        if !limits.is_empty() {
+            let all = limits.join("; ");
+            self.label = format!("{} [{all}]", self.label);
+            self.sentence = format!("{}; not checked in full: {all}", self.sentence);
+            self.limits = limits.to_vec();
+        }
+        self
     }
 }
 
 /// Judges one strategy run: first what failed (each part with its reason), then whether
-/// there was evidence, then how the counters came out.
+/// there was evidence, then how the counters came out; what the check did not cover
+/// (`Findings::limits`) qualifies the label whatever the verdict.
 pub fn judge(f: &Findings<'_>, rules: VerdictRules) -> Judgement {
+    judge_all(f, rules).limited(&f.limits)
+}
+
+fn judge_all(f: &Findings<'_>, rules: VerdictRules) -> Judgement {
     let failed = failures(f, rules);
     let missing: Vec<String> = f
         .executed
@@ -168,10 +193,9 @@ pub fn judge(f: &Findings<'_>, rules: VerdictRules) -> Judgement {
         _ => {
             let lag =
                 f.read_lag_ms.map(|ms| format!(" (a cached read may lag {ms:.0} ms by design)")).unwrap_or_default();
-            (
-                Verdict::Pass,
-                format!("all {} counters {} and every read within its bounds{lag}", c.users_checked, exact(f)),
-            )
+            // Reads not checked (`limits`) are not claimed.
+            let reads = if f.limits.is_empty() { " and every read within its bounds" } else { "" };
+            (Verdict::Pass, format!("all {} counters {}{reads}{lag}", c.users_checked, exact(f)))
         }
     };
     Judgement::new(verdict, true, evidence, format!("{}: {sentence}", f.strategy))
@@ -233,6 +257,7 @@ mod tests {
             executed: vec![(OpKind::MarkRead, 500), (OpKind::ReadCount, 500)],
             serialises_writers: None,
             read_lag_ms: None,
+            limits: Vec::new(),
         }
     }
 
@@ -263,6 +288,28 @@ mod tests {
         assert_eq!(j(&f).label, "pass", "errors are not judged under faults");
         f.permission_denied = 1;
         assert_eq!(j(&f).label, "FAIL: denied");
+    }
+
+    #[test]
+    fn a_check_not_in_full_says_so_in_the_label_and_the_label_reads_back() {
+        let ok = check_counters(&rows(false), Guarantee::Exact);
+        let mut f = findings(Guarantee::Exact, &ok, &[]);
+        f.limits = vec!["history capped at 10 calls (3 not recorded): reads not checked".into()];
+        let j = judge(&f, VerdictRules::default());
+        assert_eq!(j.label, "pass [history capped at 10 calls (3 not recorded): reads not checked]");
+        assert!(
+            j.sentence.ends_with("not checked in full: history capped at 10 calls (3 not recorded): reads not checked")
+        );
+        assert!(!j.sentence.contains("every read"), "reads not checked are not claimed: {}", j.sentence);
+        assert_eq!((Verdict::parse(&j.label), j.limits.len()), (Some(Verdict::Pass), 1));
+        let bad = check_counters(&rows(true), Guarantee::Exact);
+        let mut f = findings(Guarantee::Exact, &bad, &[]);
+        f.limits = vec!["x".into()];
+        let j = judge(&f, VerdictRules::default());
+        assert_eq!(
+            (j.label.as_str(), Verdict::parse(&j.label)),
+            ("FAIL: counters [x]", Some(Verdict::Fail(vec![FailPart::Counters])))
+        );
     }
 
     #[test]

@@ -607,6 +607,10 @@ pub struct CheckReport {
     pub evidence: bool,
     /// The verdict in words, one sentence.
     pub summary: String,
+    /// What the check did not cover (the history capped, reads not checked): also in
+    /// brackets after the verdict's label. `--strict` fails a run with any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<String>,
 }
 
 impl CheckReport {
@@ -919,6 +923,7 @@ impl StrategyReport {
                 matches_guarantee: run.judgement.held,
                 evidence: run.judgement.evidence,
                 summary: run.judgement.sentence.clone(),
+                limits: run.judgement.limits.clone(),
             },
         }
     }

@@ -7,4 +7,5 @@ pub mod clean;
 pub mod clock;
 pub mod containers;
 pub mod run;
+pub mod spill;
 pub mod zoo;

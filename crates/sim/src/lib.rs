@@ -10,7 +10,10 @@ mod pool;
 mod rng;
 mod workload;
 
-pub use driver::{DriverConfig, LATE_AFTER, LoadModel, LoadResult, RetryPolicy, Stage, StageResult, Stop, run_load};
+pub use driver::{
+    DriverConfig, HISTORY_CHUNK, HistorySink, LATE_AFTER, LoadModel, LoadResult, RetryPolicy, Stage, StageResult, Stop,
+    run_load,
+};
 pub use metrics::{OpStats, Tries, new_latency_histogram};
 pub use monitor::{Monitor, SETTLE, Sample, Sampler, SamplerConfig, Series, WARMUP};
 pub use null::NullStrategy;

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::evidence::zeroing_race;
+use super::parts::{HistoryParts, OnePart, completed_upto};
 use super::{Event, ReadCheck};
 use crate::anomaly::AnomalyKind;
 use crate::check::CheckInput;
@@ -88,23 +89,28 @@ impl Acc {
     }
 
     /// Every kind found, in the enum's order (the map is keyed by the enum: nothing can be
-    /// dropped), with its earliest witnesses and the calls it took to see the first.
-    fn finish(self, events: &[Event]) -> Vec<Anomaly> {
-        let mut done: Vec<u64> = events.iter().map(|e| e.complete_us).collect();
-        done.sort_unstable();
-        let total = events.len() as u64;
-        self.found
+    /// dropped), with its earliest witnesses and the calls it took to see the first
+    /// (counted over every part of the history in one pass).
+    fn finish(self, parts: &mut dyn HistoryParts) -> Result<Vec<Anomaly>, String> {
+        let mut found: Vec<(AnomalyKind, u64, Vec<Witness>)> = self
+            .found
             .into_iter()
             .map(|(kind, (count, mut ws))| {
                 ws.sort_by_key(|w| (w.at_us(), w.user));
-                let ops_to_detect = match ws.first().map(|w| w.at_us()) {
-                    Some(t) if t != u64::MAX => done.partition_point(|c| *c <= t) as u64,
-                    _ => total,
-                };
                 ws.truncate(MAX_WITNESSES);
-                Anomaly { kind, name: kind.name(), count, witnesses: ws, ops_to_detect }
+                (kind, count, ws)
             })
-            .collect()
+            .collect();
+        let firsts: Vec<u64> = found.iter().map(|(_, _, ws)| ws.first().map_or(u64::MAX, |w| w.at_us())).collect();
+        let (done, total) = completed_upto(parts, &firsts)?;
+        Ok(found
+            .drain(..)
+            .zip(firsts.iter().zip(done))
+            .map(|((kind, count, witnesses), (t, done))| {
+                let ops_to_detect = if *t == u64::MAX { total } else { done };
+                Anomaly { kind, name: kind.name(), count, witnesses, ops_to_detect }
+            })
+            .collect())
     }
 }
 
@@ -128,23 +134,47 @@ pub fn classify(
     settled: &[SettledRead],
     cx: Context,
 ) -> Vec<Anomaly> {
+    classify_parts(&mut OnePart(events), rows, reads, settled, cx).expect("a history in memory loads")
+}
+
+/// `classify` over a history in parts (`HistoryParts`): each part loaded alone, twice
+/// (the users it holds explained, then the calls counted up to each first witness).
+/// Gives what `classify` gives on the whole history: every cause is found within one
+/// user's calls, and what is shared (the flusher's budgets, spent in user order; whether
+/// the run showed a stale mark_all_read) is settled after every part was read.
+pub fn classify_parts(
+    parts: &mut dyn HistoryParts,
+    rows: &[CheckInput],
+    reads: Option<&ReadCheck>,
+    settled: &[SettledRead],
+    cx: Context,
+) -> Result<Vec<Anomaly>, String> {
     let mut acc = Acc { found: BTreeMap::new() };
     let mismatched: BTreeMap<UserId, &CheckInput> =
         rows.iter().filter(|r| r.counter.unwrap_or(0) != r.truth).map(|r| (r.user, r)).collect();
     negative_counters(&mut acc, rows);
-    super::drift::explain_mismatches(&mut acc, events, &mismatched, cx);
     // Eventual strategies may show stale values while the load runs; the others may not.
     // Replica reads are judged whatever the guarantee: their staleness has its own bound.
-    if let Some(rc) = reads
-        && (cx.guarantee != Guarantee::Eventual || matches!(rc.source, super::ReadSource::Replica { .. }))
-    {
+    let reads = reads
+        .filter(|rc| cx.guarantee != Guarantee::Eventual || matches!(rc.source, super::ReadSource::Replica { .. }));
+    let mut prelims = Vec::with_capacity(mismatched.len());
+    for i in 0..parts.parts() {
+        let owned: BTreeMap<UserId, &CheckInput> =
+            mismatched.iter().filter(|(u, _)| parts.part_of(**u) == i).map(|(u, r)| (*u, *r)).collect();
+        let evs = parts.load(i)?;
+        prelims.extend(super::drift::prelims(&evs, &owned, cx));
+        if let Some(rc) = reads {
+            races_seen_by_reads(&mut acc, &evs, rc, mismatched.keys().copied().collect());
+        }
+    }
+    super::drift::explain_mismatches(&mut acc, prelims, cx);
+    if let Some(rc) = reads {
         reads_out_of_bounds(&mut acc, rc);
-        races_seen_by_reads(&mut acc, events, rc, mismatched.keys().copied().collect());
     }
     if cx.guarantee != Guarantee::None {
         stale_after_settle(&mut acc, settled);
     }
-    acc.finish(events)
+    acc.finish(parts)
 }
 
 fn negative_counters(acc: &mut Acc, rows: &[CheckInput]) {

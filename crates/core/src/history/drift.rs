@@ -27,36 +27,64 @@ impl Cause {
     }
 }
 
-/// One witness per user whose final counter differs from the truth (`mismatched`).
+/// What one drifted user's own calls say, before the budgets shared by every user are
+/// spent: the causes found ahead of the budgets in `explain`'s order, the first one
+/// after them, and (when that is the zeroing race) the stale-count cause instead.
+pub(super) struct Prelim {
+    user: UserId,
+    row: CheckInput,
+    drift: i64,
+    ahead: Option<Cause>,
+    after: Cause,
+    stale_alt: Option<Cause>,
+}
+
+/// The `Prelim` of each user in `mismatched` (its counter differs from the truth) from
+/// `events`, which must hold every call of those users (others may be there too).
+pub(super) fn prelims(events: &[Event], mismatched: &BTreeMap<UserId, &CheckInput>, cx: Context) -> Vec<Prelim> {
+    let mut by_user: BTreeMap<UserId, Vec<&Event>> = BTreeMap::new();
+    for e in events.iter().filter(|e| mismatched.contains_key(&e.user)) {
+        by_user.entry(e.user).or_default().push(e);
+    }
+    let mut out = Vec::with_capacity(mismatched.len());
+    for (user, row) in mismatched {
+        let evs = by_user.get(user).map(Vec::as_slice).unwrap_or_default();
+        let drift = row.counter.unwrap_or(0) - row.truth;
+        let ahead = double_claim(evs, drift)
+            .or_else(|| retried_apply(evs))
+            .or_else(|| lost_on_failover(evs, drift, cx.failover_us));
+        let after = explain_after_budgets(evs, drift, cx);
+        let zeroing = after.kind == AnomalyKind::LostIncrement && after.ops.iter().any(|e| e.op == OpKind::MarkAllRead);
+        let stale_alt = if zeroing { stale_instead_of_zeroing(evs, drift) } else { None };
+        out.push(Prelim { user: *user, row: **row, drift, ahead, after, stale_alt });
+    }
+    out
+}
+
+/// One witness per user whose final counter differs from the truth, from the users'
+/// `Prelim`s (any order; every drifted user's).
 /// The flusher's own counts of lost and doubled claims, and the broker consumer's count
 /// of redelivered messages it applied again, are budgets shared by the users, spent in
 /// user order. A zeroing mark_all_read can only lose increments; one that
 /// subtracts a stale count also leaves counters too high. Once a counter too high at a
 /// mark_all_read's overlap shows the latter in this run, a user whose history shows both
 /// mechanisms (a racing create and an overlapping mark_all_read) is named by it.
-pub(super) fn explain_mismatches(
-    acc: &mut Acc,
-    events: &[Event],
-    mismatched: &BTreeMap<UserId, &CheckInput>,
-    cx: Context,
-) {
-    let mut by_user: BTreeMap<UserId, Vec<&Event>> = BTreeMap::new();
-    for e in events.iter().filter(|e| mismatched.contains_key(&e.user)) {
-        by_user.entry(e.user).or_default().push(e);
-    }
+pub(super) fn explain_mismatches(acc: &mut Acc, mut prelims: Vec<Prelim>, cx: Context) {
+    prelims.sort_by_key(|p| p.user);
     let mut budget =
         Budget { lost_flushes: cx.lost_flushes, double_flushes: cx.double_flushes, double_applies: cx.double_applies };
-    let mut causes = Vec::with_capacity(mismatched.len());
-    for (user, row) in mismatched {
-        let evs = by_user.get(user).map(Vec::as_slice).unwrap_or_default();
-        let drift = row.counter.unwrap_or(0) - row.truth;
-        causes.push((*user, *row, drift, explain(evs, drift, cx, &mut budget)));
+    let mut causes = Vec::with_capacity(prelims.len());
+    for p in prelims {
+        let c = match p.ahead {
+            Some(c) => c,
+            None => flush_claim(&mut budget).or_else(|| redelivered_apply(&mut budget, p.drift)).unwrap_or(p.after),
+        };
+        causes.push((p.user, p.row, p.drift, c, p.stale_alt));
     }
-    let stale_shown = causes.iter().any(|(_, _, d, c)| *d > 0 && c.kind == AnomalyKind::StaleMarkAllRead);
-    for (user, row, drift, mut c) in causes {
+    let stale_shown = causes.iter().any(|(_, _, d, c, _)| *d > 0 && c.kind == AnomalyKind::StaleMarkAllRead);
+    for (user, row, _, mut c, alt) in causes {
         if stale_shown && c.kind == AnomalyKind::LostIncrement && c.ops.iter().any(|e| e.op == OpKind::MarkAllRead) {
-            let evs = by_user.get(&user).map(Vec::as_slice).unwrap_or_default();
-            c = stale_instead_of_zeroing(evs, drift).unwrap_or(c);
+            c = alt.unwrap_or(c);
         }
         let observed = row.counter.unwrap_or(0);
         let w = Witness { user, id: c.id, ops: c.ops, expected: row.truth, observed, note: c.note };
@@ -75,14 +103,10 @@ fn stale_instead_of_zeroing(evs: &[&Event], drift: i64) -> Option<Cause> {
 }
 
 /// The first cause, in `classify`'s order, that `evs` (one user's calls) show for a
-/// counter `drift` away from the truth (positive: too high).
-fn explain(evs: &[&Event], drift: i64, cx: Context, budget: &mut Budget) -> Cause {
-    double_claim(evs, drift)
-        .or_else(|| retried_apply(evs))
-        .or_else(|| lost_on_failover(evs, drift, cx.failover_us))
-        .or_else(|| flush_claim(budget))
-        .or_else(|| redelivered_apply(budget, drift))
-        .or_else(|| create_racing_mark_all_read(evs, drift))
+/// counter `drift` away from the truth (positive: too high), among those tried after
+/// the budgets (`explain_mismatches` tries the ones ahead of them, then the budgets).
+fn explain_after_budgets(evs: &[&Event], drift: i64, cx: Context) -> Cause {
+    create_racing_mark_all_read(evs, drift)
         .or_else(|| half_applied(evs, drift))
         .or_else(|| delete_of_read_row(evs, drift, cx.seed))
         .or_else(|| overlapping_pair(evs, drift))

@@ -5,10 +5,12 @@
 mod classify;
 mod drift;
 mod evidence;
+mod parts;
 
 use std::collections::BTreeMap;
 
-pub use classify::{Anomaly, Context, MAX_WITNESSES, SettledRead, Witness, classify};
+pub use classify::{Anomaly, Context, MAX_WITNESSES, SettledRead, Witness, classify, classify_parts};
+pub use parts::{HistoryParts, OnePart, check_reads_parts, sort_history};
 
 use crate::model::{NotificationId, OpKind, Outcome, UserId};
 
@@ -208,6 +210,22 @@ pub fn check_reads_from(events: &[Event], initial: &dyn Fn(UserId) -> i64, sourc
     all.truncate(MAX_KEPT_VIOLATIONS);
     out.violations = all;
     out
+}
+
+impl ReadCheck {
+    /// Adds the check of another part of the history (other users): the counts add up,
+    /// the violations kept stay the first `MAX_KEPT_VIOLATIONS` by read completion time,
+    /// as one check over the whole history would have kept them.
+    pub fn merge(&mut self, other: ReadCheck) {
+        self.reads_checked += other.reads_checked;
+        self.violations_total += other.violations_total;
+        self.stale_total += other.stale_total;
+        self.stale_over_bound += other.stale_over_bound;
+        self.violations.extend(other.violations);
+        // Stable: one user's violations (all in one part) keep their order.
+        self.violations.sort_by_key(|v| (v.read.complete_us, v.read.user));
+        self.violations.truncate(MAX_KEPT_VIOLATIONS);
+    }
 }
 
 /// How stale a replica's reads were: over every stale read kept (`MAX_KEPT_VIOLATIONS`),

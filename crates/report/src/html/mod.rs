@@ -734,6 +734,7 @@ mod tests {
                 matches_guarantee: !verdict.starts_with("FAIL"),
                 evidence: true,
                 summary: format!("{name}: {verdict}"),
+                limits: Vec::new(),
             },
             load_model: "open loop, 200 -> 400 ops/s".into(),
             read_from: "primary".into(),

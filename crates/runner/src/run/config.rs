@@ -8,9 +8,7 @@ use std::time::Duration;
 use counterlab_plan::{Arrival, RunPlan, SkewKind, StageEnd, StageLoad};
 use counterlab_sim::{DriverConfig, LoadModel, Mix, RetryPolicy, Skew, Stage, Stop};
 
-use super::HISTORY_LIMIT;
-
-pub(super) fn driver_config(plan: &RunPlan, cancel: Arc<AtomicBool>) -> DriverConfig {
+pub(super) fn driver_config(plan: &RunPlan, cancel: Arc<AtomicBool>, history_limit: u64) -> DriverConfig {
     let w = &plan.workload;
     let stages = w
         .stages
@@ -51,7 +49,8 @@ pub(super) fn driver_config(plan: &RunPlan, cancel: Arc<AtomicBool>) -> DriverCo
             on_unknown: plan.retry.on_unknown,
         },
         max_wait: Duration::from_millis(w.max_wait_ms),
-        history_limit: HISTORY_LIMIT,
+        history_limit,
+        history_sink: None,
         segment: counterlab_sim::Segment::WHOLE,
     }
 }

@@ -88,7 +88,19 @@ pub struct DriverConfig {
     pub history_limit: u64,
     /// Whose users this driver draws (`Segment::WHOLE` in one process).
     pub segment: Segment,
+    /// Where recorded calls go as the load runs, in chunks (None: `LoadResult::history`).
+    pub history_sink: Option<Arc<dyn HistorySink>>,
 }
+
+/// Takes the recorded calls off the workers while the load runs (the runner's spill to
+/// disk), so a history need not fit in memory. Chunks come in any order; `accept` is
+/// called from the workers and must not block for long.
+pub trait HistorySink: Send + Sync + std::fmt::Debug {
+    fn accept(&self, calls: Vec<Event>);
+}
+
+/// Calls a worker holds before handing them to the sink.
+pub const HISTORY_CHUNK: usize = 4096;
 
 impl DriverConfig {
     /// `stages` with `mix`, uniform users, K = 1, a 5 s op timeout, no retries, 1 s
@@ -106,6 +118,7 @@ impl DriverConfig {
             max_wait: Duration::from_secs(1),
             history_limit: 0,
             segment: Segment::WHOLE,
+            history_sink: None,
         }
     }
 
@@ -196,7 +209,8 @@ pub struct LoadResult {
     pub error_samples: Vec<String>,
     /// Every stage run, warm-up included, in order.
     pub stages: Vec<StageResult>,
-    /// Every call of every stage (warm-up included), by completion time, up to the limit.
+    /// Every call of every stage (warm-up included), up to the limit, in `sort_history`
+    /// order (by completion time); empty when a `history_sink` took them.
     pub history: Vec<Event>,
     /// Calls left out of `history` because it was full.
     pub history_dropped: u64,
@@ -334,6 +348,11 @@ impl Ctx {
             attempts: c.attempts,
             unknown_attempts: c.unknown_attempts,
         }));
+        if let Some(sink) = &self.cfg.history_sink
+            && w.history.len() >= HISTORY_CHUNK
+        {
+            sink.accept(std::mem::take(&mut w.history));
+        }
     }
 
     /// Runs one op that was meant to start at `intended` and records it.
@@ -478,7 +497,10 @@ pub async fn run_load(
         }
         stages.push(r);
     }
-    history.sort_by_key(|e| (e.complete_us, e.invoke_us, e.worker));
+    match &cfg.history_sink {
+        Some(sink) => sink.accept(std::mem::take(&mut history)),
+        None => counterlab_core::sort_history(&mut history),
+    }
     let history_dropped = ctx.history_dropped.load(Ordering::Relaxed);
     LoadResult { ops, elapsed, error_samples, stages, history, history_dropped }
 }
@@ -571,6 +593,43 @@ mod tests {
                 assert_eq!(unknown, 8, "{:?}", load.history);
             }
         }
+    }
+
+    /// Collects what the workers hand over, chunk by chunk.
+    #[derive(Debug, Default)]
+    struct Collect(std::sync::Mutex<Vec<Vec<Event>>>);
+
+    impl HistorySink for Collect {
+        fn accept(&self, calls: Vec<Event>) {
+            self.0.lock().unwrap().push(calls);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_sink_gets_every_call_in_chunks_while_the_load_runs() {
+        let run = |sink: Option<Arc<Collect>>| async move {
+            let mut cfg = DriverConfig::plain(
+                4,
+                DriverConfig::closed_stage(3, Stop::Ops(20_000)),
+                Mix { weights: [1, 2, 0, 1, 1, 2] },
+            );
+            cfg.history_limit = 19_000;
+            cfg.history_sink = sink.map(|s| s as Arc<dyn HistorySink>);
+            let s: Arc<dyn Strategy> = Arc::new(NullStrategy::default());
+            run_load(s, Arc::new(IdPool::seeded(50, 5, 0)), &cfg, Monitor::new()).await
+        };
+        let sink = Arc::new(Collect::default());
+        let load = run(Some(sink.clone())).await;
+        let chunks = std::mem::take(&mut *sink.0.lock().unwrap());
+        assert!(load.history.is_empty(), "the sink took them");
+        assert!(load.history_dropped > 0, "the limit holds with a sink too");
+        // Handed over while running: full chunks, then what each stage's workers held.
+        assert!(chunks.iter().filter(|c| c.len() >= HISTORY_CHUNK).count() >= 3, "{}", chunks.len());
+        let mut got: Vec<Event> = chunks.concat();
+        assert_eq!((got.len() as u64, got.len() as u64 + load.history_dropped), (19_000, load.total_ops()));
+        counterlab_core::sort_history(&mut got);
+        assert!(got.windows(2).all(|w| w[0].complete_us <= w[1].complete_us));
+        assert!(got.iter().all(|e| e.invoke_us <= e.complete_us && e.attempts == 1));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use counterlab_core::ReadFrom;
 use counterlab_plan::RunPlan;
-use counterlab_report::{Report, write_history_to};
+use counterlab_report::Report;
 use counterlab_sim::{LoadResult, Segment, Series};
 use counterlab_strategies::{BackendError, Dialect, Isolation, Marker, Namespace};
 
@@ -25,6 +25,7 @@ use super::post::{Incomplete, incomplete_report};
 use super::servers::Servers;
 use super::{Rows, RunOptions, Target, config};
 use crate::clock;
+use crate::spill::History;
 
 /// A phase's failure: one line saying what and where.
 #[derive(Debug, thiserror::Error)]
@@ -353,16 +354,15 @@ async fn load_cell(
     let strategy = one::build(cell, ns, &mut made).await?;
     let t0_local_us = agent::local_us(skew);
     let t0 = SystemTime::now();
-    let l = one::drive(cell, ns, strategy, cfg, log).await;
+    let (l, history) = one::drive(cell, ns, strategy, cfg, log).await;
+    let mut history = history.map_err(|e| PhaseError(format!("{}: the history: {e}", cell.label())))?;
     let sub = dir.join(&cell.short);
     std::fs::create_dir_all(&sub).map_err(|e| PhaseError(format!("cannot create {}: {e}", sub.display())))?;
     let write = |name: &str, text: &[u8]| {
         std::fs::write(sub.join(name), text)
             .map_err(|e| PhaseError(format!("cannot write {}: {e}", sub.join(name).display())))
     };
-    let mut history = Vec::new();
-    write_history_to(&l.load.history, &mut history).expect("writing to memory");
-    write("history.jsonl", &history)?;
+    write_history_file(&sub.join("history.jsonl"), &mut history)?;
     write("latency.hlog", agent::hdr_log(&l.load, t0, &cell.label()).as_bytes())?;
     let n_users = cell.t.seed.n_users;
     let workers = cfg.stages.iter().find(|s| s.measured).map_or(0, |s| u64::from(s.model.workers()));
@@ -385,12 +385,21 @@ async fn load_cell(
         throughput_ops_per_s: l.load.throughput_ops_per_s(),
         stages: stages(&l.load),
         error_samples: l.load.error_samples.clone(),
-        history_events: l.load.history.len() as u64,
+        history_events: history.len(),
         history_dropped: l.load.history_dropped,
         settle_s: l.settle_s,
         settle_error: l.settle_error.clone(),
         figures: l.strategy.figures().into_iter().map(|(n, v)| (n.to_string(), v)).collect(),
     })
+}
+
+/// Writes an agent's history (JSON Lines) to `path` without holding it as text.
+fn write_history_file(path: &Path, history: &mut History) -> Result<(), PhaseError> {
+    let fail = |e: String| PhaseError(format!("cannot write {}: {e}", path.display()));
+    let f = std::fs::File::create(path).map_err(|e| fail(e.to_string()))?;
+    let mut w = std::io::BufWriter::new(f);
+    history.write_jsonl(&mut w).map_err(fail)?;
+    std::io::Write::flush(&mut w).map_err(|e| fail(e.to_string()))
 }
 
 fn stages(load: &LoadResult) -> Vec<StagePartial> {
@@ -448,9 +457,11 @@ async fn check_cell(cell: &Cell<'_>, m: merge::MergedCell, log: Log<'_>) -> Resu
     let in_effect = ns.isolation_in_effect().await?;
     let identity = ns.identity().describe();
     let series = Series { samples: Vec::new(), hdr_log: String::new() };
+    let mut load = m.load;
+    let mut history = History::from_events(std::mem::take(&mut load.history)).map_err(PhaseError)?;
     let loaded = Loaded {
         strategy,
-        load: m.load,
+        load,
         faults: Vec::new(),
         settle_s: m.settle_s,
         settle_error: m.settle_error,
@@ -459,7 +470,7 @@ async fn check_cell(cell: &Cell<'_>, m: merge::MergedCell, log: Log<'_>) -> Resu
         figures: Some(m.figures),
     };
     let totals = agent::totals_log(&loaded.load, &cell.label());
-    let found = one::check(cell, &ns, &loaded, log).await;
+    let found = one::check(cell, &ns, &loaded, &mut history, log).await;
     let mut row = match found {
         Ok(found) => {
             let cx = RowContext { identity, in_effect, seed_s: 0.0, history_file: None };
