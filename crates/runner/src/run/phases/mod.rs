@@ -286,7 +286,7 @@ pub async fn load(
     std::fs::create_dir_all(&dir).map_err(|e| PhaseError(format!("cannot create {}: {e}", dir.display())))?;
     let skew = agent::test_skew_us()?;
     let servers = connect(plan, opts, &h.run_id, log).await?;
-    let cfg = config::driver_config(plan, opts.cancel.clone());
+    let cfg = config::driver_config(plan, opts.cancel.clone(), opts.history_limit);
     let cfg = agent::segment_config(cfg, seg, plan.data.seed_spec().n_users)?;
     let mut cells = Vec::new();
     let mut clock_start = None;
@@ -430,7 +430,7 @@ pub async fn check(
     let agents = merge::collect(from, &h.run_id, wait)?;
     log(&format!("{} agent(s) found in {}", agents.len(), from.display()));
     let servers = connect(plan, opts, &h.run_id, log).await?;
-    let cfg = config::driver_config(plan, opts.cancel.clone());
+    let cfg = config::driver_config(plan, opts.cancel.clone(), opts.history_limit);
     let mut rows = Rows::default();
     for (i, hc) in h.cells.iter().enumerate() {
         let pw = handle::password(secret, &hc.namespace);
