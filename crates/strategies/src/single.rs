@@ -11,7 +11,7 @@ use counterlab_core::{
 
 use crate::db::Db;
 use crate::sqlfile::{common, single, statement};
-use crate::strategies::hold_if_room;
+use crate::strategies::{arm_commit_fault, commit_fault_figures, hold_if_room};
 
 /// Why the design does not run on MySQL/MariaDB and SQLite.
 pub const NO_WRITABLE_CTE: &str = "no data-modifying CTEs (WITH ... UPDATE ... RETURNING) on this dialect: the single-statement design needs PostgreSQL";
@@ -86,28 +86,12 @@ impl Strategy for SingleStatement {
     }
 
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
-        let which = |op: Option<OpKind>| op.map_or("op".to_string(), |k| k.name().to_string());
-        match fault {
-            Fault::CrashAfterCommit { op } => {
-                self.crashes.arm(op);
-                Ok(format!("the next {} to commit (whatever it changed) loses its reply", which(op)))
-            }
-            Fault::ErrorBeforeCommit { op } => {
-                self.errors.arm(op);
-                Ok(format!("the next {} about to commit fails before its statement is sent", which(op)))
-            }
-            _ => Err(OpError::new(
-                ErrorClass::Other,
-                Outcome::Fail,
-                format!("{} does not support {}", self.info.name, fault.name()),
-            )),
-        }
+        let on_error = "fails before its statement is sent";
+        arm_commit_fault(self.info.name, [&self.crashes, &self.errors], fault, on_error)
     }
 
     fn figures(&self) -> Vec<(&'static str, f64)> {
-        let crashes = self.crashes.figure().map(|n| ("crashes_after_commit", n));
-        let errors = self.errors.figure().map(|n| ("errors_before_commit", n));
-        crashes.into_iter().chain(errors).collect()
+        commit_fault_figures([&self.crashes, &self.errors])
     }
 
     async fn net_drift(&self) -> Option<i64> {

@@ -160,28 +160,11 @@ impl Strategy for SqlStrategy {
     }
 
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
-        let which = |op: Option<OpKind>| op.map_or("op".to_string(), |k| k.name().to_string());
-        match fault {
-            Fault::CrashAfterCommit { op } => {
-                self.crashes.arm(op);
-                Ok(format!("the next {} to commit (whatever it changed) loses its reply", which(op)))
-            }
-            Fault::ErrorBeforeCommit { op } => {
-                self.errors.arm(op);
-                Ok(format!("the next {} about to commit rolls back and fails", which(op)))
-            }
-            _ => Err(OpError::new(
-                ErrorClass::Other,
-                Outcome::Fail,
-                format!("{} does not support {}", self.info.name, fault.name()),
-            )),
-        }
+        arm_commit_fault(self.info.name, [&self.crashes, &self.errors], fault, "rolls back and fails")
     }
 
     fn figures(&self) -> Vec<(&'static str, f64)> {
-        let crashes = self.crashes.figure().map(|n| ("crashes_after_commit", n));
-        let errors = self.errors.figure().map(|n| ("errors_before_commit", n));
-        crashes.into_iter().chain(errors).collect()
+        commit_fault_figures([&self.crashes, &self.errors])
     }
 
     async fn worker_scope<'a>(&'a self, workers: u32, run: WorkerLoop<'a>) {
@@ -261,4 +244,33 @@ impl Strategy for SqlStrategy {
     async fn read_count(&self, user: UserId) -> Result<i64, OpError> {
         Ok(self.db.opt_i64(self.s.read, &[user]).await?.unwrap_or(0))
     }
+}
+
+/// Arms a commit fault of a SQL design (`points`: where crashes, then errors, fire);
+/// `on_error` says what an error before commit does. Other faults are refused by name.
+pub(crate) fn arm_commit_fault(
+    who: &str,
+    points: [&CrashPoints; 2],
+    fault: Fault,
+    on_error: &str,
+) -> Result<String, OpError> {
+    let which = |op: Option<OpKind>| op.map_or("op".to_string(), |k| k.name().to_string());
+    match fault {
+        Fault::CrashAfterCommit { op } => {
+            points[0].arm(op);
+            Ok(format!("the next {} to commit (whatever it changed) loses its reply", which(op)))
+        }
+        Fault::ErrorBeforeCommit { op } => {
+            points[1].arm(op);
+            Ok(format!("the next {} about to commit {on_error}", which(op)))
+        }
+        _ => Err(OpError::new(ErrorClass::Other, Outcome::Fail, format!("{who} does not support {}", fault.name()))),
+    }
+}
+
+/// The commit faults that fired, as figures (crashes, then errors).
+pub(crate) fn commit_fault_figures(points: [&CrashPoints; 2]) -> Vec<(&'static str, f64)> {
+    let crashes = points[0].figure().map(|n| ("crashes_after_commit", n));
+    let errors = points[1].figure().map(|n| ("errors_before_commit", n));
+    crashes.into_iter().chain(errors).collect()
 }
