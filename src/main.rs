@@ -331,19 +331,49 @@ fn compare_cmd(args: CompareArgs) -> ExitCode {
     if c.regressions.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
+/// The flags that shape a scenario's plan, shared by `run` and `prepare` (where the
+/// workers, ops and rate are totals over every agent).
+#[derive(clap::Args)]
+pub(crate) struct PlanArgs {
+    /// Run only these strategies (repeatable); replaces the scenario's list.
+    #[arg(long = "strategy", value_name = "NAME")]
+    pub(crate) strategies: Vec<String>,
+    /// Run on these backends (repeatable: auto, postgres, mysql, sqlite; prepare: postgres,
+    /// mysql); replaces the scenario's.
+    #[arg(long = "backend", value_name = "NAME")]
+    pub(crate) backends: Vec<String>,
+    /// Run at these isolation levels (repeatable); replaces the scenario's.
+    #[arg(long = "isolation", value_name = "LEVEL")]
+    pub(crate) isolation: Vec<String>,
+    /// Seed for every random choice; replaces the scenario's.
+    #[arg(long)]
+    pub(crate) seed: Option<u64>,
+    /// Number of closed-loop workers; replaces the scenario's.
+    #[arg(long)]
+    pub(crate) workers: Option<u32>,
+    /// Load duration per strategy in seconds; replaces the scenario's duration or op count.
+    #[arg(long = "duration-s", value_name = "S")]
+    pub(crate) duration_s: Option<f64>,
+    /// Total operations per strategy; replaces the scenario's duration or op count.
+    #[arg(long)]
+    pub(crate) ops: Option<u64>,
+    /// Open loop at this many ops/s (with --workers as the most in flight); replaces the
+    /// scenario's load (give --duration-s when the scenario has stages).
+    #[arg(long, value_name = "OPS_PER_S")]
+    pub(crate) rate: Option<f64>,
+    /// Override any scenario field by its dotted path (repeatable), e.g. `--set
+    /// workload.workers=8`, `--set workload.stages.1.rate=500`, `--set name=nightly`; checked
+    /// like the file's own value (errors at `--set:N:COL`).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub(crate) sets: Vec<String>,
+}
+
 #[derive(clap::Args)]
 struct RunArgs {
     /// Scenario TOML file (see scenarios/).
     scenario: PathBuf,
-    /// Run only these strategies (repeatable); replaces the scenario's list.
-    #[arg(long = "strategy", value_name = "NAME")]
-    strategies: Vec<String>,
-    /// Run on these backends (repeatable: auto, postgres, mysql, sqlite); replaces the scenario's.
-    #[arg(long = "backend", value_name = "NAME")]
-    backends: Vec<String>,
-    /// Run at these isolation levels (repeatable); replaces the scenario's.
-    #[arg(long = "isolation", value_name = "LEVEL")]
-    isolation: Vec<String>,
+    #[command(flatten)]
+    plan: PlanArgs,
     #[command(flatten)]
     servers: ServerArgs,
     /// Where the servers come from: local (the configured or local ones), containers
@@ -352,22 +382,6 @@ struct RunArgs {
     /// scenario's `servers`, else auto].
     #[arg(long = "servers", value_name = "MODE")]
     servers_mode: Option<String>,
-    /// Seed for every random choice; replaces the scenario's.
-    #[arg(long)]
-    seed: Option<u64>,
-    /// Number of closed-loop workers; replaces the scenario's.
-    #[arg(long)]
-    workers: Option<u32>,
-    /// Load duration per strategy in seconds; replaces the scenario's duration or op count.
-    #[arg(long = "duration-s", value_name = "S")]
-    duration_s: Option<f64>,
-    /// Total operations per strategy; replaces the scenario's duration or op count.
-    #[arg(long)]
-    ops: Option<u64>,
-    /// Open loop at this many ops/s (with --workers as the most in flight); replaces the
-    /// scenario's load (give --duration-s when the scenario has stages).
-    #[arg(long, value_name = "OPS_PER_S")]
-    rate: Option<f64>,
     /// Run every strategy N times, interleaved (all once, then again: A B C A B C); the
     /// report shows medians and the spread, and `compare` judges against the noise (1..=20);
     /// replaces the scenario's `repeat`.
@@ -379,11 +393,6 @@ struct RunArgs {
     /// Keep each strategy's schema after the run (the report names it).
     #[arg(long)]
     keep: bool,
-    /// Override any scenario field by its dotted path (repeatable), e.g. `--set
-    /// workload.workers=8`, `--set workload.stages.1.rate=500`, `--set name=nightly`; checked
-    /// like the file's own value (errors at `--set:N:COL`).
-    #[arg(long = "set", value_name = "PATH=VALUE")]
-    sets: Vec<String>,
     /// Serve the live metrics as OpenMetrics (Prometheus text format) on HOST:PORT
     /// while the run lasts (GET /metrics).
     #[arg(long, value_name = "HOST:PORT")]
@@ -533,18 +542,19 @@ fn run_id() -> String {
 
 /// The scenario with the flags' overrides, resolved against the built-in strategies.
 fn load_plan(args: &RunArgs, default_seed: u64) -> Result<scenario::RunPlan, Failure> {
+    let p = &args.plan;
     let overrides = Overrides {
-        strategies: args.strategies.clone(),
-        backends: args.backends.clone(),
+        strategies: p.strategies.clone(),
+        backends: p.backends.clone(),
         servers: args.servers_mode.clone(),
-        isolation: args.isolation.clone(),
-        seed: args.seed,
-        workers: args.workers,
-        duration_s: args.duration_s,
-        ops: args.ops,
-        rate: args.rate,
+        isolation: p.isolation.clone(),
+        seed: p.seed,
+        workers: p.workers,
+        duration_s: p.duration_s,
+        ops: p.ops,
+        rate: p.rate,
         repeat: args.repeat,
-        sets: args.sets.clone(),
+        sets: p.sets.clone(),
     };
     let known = Registry::builtin().names();
     scenario::load(&args.scenario, &overrides, &known, default_seed).map_err(|e| Failure::Input(e.into()))

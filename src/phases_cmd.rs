@@ -13,7 +13,7 @@ use counterlab_report::render_terminal;
 use counterlab_sim::Segment;
 use counterlab_strategies::Registry;
 
-use super::{ServerArgs, ending, write_report};
+use super::{PlanArgs, ServerArgs, ending, write_report};
 
 #[derive(clap::Args)]
 pub struct PrepareArgs {
@@ -22,33 +22,8 @@ pub struct PrepareArgs {
     /// Where to write the run handle (JSON, no secrets).
     #[arg(long, value_name = "FILE")]
     handle: PathBuf,
-    /// Run only these strategies (repeatable); replaces the scenario's list.
-    #[arg(long = "strategy", value_name = "NAME")]
-    strategies: Vec<String>,
-    /// Run on these backends (repeatable: postgres, mysql); replaces the scenario's.
-    #[arg(long = "backend", value_name = "NAME")]
-    backends: Vec<String>,
-    /// Run at these isolation levels (repeatable); replaces the scenario's.
-    #[arg(long = "isolation", value_name = "LEVEL")]
-    isolation: Vec<String>,
-    /// Seed for every random choice; replaces the scenario's.
-    #[arg(long)]
-    seed: Option<u64>,
-    /// Closed-loop workers over all agents; replaces the scenario's.
-    #[arg(long)]
-    workers: Option<u32>,
-    /// Load duration per strategy in seconds; replaces the scenario's.
-    #[arg(long = "duration-s", value_name = "S")]
-    duration_s: Option<f64>,
-    /// Total operations per strategy over all agents; replaces the scenario's.
-    #[arg(long)]
-    ops: Option<u64>,
-    /// Open loop at this many ops/s over all agents; replaces the scenario's load.
-    #[arg(long, value_name = "OPS_PER_S")]
-    rate: Option<f64>,
-    /// Override any scenario field by its dotted path (repeatable), as for `run`.
-    #[arg(long = "set", value_name = "PATH=VALUE")]
-    sets: Vec<String>,
+    #[command(flatten)]
+    plan: PlanArgs,
     #[command(flatten)]
     servers: ServerArgs,
 }
@@ -157,17 +132,17 @@ pub fn prepare(args: PrepareArgs) -> ExitCode {
             path: path.display().to_string(),
             name: path.file_stem().map_or("scenario".into(), |s| s.to_string_lossy().into_owned()),
             text,
-            strategies: args.strategies,
-            backends: args.backends,
-            isolation: args.isolation,
-            workers: args.workers,
-            duration_s: args.duration_s,
-            ops: args.ops,
-            rate: args.rate,
-            sets: args.sets,
+            strategies: args.plan.strategies,
+            backends: args.plan.backends,
+            isolation: args.plan.isolation,
+            workers: args.plan.workers,
+            duration_s: args.plan.duration_s,
+            ops: args.plan.ops,
+            rate: args.plan.rate,
+            sets: args.plan.sets,
         };
         let mut overrides = source.overrides(0);
-        overrides.seed = args.seed;
+        overrides.seed = args.plan.seed;
         let (now_s, nanos) = counterlab::clock::now_unix();
         let known = Registry::builtin().names();
         let plan = counterlab::scenario::parse(

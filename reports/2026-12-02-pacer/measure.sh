@@ -55,6 +55,8 @@ PY
     tail -n 1 "$LOG"
   done
 done
+# Only the JSON feeds the tables.
+find "$OUT" -name report.html -delete
 echo "end uptime $(uptime | sed 's/.*load average: //;s/,//g')" | tee -a "$LOG"
 
 python3 - "$LOG" <<'PY' | tee "$OUT/summary.md"

@@ -133,6 +133,9 @@ pub struct StrategyReport {
     pub settle_s: f64,
     /// Why settle did not finish within its bound, if it did not.
     pub settle_error: Option<String>,
+    /// Set when the time series stopped sampling drift during the load: when and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift_note: Option<String>,
     /// Faults fired during the load, in order.
     pub faults: Vec<FaultEvent>,
     /// Strategy-specific figures: flushes, lost flush claims, repairs, heal time...
@@ -890,6 +893,7 @@ impl StrategyReport {
             ops: op_reports(load),
             settle_s: run.settle_s,
             settle_error: run.settle_error,
+            drift_note: None,
             faults: run.faults,
             anomalies: run.anomalies.iter().map(|a| anomaly_report(a, &figures, c)).collect(),
             history: run.history,

@@ -220,6 +220,9 @@ fn markdown_strategy(w: &mut String, s: &StrategyReport) {
     if let Some(e) = &s.settle_error {
         line(w, format!("  - settle: {e}"));
     }
+    if let Some(n) = &s.drift_note {
+        line(w, format!("  - {n}"));
+    }
     line(w, format!("  - history: {}", history_line(&s.history)));
     for a in &s.anomalies {
         line(

@@ -204,7 +204,11 @@ fn terminal_strategy_notes(w: &mut String, r: &Report) {
 /// Per strategy run that has any: its figures, faults, settle error and anomalies.
 fn terminal_figures(w: &mut String, r: &Report) {
     for s in r.strategies.iter().filter(|s| {
-        !s.figures.is_empty() || !s.faults.is_empty() || s.settle_error.is_some() || !s.anomalies.is_empty()
+        !s.figures.is_empty()
+            || !s.faults.is_empty()
+            || s.settle_error.is_some()
+            || s.drift_note.is_some()
+            || !s.anomalies.is_empty()
     }) {
         let figs: Vec<String> = s.figures.iter().map(|(k, v)| format!("{k}={v}")).collect();
         writeln!(w, "\n{}: {}", s.label(), figs.join(" ")).unwrap();
@@ -214,6 +218,9 @@ fn terminal_figures(w: &mut String, r: &Report) {
         }
         if let Some(e) = &s.settle_error {
             writeln!(w, "  settle: {e}").unwrap();
+        }
+        if let Some(n) = &s.drift_note {
+            writeln!(w, "  {n}").unwrap();
         }
         for a in &s.anomalies {
             writeln!(w, "  anomaly {} x{} (visible after {} calls): {}", a.name, a.count, a.ops_to_detect, a.detail)

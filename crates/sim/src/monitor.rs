@@ -147,6 +147,9 @@ pub struct Series {
     pub samples: Vec<Sample>,
     /// The HDR interval log (format 1.3; tags are op kinds; values in microseconds).
     pub hdr_log: String,
+    /// Set when drift sampling stood down during the run (its aggregate outran the probe
+    /// bound): when, and why. The points after it have no drift.
+    pub drift_note: Option<String>,
 }
 
 /// How the sampler behaves.
@@ -206,6 +209,11 @@ struct SamplerTask {
     /// When the previous interval closed.
     last: Instant,
     samples: Vec<Sample>,
+    /// Whether drift is still sampled: the first probe that outruns `PROBE_TIMEOUT` ends
+    /// it, so abandoned aggregates (which the server may still be running on their
+    /// connections) never pile up on a large table.
+    sample_drift: bool,
+    drift_note: Option<String>,
 }
 
 impl SamplerTask {
@@ -216,7 +224,18 @@ impl SamplerTask {
         on_sample: Box<dyn FnMut(&Sample) + Send>,
     ) -> SamplerTask {
         let start = Instant::now();
-        SamplerTask { monitor, strategy, cfg, on_sample, start, last: start, samples: Vec::new() }
+        let sample_drift = cfg.sample_drift;
+        SamplerTask {
+            monitor,
+            strategy,
+            cfg,
+            on_sample,
+            start,
+            last: start,
+            samples: Vec::new(),
+            sample_drift,
+            drift_note: None,
+        }
     }
 
     /// Closes an interval on every tick and on every phase change, and a last one when
@@ -244,7 +263,11 @@ impl SamplerTask {
                 }
             }
         }
-        Series { samples: self.samples, hdr_log: String::from_utf8(buf).expect("the log is ASCII") }
+        Series {
+            samples: self.samples,
+            hdr_log: String::from_utf8(buf).expect("the log is ASCII"),
+            drift_note: self.drift_note,
+        }
     }
 
     /// Takes the monitor's current interval, logs it and adds its point.
@@ -259,11 +282,7 @@ impl SamplerTask {
         }
         let all = self.log_interval(log, &interval, now);
         let pending = tokio::time::timeout(PROBE_TIMEOUT, self.strategy.pending()).await.ok().flatten();
-        let drift = if self.cfg.sample_drift {
-            tokio::time::timeout(PROBE_TIMEOUT, self.strategy.net_drift()).await.ok().flatten()
-        } else {
-            None
-        };
+        let drift = self.probe_drift(now).await;
         let q = |q: f64| if all.is_empty() { 0 } else { all.value_at_quantile(q) };
         let sample = Sample {
             t_s: now.duration_since(self.start).as_secs_f64(),
@@ -283,6 +302,27 @@ impl SamplerTask {
         };
         self.push(sample);
         self.last = now;
+    }
+
+    /// The strategy's net drift, while drift is sampled; a probe that outruns
+    /// `PROBE_TIMEOUT` stands sampling down for the rest of the run, with a note.
+    async fn probe_drift(&mut self, now: Instant) -> Option<i64> {
+        if !self.sample_drift {
+            return None;
+        }
+        match tokio::time::timeout(PROBE_TIMEOUT, self.strategy.net_drift()).await {
+            Ok(d) => d,
+            Err(_) => {
+                self.sample_drift = false;
+                self.drift_note = Some(format!(
+                    "drift sampling stood down at {:.1} s: its aggregate took over {} ms \
+                     (set sample_drift = false for data this large)",
+                    now.duration_since(self.start).as_secs_f64(),
+                    PROBE_TIMEOUT.as_millis()
+                ));
+                None
+            }
+        }
     }
 
     /// Logs each op kind's histogram of `interval` and returns them merged.
@@ -335,4 +375,68 @@ fn begin_log<'a, 'b>(
     log.write_comment("\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"")
         .expect("writing to memory");
     log
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU32;
+
+    use counterlab_core::{NotificationId, OpError, StrategyInfo, UserId};
+
+    use super::*;
+    use crate::null::NullStrategy;
+
+    /// Answers its first drift probe at once and stalls on every later one (a table grown
+    /// too large to aggregate within the probe bound).
+    #[derive(Default)]
+    struct SlowDrift {
+        probes: AtomicU32,
+        second: tokio::sync::Notify,
+    }
+
+    #[async_trait::async_trait]
+    impl Strategy for SlowDrift {
+        fn info(&self) -> StrategyInfo {
+            NullStrategy::default().info()
+        }
+        async fn create(&self, _: UserId) -> Result<NotificationId, OpError> {
+            Ok(1)
+        }
+        async fn mark_read(&self, _: UserId, _: NotificationId) -> Result<bool, OpError> {
+            Ok(true)
+        }
+        async fn delete(&self, _: UserId, _: NotificationId) -> Result<bool, OpError> {
+            Ok(true)
+        }
+        async fn mark_all_read(&self, _: UserId) -> Result<u64, OpError> {
+            Ok(0)
+        }
+        async fn read_count(&self, _: UserId) -> Result<i64, OpError> {
+            Ok(0)
+        }
+        async fn net_drift(&self) -> Option<i64> {
+            if self.probes.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Some(7);
+            }
+            self.second.notify_one();
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            Some(0)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_drift_probe_that_outruns_its_bound_stands_sampling_down_with_a_note() {
+        let strategy = Arc::new(SlowDrift::default());
+        let cfg = SamplerConfig { interval: Duration::from_millis(50), sample_drift: true, label: "t".into() };
+        let sampler = Sampler::start(Monitor::new(), strategy.clone(), cfg, Box::new(|_| {}));
+        tokio::time::timeout(Duration::from_secs(60), strategy.second.notified()).await.expect("a second probe");
+        // Several intervals past the stalled probe's bound: none of them may probe again.
+        tokio::time::sleep(PROBE_TIMEOUT * 2).await;
+        let series = sampler.finish().await;
+        assert_eq!(strategy.probes.load(Ordering::SeqCst), 2, "no probe after the stand-down");
+        assert_eq!(series.samples.first().and_then(|s| s.drift), Some(7));
+        assert!(series.samples.iter().skip(1).all(|s| s.drift.is_none()));
+        let note = series.drift_note.expect("a note");
+        assert!(note.starts_with("drift sampling stood down at ") && note.contains("500 ms"), "{note}");
+    }
 }

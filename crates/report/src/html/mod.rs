@@ -562,6 +562,9 @@ fn details(w: &mut String, r: &Report) {
         if let Some(e) = &s.settle_error {
             writeln!(w, "<li class=\"bad\">settle: {}</li>", esc(e)).unwrap();
         }
+        if let Some(n) = &s.drift_note {
+            writeln!(w, "<li>{}</li>", esc(n)).unwrap();
+        }
         let c = &s.check;
         writeln!(
             w,
@@ -703,6 +706,7 @@ mod tests {
             ops,
             settle_s: 0.1,
             settle_error: None,
+            drift_note: None,
             faults,
             figures: BTreeMap::from([("flushes".to_string(), 12.0)]),
             anomalies: vec![Anomaly {

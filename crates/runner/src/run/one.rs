@@ -263,21 +263,30 @@ async fn measure(
     };
     let (found, mut history) = match checked {
         Ok(found) => found,
-        Err(why) => {
-            log(&format!("{}: INCOMPLETE: {why}", cell.label()));
-            let run = Incomplete {
-                info: cell.t.info,
-                backend: &cell.backend,
-                isolation: cell.t.isolation,
-                ns: &cell.ns_name,
-                load: &loaded.load,
-            };
-            return Ok((incomplete_report(run, cell.opts, &why, seed_s, loaded.faults), Vec::new()));
-        }
+        Err(why) => return Ok(incomplete_row(cell, loaded, &why, seed_s, log)),
     };
     let history_file = write_history(cell, &mut history)?;
     let context = RowContext { identity, in_effect, seed_s, history_file };
     Ok(row(cell, loaded, found, context, log))
+}
+
+/// The row of a cell whose check could not complete (`why`), logged as INCOMPLETE.
+pub(super) fn incomplete_row(
+    cell: &Cell<'_>,
+    loaded: Loaded,
+    why: &str,
+    seed_s: f64,
+    log: &mut dyn FnMut(&str),
+) -> Row {
+    log(&format!("{}: INCOMPLETE: {why}", cell.label()));
+    let run = Incomplete {
+        info: cell.t.info,
+        backend: &cell.backend,
+        isolation: cell.t.isolation,
+        ns: &cell.ns_name,
+        load: &loaded.load,
+    };
+    (incomplete_report(run, cell.opts, why, seed_s, loaded.faults), Vec::new())
 }
 
 /// Seeds the namespace, builds the strategy over it and seeds the strategy's own state
@@ -695,6 +704,7 @@ pub(super) fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log:
         anomalies: &f.anomalies,
         history: f.history,
     });
+    report.drift_note = l.series.drift_note;
     report.moving_parts = moving_parts(cell, &report);
     report.read_from = cell.t.read_from.name().to_string();
     report.staleness = f.staleness.as_ref().map(counterlab_report::StalenessReport::from_core);

@@ -21,7 +21,6 @@ use counterlab_strategies::{BackendError, Dialect, Isolation, Marker, Namespace}
 use self::agent::{CellPartial, Clock, OpCounts, Partial, StagePartial};
 use self::handle::{Handle, HandleCell, Source};
 use super::one::{self, Cell, Loaded, Made, RowContext};
-use super::post::{Incomplete, incomplete_report};
 use super::servers::Servers;
 use super::{Rows, RunOptions, Target, config};
 use crate::clock;
@@ -456,7 +455,7 @@ async fn check_cell(cell: &Cell<'_>, m: merge::MergedCell, log: Log<'_>) -> Resu
     let strategy = one::build(cell, &ns, &mut made).await?;
     let in_effect = ns.isolation_in_effect().await?;
     let identity = ns.identity().describe();
-    let series = Series { samples: Vec::new(), hdr_log: String::new() };
+    let series = Series { samples: Vec::new(), hdr_log: String::new(), drift_note: None };
     let mut load = m.load;
     let mut history = History::from_events(std::mem::take(&mut load.history)).map_err(PhaseError)?;
     let loaded = Loaded {
@@ -476,17 +475,7 @@ async fn check_cell(cell: &Cell<'_>, m: merge::MergedCell, log: Log<'_>) -> Resu
             let cx = RowContext { identity, in_effect, seed_s: 0.0, history_file: None };
             one::row(cell, loaded, found, cx, log)
         }
-        Err(why) => {
-            log(&format!("{}: INCOMPLETE: {why}", cell.label()));
-            let run = Incomplete {
-                info: cell.t.info,
-                backend: &cell.backend,
-                isolation: cell.t.isolation,
-                ns: &cell.ns_name,
-                load: &loaded.load,
-            };
-            (incomplete_report(run, cell.opts, &why, 0.0, Vec::new()), Vec::new())
-        }
+        Err(why) => one::incomplete_row(cell, loaded, &why, 0.0, log),
     };
     row.0.agents = Some(m.agents);
     let name = format!("hdr/{}.hlog", cell.short);
