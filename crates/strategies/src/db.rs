@@ -183,6 +183,16 @@ impl Db {
         }
     }
 
+    /// Opens up to `n` of the pool's connections (no more than it may hold) and leaves
+    /// them idle in it, as pgbench connects its clients before its clock starts: the
+    /// load's first ops then pay no connection set-up (TCP, TLS, login). Best effort: a
+    /// connection that fails here is the load's to meet.
+    pub async fn warm(&self, n: u32) {
+        let n = n.min(self.max_connections());
+        let conns = futures_util::future::join_all((0..n).map(|_| self.acquire())).await;
+        drop(conns);
+    }
+
     async fn acquire(&self) -> Result<Conn, OpError> {
         match self {
             Db::Pg(p) => p.acquire().await.map(Conn::Pg).map_err(|e| classify(Dialect::Postgres, e)),

@@ -432,6 +432,8 @@ pub(super) async fn drive(
         true => Arc::new(Pausable::new(strategy)),
         false => strategy,
     };
+    let w = &plan.workload;
+    ns.db().warm(w.stages.iter().filter_map(|s| s.workers()).fold(w.n_workers, u32::max)).await;
     strategy.start().await;
     let monitor = Monitor::new();
     let sampler = Sampler::start(

@@ -137,7 +137,8 @@ impl Pool {
             let id = self.slots.len() as u32;
             let (tx, rx) = mpsc::channel(1);
             self.slots.push(tx);
-            self.handles.push(tokio::spawn(worker(self.ctx.clone(), id, self.shared.clone(), rx, item)));
+            let w = worker(self.ctx.clone(), (id, self.max), self.shared.clone(), rx, item);
+            self.handles.push(tokio::spawn(w));
             return true;
         }
         if s.backlog.len() >= self.shared.bound {
@@ -171,10 +172,26 @@ impl Shared {
     }
 }
 
-/// One worker: serves the op it was started with, then backlogged ops, then waits idle
-/// for the pacer's next hand-off; stops when the pacer has finished and nothing is left.
-async fn worker(ctx: Arc<Ctx>, id: u32, shared: Arc<Shared>, mut rx: mpsc::Receiver<Item>, first: Item) -> Worker {
+/// One worker (`id` of at most `max`), inside the strategy's worker scope as a
+/// closed-loop worker is (a SQL design holds it a connection of its own: no pool wait,
+/// no release ping per op).
+async fn worker(
+    ctx: Arc<Ctx>,
+    (id, max): (u32, u32),
+    shared: Arc<Shared>,
+    rx: mpsc::Receiver<Item>,
+    first: Item,
+) -> Worker {
     let mut w = Worker::new(ctx.max_us, id);
+    let strategy = ctx.strategy.clone();
+    strategy.worker_scope(max, Box::pin(serve_loop(&ctx, &mut w, &shared, rx, first))).await;
+    w
+}
+
+/// Serves the op the worker was started with, then backlogged ops, then waits idle for
+/// the pacer's next hand-off; ends when the pacer has finished and nothing is left.
+async fn serve_loop(ctx: &Ctx, w: &mut Worker, shared: &Shared, mut rx: mpsc::Receiver<Item>, first: Item) {
+    let id = w.id;
     let mut next = Some(first);
     loop {
         let item = match next.take().or_else(|| shared.next_or_idle(id)) {
@@ -187,9 +204,8 @@ async fn worker(ctx: Arc<Ctx>, id: u32, shared: Arc<Shared>, mut rx: mpsc::Recei
         if ctx.cfg.cancel.load(Ordering::Relaxed) {
             break;
         }
-        serve(&ctx, &mut w, item).await;
+        serve(ctx, w, item).await;
     }
-    w
 }
 
 /// Runs `op` unless it already waited longer than `max_wait` (then it is dropped).
@@ -451,5 +467,75 @@ mod tests {
         let ws = join_workers(pool.finish()).await;
         // Each worker ran its own op and the backlog was drained: five served in all.
         assert_eq!(ws.iter().map(|w| w.issued_or_skipped + w.dropped).sum::<u64>(), 5);
+    }
+
+    /// Counts the worker scopes it is asked to run and the ops that run outside one (as
+    /// a SQL design would borrow from its pool for them).
+    #[derive(Default)]
+    struct Scoped {
+        scopes: AtomicU64,
+        largest: AtomicU64,
+        outside: AtomicU64,
+    }
+
+    tokio::task_local! {
+        static IN_SCOPE: ();
+    }
+
+    impl Scoped {
+        fn op(&self) {
+            if IN_SCOPE.try_with(|_| ()).is_err() {
+                self.outside.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Strategy for Scoped {
+        fn info(&self) -> StrategyInfo {
+            NullStrategy::default().info()
+        }
+        async fn worker_scope<'a>(&'a self, workers: u32, run: counterlab_core::WorkerLoop<'a>) {
+            self.scopes.fetch_add(1, Ordering::SeqCst);
+            self.largest.fetch_max(u64::from(workers), Ordering::SeqCst);
+            IN_SCOPE.scope((), run).await
+        }
+        async fn create(&self, _: UserId) -> Result<NotificationId, OpError> {
+            self.op();
+            tokio::task::yield_now().await;
+            Ok(1 << 40)
+        }
+        async fn mark_read(&self, _: UserId, _: NotificationId) -> Result<bool, OpError> {
+            self.op();
+            Ok(true)
+        }
+        async fn delete(&self, _: UserId, _: NotificationId) -> Result<bool, OpError> {
+            self.op();
+            Ok(true)
+        }
+        async fn mark_all_read(&self, _: UserId) -> Result<u64, OpError> {
+            self.op();
+            Ok(0)
+        }
+        async fn read_count(&self, _: UserId) -> Result<i64, OpError> {
+            self.op();
+            tokio::task::yield_now().await;
+            Ok(0)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn open_loop_workers_run_their_ops_inside_the_strategy_s_worker_scope() {
+        // As closed-loop workers do: a SQL design then holds each one a connection, so
+        // no op pays the pool's release ping.
+        let cfg = DriverConfig::plain(9, vec![open_stage("s", 2000.0, secs(0.25), 4)], MIX);
+        let scoped = Arc::new(Scoped::default());
+        let s: Arc<dyn Strategy> = scoped.clone();
+        let load = run_load(s, Arc::new(IdPool::seeded(100, 5, 0)), &cfg, Monitor::new()).await;
+        let (_, started, _, _, _) = load.open_loop_totals();
+        assert_eq!(started, 500);
+        assert_eq!(scoped.outside.load(Ordering::SeqCst), 0, "every op ran inside a scope");
+        assert!((1..=4).contains(&scoped.scopes.load(Ordering::SeqCst)), "one scope per worker started");
+        assert_eq!(scoped.largest.load(Ordering::SeqCst), 4, "each told the most workers there may be");
     }
 }
