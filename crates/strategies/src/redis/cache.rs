@@ -134,6 +134,10 @@ impl Strategy for CacheAside {
         self.sql.info()
     }
 
+    async fn worker_scope<'a>(&'a self, workers: u32, run: counterlab_core::WorkerLoop<'a>) {
+        self.sql.worker_scope(workers, run).await
+    }
+
     async fn create(&self, user: UserId) -> Result<NotificationId, OpError> {
         self.write(user, self.sql.create(user)).await
     }

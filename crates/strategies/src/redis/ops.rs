@@ -23,6 +23,12 @@ impl Strategy for RedisStrategy {
         self.shared.info
     }
 
+    /// The SQL steps of a worker's ops use its own connection, as the SQL designs' do;
+    /// the flusher and the reconciler keep the pool's spare.
+    async fn worker_scope<'a>(&'a self, workers: u32, run: counterlab_core::WorkerLoop<'a>) {
+        crate::strategies::hold_if_room(&self.shared.db, workers, run).await
+    }
+
     async fn create(&self, user: UserId) -> Result<NotificationId, OpError> {
         let sh = &self.shared;
         if sh.design.set_based() {

@@ -70,14 +70,16 @@ impl Shared {
     }
 
     /// The id leaves the set (the count moves if it was there), then the row is deleted,
-    /// read or not; the reply says whether a row was deleted.
+    /// read or not. The reply says whether this call removed the notification: took it
+    /// from the set (the set decides, so a racing delete that reached the row first does
+    /// not make this one a no-op: the count moved here) or deleted its row.
     pub(super) async fn set_delete(&self, user: UserId, id: NotificationId) -> Result<bool, OpError> {
         let took = self.take_id(user, id).await?;
         let after = |e: OpError| if took { half_applied(e) } else { e };
         let mut tx = self.db.begin(Begin::Plain).await.map_err(after)?;
         let n = tx.exec(self.sql.delete_any, &[id, user]).await.map_err(after)?;
         tx.commit().await.map_err(after)?;
-        Ok(n == 1)
+        Ok(took || n == 1)
     }
 
     /// Empties the set in one MULTI (SMEMBERS + DEL), then marks exactly those rows read;

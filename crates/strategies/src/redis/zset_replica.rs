@@ -124,6 +124,10 @@ impl Strategy for ZsetReplicaReads {
     fn info(&self) -> StrategyInfo {
         self.sql.info()
     }
+
+    async fn worker_scope<'a>(&'a self, workers: u32, run: counterlab_core::WorkerLoop<'a>) {
+        self.sql.worker_scope(workers, run).await
+    }
     async fn create(&self, user: UserId) -> Result<NotificationId, OpError> {
         let id = self.sql.create(user).await?;
         self.bump(user, 1).await?;
