@@ -103,6 +103,79 @@ pub struct ReadCheck {
     pub stale_over_bound: u64,
     /// The first `MAX_KEPT_VIOLATIONS` violations by read completion time.
     pub violations: Vec<ReadViolation>,
+    /// Every stale read (`stale_for_us` is Some), kept or not: how far back, in counts.
+    pub stale_dist: StaleDist,
+}
+
+/// How far back every stale read fits: exact counts per `STALENESS_BUCKETS_US` bucket,
+/// the exact maximums, and a log-scale histogram (16 sub-buckets per power of two: each
+/// value within 6.25%) for the percentiles when not every stale read was kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StaleDist {
+    pub fixed: [u64; STALENESS_BUCKETS_US.len()],
+    pub max_us: u64,
+    pub max_counts: i64,
+    log: Vec<u64>,
+}
+
+impl StaleDist {
+    /// Values under 16 each have a bucket; above, each power of two has 16.
+    fn index(us: u64) -> usize {
+        if us < 16 {
+            return us as usize;
+        }
+        let exp = 63 - us.leading_zeros();
+        (16 + (exp - 4) * 16 + ((us >> (exp - 4)) & 0xF) as u32) as usize
+    }
+
+    /// The largest value of log bucket `i`.
+    fn upper(i: usize) -> u64 {
+        if i < 16 {
+            return i as u64;
+        }
+        let (shift, sub) = ((i - 16) / 16, (i - 16) % 16);
+        ((17 + sub as u64) << shift) - 1
+    }
+
+    fn add(&mut self, back_us: u64, counts: i64) {
+        let b = STALENESS_BUCKETS_US.iter().position(|&hi| back_us <= hi).unwrap_or(STALENESS_BUCKETS_US.len() - 1);
+        self.fixed[b] += 1;
+        self.max_us = self.max_us.max(back_us);
+        self.max_counts = self.max_counts.max(counts);
+        let i = Self::index(back_us);
+        if self.log.len() <= i {
+            self.log.resize(i + 1, 0);
+        }
+        self.log[i] += 1;
+    }
+
+    fn merge(&mut self, other: &StaleDist) {
+        for (a, b) in self.fixed.iter_mut().zip(other.fixed) {
+            *a += b;
+        }
+        self.max_us = self.max_us.max(other.max_us);
+        self.max_counts = self.max_counts.max(other.max_counts);
+        if self.log.len() < other.log.len() {
+            self.log.resize(other.log.len(), 0);
+        }
+        for (a, b) in self.log.iter_mut().zip(&other.log) {
+            *a += b;
+        }
+    }
+
+    /// The value at quantile `p` (its log bucket's upper end, at most the maximum).
+    fn quantile(&self, p: f64) -> u64 {
+        let n: u64 = self.log.iter().sum();
+        let rank = ((n as f64 * p).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in self.log.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Self::upper(i).min(self.max_us);
+            }
+        }
+        0
+    }
 }
 
 /// Prefix sums of effect bounds over ops sorted by a time key.
@@ -202,6 +275,9 @@ pub fn check_reads_from(events: &[Event], initial: &dyn Fn(UserId) -> i64, sourc
                 out.stale_total += u64::from(stale_for_us.is_some());
                 out.stale_over_bound += u64::from(bound_us.zip(stale_for_us).is_some_and(|(b, s)| s > b));
                 let distance = if r.observed < lo { lo - r.observed } else { (r.observed - hi).max(0) };
+                if let Some(back) = stale_for_us {
+                    out.stale_dist.add(back, distance);
+                }
                 all.push(ReadViolation { read: *r, lo, hi, stale_for_us, distance });
             }
         }
@@ -221,6 +297,7 @@ impl ReadCheck {
         self.violations_total += other.violations_total;
         self.stale_total += other.stale_total;
         self.stale_over_bound += other.stale_over_bound;
+        self.stale_dist.merge(&other.stale_dist);
         self.violations.extend(other.violations);
         // Stable: one user's violations (all in one part) keep their order.
         self.violations.sort_by_key(|v| (v.read.complete_us, v.read.user));
@@ -228,8 +305,8 @@ impl ReadCheck {
     }
 }
 
-/// How stale a replica's reads were: over every stale read kept (`MAX_KEPT_VIOLATIONS`),
-/// in microseconds back and in counts off.
+/// How stale a replica's reads were, over every stale read (kept or not), in
+/// microseconds back and in counts off.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Staleness {
     pub reads_checked: u64,
@@ -255,16 +332,14 @@ impl ReadCheck {
         let ReadSource::Replica { bound_us } = self.source else { return None };
         let mut back: Vec<u64> = self.violations.iter().filter_map(|v| v.stale_for_us).collect();
         back.sort_unstable();
-        let pct = |p: f64| back.get(((back.len() as f64 * p).ceil() as usize).saturating_sub(1)).copied().unwrap_or(0);
-        let buckets = STALENESS_BUCKETS_US
-            .iter()
-            .enumerate()
-            .map(|(i, &hi)| {
-                let lo = if i == 0 { 0 } else { STALENESS_BUCKETS_US[i - 1] };
-                (hi, back.iter().filter(|&&b| (i == 0 || b > lo) && b <= hi).count() as u64)
-            })
-            .collect();
-        let stale = self.violations.iter().filter(|v| v.stale_for_us.is_some());
+        // Exact from the kept reads when every stale read was kept; else from the
+        // histogram of all of them (within 6.25%).
+        let all_kept = back.len() as u64 == self.stale_total;
+        let pct = |p: f64| match all_kept {
+            true => back.get(((back.len() as f64 * p).ceil() as usize).saturating_sub(1)).copied().unwrap_or(0),
+            false => self.stale_dist.quantile(p),
+        };
+        let d = &self.stale_dist;
         Some(Staleness {
             reads_checked: self.reads_checked,
             stale_reads: self.stale_total,
@@ -272,9 +347,9 @@ impl ReadCheck {
             bound_us,
             p50_us: pct(0.5),
             p99_us: pct(0.99),
-            max_us: back.last().copied().unwrap_or(0),
-            max_counts: stale.map(|v| v.distance).max().unwrap_or(0),
-            buckets,
+            max_us: d.max_us,
+            max_counts: d.max_counts,
+            buckets: STALENESS_BUCKETS_US.iter().copied().zip(d.fixed).collect(),
         })
     }
 }

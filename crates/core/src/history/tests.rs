@@ -369,3 +369,35 @@ proptest! {
         prop_assert_eq!(r.violations_total, 0);
     }
 }
+
+#[test]
+fn a_replica_s_staleness_covers_every_stale_read_not_only_the_kept_ones() {
+    // 10 050 reads, each showing the count from before the second create: stale by
+    // 7 ms + 10 us per read. More than MAX_KEPT_VIOLATIONS, so most are only counted.
+    let n: u64 = 10_050;
+    let mut h = vec![ev(Create, 1, 10, (0, 1_000), Okay, 1), ev(Create, 1, 11, (2_000, 3_000), Okay, 1)];
+    h.extend((0..n).map(|i| ev(ReadCount, 1, 0, (10_000 + 10 * i, 10_001 + 10 * i), Okay, 4)));
+    let rc = check_reads_from(&h, &|_| 3, ReadSource::Replica { bound_us: Some(50_000) });
+    assert_eq!((rc.stale_total, rc.violations.len()), (n, MAX_KEPT_VIOLATIONS));
+    let st = rc.staleness().expect("a replica's staleness");
+    assert_eq!(st.buckets.iter().map(|b| b.1).sum::<u64>(), n, "every stale read is in a bucket: {:?}", st.buckets);
+    assert_eq!(st.max_us, 7_000 + 10 * (n - 1), "the exact maximum, from a read not kept");
+    assert_eq!(st.max_counts, 1);
+    // The exact median is 7 000 + 10 x 5 024; the histogram is within 6.25% above it.
+    let exact = 7_000 + 10 * 5_024;
+    assert!((exact..=exact + exact / 16).contains(&st.p50_us), "p50 {}", st.p50_us);
+    assert_eq!(st.over_bound, (0..n).filter(|i| 7_000 + 10 * i > 50_000).count() as u64);
+}
+
+#[test]
+fn the_stale_histogram_s_buckets_hold_their_values() {
+    for v in [0u64, 1, 2, 3, 15, 16, 17, 31, 32, 33, 34, 1_000, 4_095, 4_096, 123_456_789] {
+        let i = StaleDist::index(v);
+        assert!(
+            StaleDist::upper(i) >= v && StaleDist::upper(i) <= v + v / 16,
+            "{v}: bucket {i} ends {}",
+            StaleDist::upper(i)
+        );
+        assert!(i == 0 || StaleDist::upper(i - 1) < v, "{v}: bucket {} already holds it", i - 1);
+    }
+}
