@@ -27,6 +27,9 @@ mod redis;
 /// node; the failover fault on a private cluster.
 mod cluster;
 
+/// Every built-in's and strategy file's worker loop holds a connection of its own.
+mod held;
+
 /// watch-multi, redis-hash and redis-set on PostgreSQL, MariaDB and SQLite: exact, and
 /// nothing left behind.
 mod redis_designs;

@@ -36,6 +36,12 @@ pub async fn hold<F: Future>(f: F) -> F::Output {
     SLOT.scope(RefCell::new(Slot::Empty), f).await
 }
 
+/// Whether the calling task runs inside a worker's scope (`hold`): its ops' SQL then
+/// uses the worker's own connection.
+pub fn holding() -> bool {
+    SLOT.try_with(|_| ()).is_ok()
+}
+
 /// What the slot gives an op on pool `key`: its held connection, a claim to fill it (the
 /// slot was empty), or nothing (no slot, another pool's, or lent to a concurrent call of
 /// the same op: a `mark_read_dup` group's other calls use the pool).

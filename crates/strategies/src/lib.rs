@@ -30,7 +30,7 @@ pub use custom::{
 };
 pub use db::{Begin, Db, Dialect, Isolation, classify};
 pub use error::{BackendError, Cause, redact_url};
-pub use held::hold as hold_connection;
+pub use held::{hold as hold_connection, holding as holding_connection};
 pub use leftover::{Leftover, Marker, REDIS_MARKER_TTL_S, is_namespace_name};
 pub use mq::{
     AmqpServer, DEFAULT_AMQP_URL, MqConfig, MqDesign, MqSpace, MqStrategy, QUEUE_EXPIRES_MS, classify_amqp, queue_name,

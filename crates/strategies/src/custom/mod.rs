@@ -140,6 +140,10 @@ impl Strategy for CustomStrategy {
     fn info(&self) -> StrategyInfo {
         self.info
     }
+    /// A worker's SQL steps use its own connection, as the built-ins' do.
+    async fn worker_scope<'a>(&'a self, workers: u32, run: counterlab_core::WorkerLoop<'a>) {
+        crate::strategies::hold_if_room(&self.db, workers, run).await
+    }
     /// Runs the `redis_seed` steps (none without Redis).
     async fn seed(&self, spec: SeedSpec) -> Result<(), OpError> {
         match self.redis {

@@ -21,6 +21,12 @@ impl Strategy for MqStrategy {
         self.shared.info
     }
 
+    /// A worker's SQL changes use its own connection, as the SQL designs' do; the
+    /// consumer and the sampler keep the pool's spare.
+    async fn worker_scope<'a>(&'a self, workers: u32, run: counterlab_core::WorkerLoop<'a>) {
+        crate::strategies::hold_if_room(&self.shared.db, workers, run).await
+    }
+
     async fn create(&self, user: UserId) -> Result<NotificationId, OpError> {
         let sh = &self.shared;
         let mut tx = sh.db.begin(Begin::Plain).await?;
