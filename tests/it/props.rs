@@ -153,7 +153,7 @@ async fn run_case(server: &Server, redis: Option<&RedisServer>, name: &str, case
     let settled = f.strategy.settle(Duration::from_secs(5)).await;
     let mut rows = f.ns.check_rows(USERS).await.unwrap();
     if let Some(counters) = f.strategy.counters(USERS).await.unwrap() {
-        rows = rows.iter().zip(counters).map(|(r, c)| CheckInput { counter: c, ..*r }).collect();
+        rows = rows.iter().zip(counters.iter()).map(|(r, c)| CheckInput { counter: c, ..*r }).collect();
     }
     if f.redis {
         f.strategy.teardown().await.unwrap();

@@ -1,6 +1,7 @@
 //! The ground-truth check: every user's counter against the count of unread rows,
 //! classified rather than summed, and judged against the strategy's guarantee.
 
+use crate::counters::UserCounters;
 use crate::model::{Guarantee, UserId};
 
 /// One user's counter as the strategy keeps it (None: no counter row/key at all) and
@@ -180,7 +181,7 @@ pub struct Checked {
 pub struct CheckFold<'a> {
     n_users: u64,
     seen: Vec<u64>,
-    counters: Option<&'a [Option<i64>]>,
+    counters: Option<&'a UserCounters>,
     step: u64,
     tally: Tally,
     witnesses: Vec<CheckInput>,
@@ -189,8 +190,8 @@ pub struct CheckFold<'a> {
 
 impl<'a> CheckFold<'a> {
     /// A fold for users 1..=n_users keeping at most `sample` evenly spread users.
-    pub fn new(n_users: u64, counters: Option<&'a [Option<i64>]>, sample: usize) -> CheckFold<'a> {
-        assert!(counters.is_none_or(|c| c.len() as u64 == n_users), "one counter per user");
+    pub fn new(n_users: u64, counters: Option<&'a UserCounters>, sample: usize) -> CheckFold<'a> {
+        assert!(counters.is_none_or(|c| c.len() == n_users), "one counter per user");
         let step = n_users.div_ceil(sample.max(1) as u64).max(1);
         let sample = (0..n_users.div_ceil(step))
             .map(|k| CheckInput { user: (k * step + 1) as i64, counter: None, truth: 0 })
@@ -225,7 +226,7 @@ impl<'a> CheckFold<'a> {
     fn count(&mut self, mut row: CheckInput) {
         let i = row.user as u64 - 1;
         if let Some(c) = self.counters {
-            row.counter = c[i as usize];
+            row.counter = c.get(row.user);
         }
         if self.tally.add(&row) {
             self.witnesses.push(row);
@@ -327,7 +328,7 @@ mod tests {
         // users the rows leave out too.
         #[test]
         fn fold_takes_counters_given_apart(rows in input()) {
-            let counters: Vec<Option<i64>> = rows.iter().map(|r| r.counter).collect();
+            let counters: UserCounters = rows.iter().map(|r| r.counter).collect();
             let truths: Vec<CheckInput> = rows.iter().map(|r| CheckInput { counter: None, ..*r }).collect();
             let mut fold = CheckFold::new(rows.len() as u64, Some(&counters), 3);
             for r in truths.into_iter().filter(|r| r.truth != 0) {

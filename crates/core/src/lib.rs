@@ -4,6 +4,7 @@
 
 mod anomaly;
 mod check;
+mod counters;
 mod history;
 mod model;
 mod names;
@@ -13,6 +14,7 @@ mod verdict;
 
 pub use anomaly::AnomalyKind;
 pub use check::{CheckFold, CheckInput, CheckResult, Checked, UserDrift, Verdict, check_counters};
+pub use counters::UserCounters;
 pub use history::{
     Anomaly, Context, Event, HistoryParts, MAX_WITNESSES, OnePart, ReadCheck, ReadSource, ReadViolation,
     STALENESS_BUCKETS_US, SettledRead, Staleness, Witness, check_reads, check_reads_from, check_reads_lagging,

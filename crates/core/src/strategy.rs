@@ -6,6 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+use crate::counters::UserCounters;
 use crate::model::{ErrorClass, Guarantee, NotificationId, OpError, OpKind, Outcome, UserId};
 use crate::seed::SeedSpec;
 
@@ -214,7 +215,7 @@ pub trait Strategy: Send + Sync {
 
     /// The counter of users 1..=n_users as the application would show it, when the
     /// strategy keeps it outside the SQL `unread_counts` table (None: read that table).
-    async fn counters(&self, n_users: u64) -> Result<Option<Vec<Option<i64>>>, OpError> {
+    async fn counters(&self, n_users: u64) -> Result<Option<UserCounters>, OpError> {
         let _ = n_users;
         Ok(None)
     }

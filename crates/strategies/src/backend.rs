@@ -692,7 +692,7 @@ impl Namespace {
         &self,
         n_users: u64,
         guarantee: Guarantee,
-        counters: Option<&[Option<i64>]>,
+        counters: Option<&counterlab_core::UserCounters>,
         sample: usize,
     ) -> Result<Checked, OpError> {
         let mut fold = CheckFold::new(n_users, counters, sample);

@@ -253,6 +253,20 @@ impl Db {
         each!(self, p => bind_as(sqlx::query_as(sql), args).fetch_all(p).await)
     }
 
+    /// Streams `sql`'s (i64, i64) rows (no arguments) into `f` as they arrive, so a
+    /// result of one row per user is never held whole.
+    pub async fn each_row(&self, sql: &'static str, mut f: impl FnMut(i64, i64)) -> Result<(), OpError> {
+        use futures_util::TryStreamExt;
+        each!(self, p => async {
+            let mut rows = sqlx::query_as::<_, (i64, i64)>(sql).fetch(p);
+            while let Some((a, b)) = rows.try_next().await? {
+                f(a, b);
+            }
+            Ok::<(), sqlx::Error>(())
+        }
+        .await)
+    }
+
     /// Has the server prepare `sql` with `n_args` integer parameters (as ops bind them)
     /// without running it: a missing table or column, a syntax error or a missing right is
     /// an error now, not a run whose every op fails.

@@ -77,7 +77,7 @@ impl Strategy for Pausable {
     async fn settle(&self, bound: Duration) -> Result<(), OpError> {
         self.inner.settle(bound).await
     }
-    async fn counters(&self, n_users: u64) -> Result<Option<Vec<Option<i64>>>, OpError> {
+    async fn counters(&self, n_users: u64) -> Result<Option<counterlab_core::UserCounters>, OpError> {
         self.inner.counters(n_users).await
     }
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {

@@ -332,7 +332,7 @@ impl Strategy for ReplicaReads {
         let caught = self.catch_up(CATCH_UP_BOUND).await;
         caught.map_err(|why| OpError::new(ErrorClass::Timeout, Outcome::Fail, format!("replica: {why}")))
     }
-    async fn counters(&self, n_users: u64) -> Result<Option<Vec<Option<i64>>>, OpError> {
+    async fn counters(&self, n_users: u64) -> Result<Option<counterlab_core::UserCounters>, OpError> {
         self.inner.counters(n_users).await
     }
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {

@@ -524,7 +524,7 @@ pub(super) async fn check(
     // negative users, all the classifier reads) and `sample` the settled reads' users.
     let counters = retry_lost("read the counters", Some(ns.db()), log, || l.strategy.counters(n_users)).await?;
     let Checked { result: check, witnesses: rows, sample } = retry_lost("read the truth", Some(ns.db()), log, || {
-        ns.check_stream(n_users, guarantee, counters.as_deref(), SETTLED_READS)
+        ns.check_stream(n_users, guarantee, counters.as_ref(), SETTLED_READS)
     })
     .await?;
     drop(counters);

@@ -2,7 +2,7 @@
 //! or script per user (GET, HGET, SCARD, ZSCORE, a Lua script...), pipelined 1000 users
 //! at a time, each reply read as an integer and nil as a missing counter.
 
-use counterlab_core::OpError;
+use counterlab_core::{OpError, UserCounters};
 
 use super::compile::RedisRead;
 use super::expr::{Env, Template, expand};
@@ -20,18 +20,18 @@ impl CustomStrategy {
         key: &Template,
         args: &[Template],
         n_users: u64,
-    ) -> Result<Vec<Option<i64>>, OpError> {
+    ) -> Result<UserCounters, OpError> {
         let space = self.redis.as_ref().expect("checked at build");
         let mut conn = space.conn();
         if let RedisRead::Lua(script) = read {
             script.prepare_invoke().load_async(&mut conn).await.map_err(classify_redis)?;
         }
-        let mut out = Vec::with_capacity(n_users as usize);
-        let users: Vec<i64> = (1..=n_users as i64).collect();
-        for chunk in users.chunks(CHUNK) {
+        let mut out = UserCounters::new(n_users);
+        for first in (1..=n_users as i64).step_by(CHUNK) {
+            let chunk = first..=(first + CHUNK as i64 - 1).min(n_users as i64);
             let mut pipe = ::redis::pipe();
-            for u in chunk {
-                let env = Env { user: *u, ..Env::default() };
+            for u in chunk.clone() {
+                let env = Env { user: u, ..Env::default() };
                 let mut cmd = match read {
                     RedisRead::Command(c) => ::redis::cmd(c),
                     RedisRead::Lua(script) => {
@@ -47,11 +47,14 @@ impl CustomStrategy {
                 pipe.add_command(cmd);
             }
             let vals: Vec<::redis::Value> = pipe.query_async(&mut conn).await.map_err(classify_redis)?;
-            for v in vals {
-                out.push(match v {
-                    ::redis::Value::Nil => None,
-                    v => Some(redis_steps::decode(&v).map_err(other)?.0),
-                });
+            for (u, v) in chunk.zip(vals) {
+                out.set(
+                    u,
+                    match v {
+                        ::redis::Value::Nil => None,
+                        v => Some(redis_steps::decode(&v).map_err(other)?.0),
+                    },
+                );
             }
         }
         Ok(out)

@@ -22,7 +22,6 @@ mod redis_steps;
 mod spec;
 mod sql;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
@@ -166,13 +165,13 @@ impl Strategy for CustomStrategy {
     async fn read_count(&self, user: UserId) -> Result<i64, OpError> {
         self.run(4, user, 0).await
     }
-    async fn counters(&self, n_users: u64) -> Result<Option<Vec<Option<i64>>>, OpError> {
+    async fn counters(&self, n_users: u64) -> Result<Option<counterlab_core::UserCounters>, OpError> {
         match &self.c.counters {
             None => Ok(None),
             Some(Counters::Sql(sql)) => {
-                let rows: Vec<(i64, i64)> = self.db.rows(sql, &[]).await?;
-                let by_user: BTreeMap<i64, i64> = rows.into_iter().collect();
-                Ok(Some((1..=n_users as i64).map(|u| by_user.get(&u).copied()).collect()))
+                let mut out = counterlab_core::UserCounters::new(n_users);
+                self.db.each_row(sql, |u, v| out.set(u, Some(v))).await?;
+                Ok(Some(out))
             }
             Some(Counters::Redis { read, key, args }) => self.redis_counters(read, key, args, n_users).await.map(Some),
         }

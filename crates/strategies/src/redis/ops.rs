@@ -252,35 +252,34 @@ impl Strategy for RedisStrategy {
         Ok(())
     }
 
-    async fn counters(&self, n_users: u64) -> Result<Option<Vec<Option<i64>>>, OpError> {
+    async fn counters(&self, n_users: u64) -> Result<Option<counterlab_core::UserCounters>, OpError> {
         let sh = &self.shared;
         let served = sh.design.served();
         match served {
             Served::UserKey | Served::ShardField | Served::SetCard => {
                 let mut c = sh.space.conn();
-                let mut out = Vec::with_capacity(n_users as usize);
-                for chunk in (1..=n_users as i64).collect::<Vec<_>>().chunks(1000) {
+                let mut out = counterlab_core::UserCounters::new(n_users);
+                for first in (1..=n_users as i64).step_by(1000) {
+                    let chunk = first..=(first + 999).min(n_users as i64);
                     let mut pipe = redis::pipe();
-                    for u in chunk {
+                    for u in chunk.clone() {
                         match served {
-                            Served::UserKey => pipe.get(sh.k(*u, "unread")),
-                            Served::ShardField => pipe.hget(sh.shard_key(*u), *u),
-                            _ => pipe.scard(sh.k(*u, "unread_ids")),
+                            Served::UserKey => pipe.get(sh.k(u, "unread")),
+                            Served::ShardField => pipe.hget(sh.shard_key(u), u),
+                            _ => pipe.scard(sh.k(u, "unread_ids")),
                         };
                     }
                     let vals: Vec<Option<String>> = pipe.query_async(&mut c).await.map_err(classify_redis)?;
-                    out.extend(vals.into_iter().map(|v| v.map(|s| parse_delta(&s))));
+                    for (u, v) in chunk.zip(vals) {
+                        out.set(u, v.map(|s| parse_delta(&s)));
+                    }
                 }
                 Ok(Some(out))
             }
             Served::Buffer => {
                 // Conservation: SQL counter + pending + claimed-but-unapplied, per user.
-                let mut out: Vec<Option<i64>> = vec![None; n_users as usize];
-                for (u, v) in sh.db.rows::<(i64, i64)>(sh.sql.counters_all, &[]).await? {
-                    if u >= 1 && u as u64 <= n_users {
-                        out[(u - 1) as usize] = Some(v);
-                    }
-                }
+                let mut out = counterlab_core::UserCounters::new(n_users);
+                sh.db.each_row(sh.sql.counters_all, |u, v| out.set(u, Some(v))).await?;
                 let mut c = sh.space.conn();
                 let pending: Vec<(i64, f64)> =
                     c.zrange_withscores(sh.space.buf_key("pending"), 0, -1).await.map_err(classify_redis)?;
@@ -290,10 +289,7 @@ impl Strategy for RedisStrategy {
                     claimed.into_iter().filter_map(|(u, e)| e.split_once(':').map(|(_, d)| (u, parse_delta(d)))),
                 );
                 for (u, d) in extra {
-                    if u >= 1 && u as u64 <= n_users {
-                        let slot = &mut out[(u - 1) as usize];
-                        *slot = Some(slot.unwrap_or(0) + d);
-                    }
+                    out.add(u, d);
                 }
                 Ok(Some(out))
             }

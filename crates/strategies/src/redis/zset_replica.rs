@@ -203,18 +203,20 @@ impl Strategy for ZsetReplicaReads {
             Err(_) => Err(OpError::new(ErrorClass::Timeout, Outcome::Fail, "reconcile did not finish in time")),
         }
     }
-    async fn counters(&self, n_users: u64) -> Result<Option<Vec<Option<i64>>>, OpError> {
+    async fn counters(&self, n_users: u64) -> Result<Option<counterlab_core::UserCounters>, OpError> {
         let mut c = self.sh.space.conn();
-        let mut out = Vec::with_capacity(n_users as usize);
-        let users: Vec<i64> = (1..=n_users as i64).collect();
-        for chunk in users.chunks(BATCH) {
+        let mut out = counterlab_core::UserCounters::new(n_users);
+        for first in (1..=n_users as i64).step_by(BATCH) {
+            let chunk: Vec<i64> = (first..=(first + BATCH as i64 - 1).min(n_users as i64)).collect();
             let scores: Vec<Option<f64>> = redis::cmd("ZMSCORE")
                 .arg(self.sh.key())
-                .arg(chunk)
+                .arg(&chunk)
                 .query_async(&mut c)
                 .await
                 .map_err(classify_redis)?;
-            out.extend(scores.into_iter().map(|s| s.map(|s| s.round() as i64)));
+            for (u, s) in chunk.into_iter().zip(scores) {
+                out.set(u, s.map(|s| s.round() as i64));
+            }
         }
         Ok(Some(out))
     }
