@@ -9,6 +9,8 @@
 # percentiles: counterlab's report.json; pgbench's per-transaction log (its last column
 # is the schedule lag in us). Needs a release build: cargo build --release.
 # Usage: reports/2026-12-02-pacer/measure.sh OUT_DIR [ROUNDS]
+# Env: COUNTERLAB_POSTGRES_URL (the server both tools load), FRACTION (of the measured
+# capacity to run at; 0.5 unless given).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:?OUT_DIR}
@@ -16,6 +18,7 @@ ROUNDS=${2:-3}
 URL=${COUNTERLAB_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}
 CL=./target/release/counterlab
 SECS=15
+FRACTION=${FRACTION:-0.5}
 mkdir -p "$OUT"
 LOG="$OUT/raw.log"
 : > "$LOG"
@@ -26,7 +29,7 @@ for round in $(seq 1 "$ROUNDS"); do
   echo "round $round uptime $(uptime | sed 's/.*load average: //;s/,//g')" | tee -a "$LOG"
   $CL run benches/pgbench/mark-read.toml --quiet --duration-s 10 --out "$OUT/capacity-$round" >>"$LOG"
   cap=$(field "$OUT/capacity-$round/report.json" "s['throughput_ops_per_s']")
-  half=$(python3 -c "print(round($cap / 2))")
+  half=$(python3 -c "print(round($cap * $FRACTION))")
   echo "round $round capacity $cap rate $half" | tee -a "$LOG"
   if [ $((round % 2)) -eq 1 ]; then order="pgbench counterlab"; else order="counterlab pgbench"; fi
   for tool in $order; do
