@@ -73,6 +73,7 @@ async fn a_strategy_registered_in_one_row_runs_and_is_judged_like_a_built_in() {
     let report = run_plan(&plan, &opts, &mut |_| {}).await.expect("the run completes");
     let row = report.strategies.iter().find(|s| s.strategy == "toy-exact").expect("the toy's row");
     assert_eq!(row.check.verdict, "pass", "{:?}", row.check);
+    assert!(row.check_s > 0.0, "the check's time is recorded: {}", row.check_s);
     assert!(
         row.ops_total > 300 && row.check.users_checked == 20,
         "{} ops, {} users",

@@ -133,6 +133,10 @@ pub struct StrategyReport {
     pub settle_s: f64,
     /// Why settle did not finish within its bound, if it did not.
     pub settle_error: Option<String>,
+    /// Seconds the checks took after settle: the counters against the truth, the reads,
+    /// the settled reads and the anomalies (0 when the check did not run).
+    #[serde(default)]
+    pub check_s: f64,
     /// Set when the time series stopped sampling drift during the load: when and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drift_note: Option<String>,
@@ -832,6 +836,7 @@ pub struct StrategyRun<'a> {
     pub load: &'a LoadResult,
     pub settle_s: f64,
     pub settle_error: Option<String>,
+    pub check_s: f64,
     pub faults: Vec<FaultEvent>,
     pub figures: Vec<(&'static str, f64)>,
     pub check: &'a CheckResult,
@@ -893,6 +898,7 @@ impl StrategyReport {
             ops: op_reports(load),
             settle_s: run.settle_s,
             settle_error: run.settle_error,
+            check_s: run.check_s,
             drift_note: None,
             faults: run.faults,
             anomalies: run.anomalies.iter().map(|a| anomaly_report(a, &figures, c)).collect(),

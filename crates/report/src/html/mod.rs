@@ -552,10 +552,11 @@ fn details(w: &mut String, r: &Report) {
         }
         writeln!(
             w,
-            "<li>seed {} s, load {} s, settle {} s; give-ups {}</li>",
+            "<li>seed {} s, load {} s, settle {} s, check {} s; give-ups {}</li>",
             fig(s.seed_s, 2),
             fig(s.load_s, 2),
             fig(s.settle_s, 2),
+            fig(s.check_s, 2),
             s.give_ups
         )
         .unwrap();
@@ -705,6 +706,7 @@ mod tests {
             error_samples: vec!["mark_read: deadlock detected".into()],
             ops,
             settle_s: 0.1,
+            check_s: 0.2,
             settle_error: None,
             drift_note: None,
             faults,

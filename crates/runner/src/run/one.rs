@@ -505,6 +505,8 @@ pub(super) struct Found {
     history: HistoryReport,
     /// Replica reads: how stale they were.
     staleness: Option<counterlab_core::Staleness>,
+    /// Seconds from reading the counters to the verdict.
+    check_s: f64,
 }
 
 /// The truth and the counters (each retried while the connection is what failed; a
@@ -517,6 +519,7 @@ pub(super) async fn check(
     history: &mut History,
     log: &mut dyn FnMut(&str),
 ) -> Result<Found, String> {
+    let started = std::time::Instant::now();
     let n_users = cell.t.seed.n_users;
     let (plan, name, info) = (cell.plan, cell.t.name, cell.t.info);
     let guarantee = if plan.expect_drift.iter().any(|s| s == name) { Guarantee::None } else { info.guarantee };
@@ -590,7 +593,7 @@ pub(super) async fn check(
         settled_reads: settled.len() as u64,
         file: None,
     };
-    Ok(Found { figures, check, anomalies, judgement, history, staleness })
+    Ok(Found { figures, check, anomalies, judgement, history, staleness, check_s: started.elapsed().as_secs_f64() })
 }
 
 /// The staleness of replica reads as figures (ms and counts).
@@ -698,6 +701,7 @@ pub(super) fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log:
         load: &l.load,
         settle_s: l.settle_s,
         settle_error: l.settle_error,
+        check_s: f.check_s,
         faults: l.faults,
         figures: f.figures,
         check: &f.check,

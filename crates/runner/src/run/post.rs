@@ -158,6 +158,7 @@ pub(super) fn incomplete_report(
         load: r.load,
         settle_s: 0.0,
         settle_error: None,
+        check_s: 0.0,
         faults,
         figures: Vec::new(),
         check: &check,
