@@ -139,6 +139,11 @@ async fn streamed_check_agrees_with_the_stored_rows() {
         exec(ns.db(), "INSERT INTO notifications (user_id) VALUES (51)").await;
         let err = ns.check_stream(50, Guarantee::Exact, None, 10).await.unwrap_err();
         assert!(err.to_string().contains("a row for user 51, outside 1..=50"), "{name}: {err}");
+        // A counter outside the range is an error too (PostgreSQL reads the counters apart).
+        exec(ns.db(), "DELETE FROM notifications WHERE user_id = 51").await;
+        exec(ns.db(), "INSERT INTO unread_counts (user_id, unread) VALUES (52, 0)").await;
+        let err = ns.check_stream(50, Guarantee::Exact, None, 10).await.unwrap_err();
+        assert!(err.to_string().contains("row for user 52, outside 1..=50"), "{name}: {err}");
         ns.drop_namespace().await.unwrap();
     }
 }

@@ -192,10 +192,9 @@ impl<'a> CheckFold<'a> {
     /// A fold for users 1..=n_users keeping at most `sample` evenly spread users.
     pub fn new(n_users: u64, counters: Option<&'a UserCounters>, sample: usize) -> CheckFold<'a> {
         assert!(counters.is_none_or(|c| c.len() == n_users), "one counter per user");
-        let step = n_users.div_ceil(sample.max(1) as u64).max(1);
-        let sample = (0..n_users.div_ceil(step))
-            .map(|k| CheckInput { user: (k * step + 1) as i64, counter: None, truth: 0 })
-            .collect();
+        let step = Self::sample_step(n_users, sample);
+        let sample =
+            Self::sample_users(n_users, sample).map(|user| CheckInput { user, counter: None, truth: 0 }).collect();
         CheckFold {
             n_users,
             seen: vec![0; n_users.div_ceil(64) as usize],
@@ -205,6 +204,17 @@ impl<'a> CheckFold<'a> {
             witnesses: Vec::new(),
             sample,
         }
+    }
+
+    fn sample_step(n_users: u64, sample: usize) -> u64 {
+        n_users.div_ceil(sample.max(1) as u64).max(1)
+    }
+
+    /// The users a fold of `n_users` keeps for a `sample` of that size, in order: known
+    /// before the rows arrive, so what they show can be read while the truth streams.
+    pub fn sample_users(n_users: u64, sample: usize) -> impl Iterator<Item = i64> {
+        let step = Self::sample_step(n_users, sample);
+        (0..n_users.div_ceil(step)).map(move |k| (k * step + 1) as i64)
     }
 
     /// One user's row; an error names a user outside 1..=n_users or one seen twice.
@@ -321,7 +331,9 @@ mod tests {
             prop_assert_eq!(got.witnesses, witnesses);
             let step = rows.len().div_ceil(sample).max(1);
             let every: Vec<CheckInput> = rows.iter().copied().step_by(step).collect();
-            prop_assert_eq!(got.sample, every);
+            prop_assert_eq!(&got.sample, &every);
+            let users: Vec<i64> = CheckFold::sample_users(n, sample).collect();
+            prop_assert_eq!(users, every.iter().map(|r| r.user).collect::<Vec<_>>());
         }
 
         // Counters given apart (a Redis strategy's) replace the rows' counters, for the

@@ -81,6 +81,13 @@ impl FromIterator<Option<i64>> for UserCounters {
     }
 }
 
+/// Users 1..=n_users in consecutive ranges of at most `size` (the last may be shorter),
+/// for reading counters a pipeline or a batch at a time.
+pub fn user_chunks(n_users: u64, size: usize) -> impl Iterator<Item = std::ops::RangeInclusive<i64>> {
+    let (n, size) = (n_users as i64, size.max(1) as i64);
+    (1..=n).step_by(size as usize).map(move |first| first..=(first + size - 1).min(n))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +117,18 @@ mod tests {
             prop_assert_eq!(c.iter().collect::<Vec<_>>(), model.clone());
             prop_assert_eq!(c.get(0), None);
             prop_assert_eq!(c.get(model.len() as i64 + 1), None);
+        }
+    }
+
+    proptest! {
+        // The chunks cover 1..=n once, in order, each at most `size` users.
+        #[test]
+        fn user_chunks_cover_every_user_once_in_order(n in 0u64..3000, size in 0usize..1100) {
+            let chunks: Vec<_> = user_chunks(n, size).collect();
+            prop_assert!(chunks.iter().all(|c| c.clone().count() <= size.max(1)));
+            prop_assert!(chunks.iter().all(|c| !c.is_empty()));
+            let users: Vec<i64> = chunks.into_iter().flatten().collect();
+            prop_assert_eq!(users, (1..=n as i64).collect::<Vec<_>>());
         }
     }
 

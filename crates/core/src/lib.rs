@@ -14,7 +14,7 @@ mod verdict;
 
 pub use anomaly::AnomalyKind;
 pub use check::{CheckFold, CheckInput, CheckResult, Checked, UserDrift, Verdict, check_counters};
-pub use counters::UserCounters;
+pub use counters::{UserCounters, user_chunks};
 pub use history::{
     Anomaly, Context, Event, HistoryParts, MAX_WITNESSES, OnePart, ReadCheck, ReadSource, ReadViolation,
     STALENESS_BUCKETS_US, SettledRead, Staleness, Witness, check_reads, check_reads_from, check_reads_lagging,

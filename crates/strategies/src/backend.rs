@@ -695,9 +695,72 @@ impl Namespace {
         counters: Option<&counterlab_core::UserCounters>,
         sample: usize,
     ) -> Result<Checked, OpError> {
+        if let Db::Pg(pool) = self.db() {
+            return self.check_pg(pool, n_users, guarantee, counters, sample).await;
+        }
         let mut fold = CheckFold::new(n_users, counters, sample);
         self.each_check_row(|r| fold.add(r)).await?;
         Ok(fold.finish(guarantee))
+    }
+
+    /// PostgreSQL: the bare truth query (`truth_all`) on a connection of its own and,
+    /// while the server aggregates, the counters table read into `UserCounters` (8 B and a
+    /// bit a user) over the pool; then the truth rows folded as they arrive. No join on
+    /// the server: the check costs the truth query and a scan it overlaps
+    /// (reports/2026-12-02-check-overlap). `counters`: a strategy's own, read already.
+    async fn check_pg(
+        &self,
+        pool: &PgPool,
+        n_users: u64,
+        guarantee: Guarantee,
+        counters: Option<&counterlab_core::UserCounters>,
+        sample: usize,
+    ) -> Result<Checked, OpError> {
+        use futures_util::TryStreamExt;
+        use sqlx::ConnectOptions;
+        let err = |e| crate::db::classify(Dialect::Postgres, e);
+        let file = common(Dialect::Postgres);
+        let mut own = pool.connect_options().connect().await.map_err(err)?;
+        let mut truth = sqlx::query_as::<_, (i64, i64)>(statement(file, "truth_all")).fetch(&mut own);
+        let mut table = None;
+        let first = match counters {
+            Some(_) => truth.try_next().await.map_err(err)?,
+            None => {
+                let (first, read) = tokio::join!(truth.try_next(), self.table_counters(n_users));
+                table = Some(read?);
+                first.map_err(err)?
+            }
+        };
+        let mut fold = CheckFold::new(n_users, counters.or(table.as_ref()), sample);
+        let fail = |m| OpError::new(ErrorClass::Other, Outcome::Fail, format!("{}: {m}", self.name));
+        let mut next = first;
+        while let Some((user, truth_n)) = next {
+            fold.add(CheckInput { user, counter: None, truth: truth_n }).map_err(fail)?;
+            next = truth.try_next().await.map_err(err)?;
+        }
+        Ok(fold.finish(guarantee))
+    }
+
+    /// The `unread_counts` table as `UserCounters`; a row for a user outside 1..=n_users
+    /// is an error naming it, as the joined check's was.
+    async fn table_counters(&self, n_users: u64) -> Result<counterlab_core::UserCounters, OpError> {
+        let mut out = counterlab_core::UserCounters::new(n_users);
+        let mut outside = None;
+        let sql = statement(common(self.dialect()), "counters_all");
+        self.db()
+            .each_row(sql, |u, v| match u >= 1 && u as u64 <= n_users {
+                true => out.set(u, Some(v)),
+                false => outside = outside.or(Some(u)),
+            })
+            .await?;
+        match outside {
+            None => Ok(out),
+            Some(u) => Err(OpError::new(
+                ErrorClass::Other,
+                Outcome::Fail,
+                format!("{}: a counter row for user {u}, outside 1..={n_users}", self.name),
+            )),
+        }
     }
 
     /// Runs `check_rows` (one statement) and hands each row to `f` as it arrives; an

@@ -6,14 +6,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use counterlab_core::{
-    CheckResult, Checked, Context, ErrorClass, Fault, Findings, Guarantee, ReadFrom, ReadSource, Strategy,
+    CheckFold, CheckResult, Checked, Context, ErrorClass, Fault, Findings, Guarantee, ReadFrom, ReadSource, Strategy,
     check_reads_parts, classify_parts, judge,
 };
 use counterlab_plan::{Expected, RunPlan};
 use counterlab_report::{ExpectationResult, FaultEvent, HistoryReport, StrategyReport, StrategyRun, evaluate};
 use counterlab_sim::{DriverConfig, IdPool, LoadResult, Monitor, Sample, Sampler, SamplerConfig, Series, run_load};
 use counterlab_strategies::{
-    BackendError, Build, CATCH_UP_BOUND, CatchUp, CustomStrategy, Dialect, MqConfig, MqSpace, Namespace, Pausable,
+    BackendError, Build, CATCH_UP_BOUND, CatchUp, CustomStrategy, Db, Dialect, MqConfig, MqSpace, Namespace, Pausable,
     PoolSpec, RedisConfig, RedisLayout, RedisSpace, ReplicaReader, ReplicaReads, Server, SpaceLogin,
     sql_replica_supported,
 };
@@ -21,6 +21,7 @@ use counterlab_strategies::{
 use super::names::scoped_namespace;
 use super::post::{
     Incomplete, SETTLED_READS, executed, incomplete_report, judged_errors, retry_lost, schedule_faults, settled_reads,
+    shown_counts,
 };
 use super::status::{self, Progress, Status};
 use super::{Phase, RunOptions, Target};
@@ -523,17 +524,11 @@ pub(super) async fn check(
     let n_users = cell.t.seed.n_users;
     let (plan, name, info) = (cell.plan, cell.t.name, cell.t.info);
     let guarantee = if plan.expect_drift.iter().any(|s| s == name) { Guarantee::None } else { info.guarantee };
-    // The truth streamed beside the counters: `rows` keeps the witnesses (mismatched or
-    // negative users, all the classifier reads) and `sample` the settled reads' users.
-    let counters = retry_lost("read the counters", Some(ns.db()), log, || l.strategy.counters(n_users)).await?;
-    let Checked { result: check, witnesses: rows, sample } = retry_lost("read the truth", Some(ns.db()), log, || {
-        ns.check_stream(n_users, guarantee, counters.as_ref(), SETTLED_READS)
-    })
-    .await?;
-    drop(counters);
-    // The history's verdicts: reads against their bounds, what read_count shows once
+    let (Checked { result: check, witnesses: rows, .. }, settled, truth_s) =
+        truth_and_settled(ns, l, n_users, guarantee, log).await?;
+    let settled_s = started.elapsed().as_secs_f64() - truth_s;
+    // The history's verdicts: reads against their bounds, what read_count showed once
     // settled, and the named anomalies that explain any mismatch.
-    let settled = settled_reads(l.strategy.as_ref(), &sample).await;
     let unread_at_start = cell.t.seed.unread_at_start() as i64;
     let lag_us = l.strategy.read_lag().map(|d| d.as_micros() as u64);
     let source = match (cell.t.read_from, lag_us) {
@@ -581,6 +576,12 @@ pub(super) async fn check(
     for a in &anomalies {
         log(&format!("{}: anomaly {} x{}", cell.label(), a.name, a.count));
     }
+    let check_s = started.elapsed().as_secs_f64();
+    log(&format!(
+        "{}: checked in {check_s:.2} s (counters and truth {truth_s:.2} s, {} settled reads {settled_s:.2} s)",
+        cell.label(),
+        settled.len()
+    ));
     let limits = history_limits(history.len(), l.load.history_dropped);
     let judgement = verdict(cell, &l.load, guarantee, &check, &anomalies, lag_us.map(|us| us as f64 / 1e3), limits);
     let staleness = reads.as_ref().and_then(|r| r.staleness());
@@ -593,7 +594,41 @@ pub(super) async fn check(
         settled_reads: settled.len() as u64,
         file: None,
     };
-    Ok(Found { figures, check, anomalies, judgement, history, staleness, check_s: started.elapsed().as_secs_f64() })
+    Ok(Found { figures, check, anomalies, judgement, history, staleness, check_s })
+}
+
+/// The truth streamed beside the counters (`witnesses`: mismatched or negative users, all
+/// the classifier reads; `sample`: the settled reads' users), and what `read_count` shows
+/// for the sample once settled. On PostgreSQL the truth has a connection of its own and
+/// the reads overlap it (the state is quiescent; reports/2026-12-02-check-overlap);
+/// elsewhere they follow it. Also the seconds until the truth was in.
+async fn truth_and_settled(
+    ns: &Namespace,
+    l: &Loaded,
+    n_users: u64,
+    guarantee: Guarantee,
+    log: &mut dyn FnMut(&str),
+) -> Result<(Checked, Vec<counterlab_core::SettledRead>, f64), String> {
+    let started = Instant::now();
+    let counters = retry_lost("read the counters", Some(ns.db()), log, || l.strategy.counters(n_users)).await?;
+    let users: Vec<i64> = CheckFold::sample_users(n_users, SETTLED_READS).collect();
+    let truth = retry_lost("read the truth", Some(ns.db()), log, || {
+        ns.check_stream(n_users, guarantee, counters.as_ref(), SETTLED_READS)
+    });
+    let reads = shown_counts(l.strategy.as_ref(), &users);
+    let (checked, shown, truth_s) = match ns.db() {
+        Db::Pg(_) => {
+            let ((checked, truth_s), shown) = tokio::join!(async { (truth.await, started.elapsed()) }, reads);
+            (checked?, shown, truth_s)
+        }
+        _ => {
+            let checked = truth.await?;
+            let truth_s = started.elapsed();
+            (checked, reads.await, truth_s)
+        }
+    };
+    let settled = settled_reads(l.strategy.as_ref(), &checked.sample, shown).await;
+    Ok((checked, settled, truth_s.as_secs_f64()))
 }
 
 /// The staleness of replica reads as figures (ms and counts).

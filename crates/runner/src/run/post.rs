@@ -172,16 +172,31 @@ pub(super) fn incomplete_report(
 /// Users whose `read_count` is compared with the truth after settle (evenly spread).
 pub const SETTLED_READS: usize = 2000;
 
-/// After settle, what `read_count` shows for up to `SETTLED_READS` users beside their
-/// truth, 8 reads at a time. A read that errors is left out.
-pub(super) async fn settled_reads(strategy: &dyn Strategy, rows: &[CheckInput]) -> Vec<SettledRead> {
-    let step = rows.len().div_ceil(SETTLED_READS).max(1);
-    futures_util::stream::iter(rows.iter().step_by(step))
-        .map(|r| async move {
-            strategy.read_count(r.user).await.ok().map(|shown| SettledRead { user: r.user, shown, truth: r.truth })
-        })
-        .buffer_unordered(8)
-        .filter_map(|x| async move { x })
+/// After settle, what `read_count` shows for `users`, 8 reads at a time, in their order;
+/// None where the read errored (`settled_reads` tries those once more).
+pub(super) async fn shown_counts(strategy: &dyn Strategy, users: &[i64]) -> Vec<Option<i64>> {
+    futures_util::stream::iter(users.iter().map(|&u| async move { strategy.read_count(u).await.ok() }))
+        .buffered(8)
         .collect()
         .await
+}
+
+/// The settled reads: what each sampled user showed (`shown`, read by `shown_counts` for
+/// the sample's users in order) beside their truth. A read that errored is tried once
+/// more, one at a time; one that errors again is left out.
+pub(super) async fn settled_reads(
+    strategy: &dyn Strategy,
+    sample: &[CheckInput],
+    shown: Vec<Option<i64>>,
+) -> Vec<SettledRead> {
+    debug_assert_eq!(sample.len(), shown.len(), "one read per sampled user");
+    let mut out = Vec::with_capacity(sample.len());
+    for (r, shown) in sample.iter().zip(shown) {
+        let shown = match shown {
+            Some(v) => Some(v),
+            None => strategy.read_count(r.user).await.ok(),
+        };
+        out.extend(shown.map(|shown| SettledRead { user: r.user, shown, truth: r.truth }));
+    }
+    out
 }

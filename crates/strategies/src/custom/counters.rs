@@ -27,8 +27,7 @@ impl CustomStrategy {
             script.prepare_invoke().load_async(&mut conn).await.map_err(classify_redis)?;
         }
         let mut out = UserCounters::new(n_users);
-        for first in (1..=n_users as i64).step_by(CHUNK) {
-            let chunk = first..=(first + CHUNK as i64 - 1).min(n_users as i64);
+        for chunk in counterlab_core::user_chunks(n_users, CHUNK) {
             let mut pipe = ::redis::pipe();
             for u in chunk.clone() {
                 let env = Env { user: u, ..Env::default() };

@@ -259,8 +259,7 @@ impl Strategy for RedisStrategy {
             Served::UserKey | Served::ShardField | Served::SetCard => {
                 let mut c = sh.space.conn();
                 let mut out = counterlab_core::UserCounters::new(n_users);
-                for first in (1..=n_users as i64).step_by(1000) {
-                    let chunk = first..=(first + 999).min(n_users as i64);
+                for chunk in counterlab_core::user_chunks(n_users, 1000) {
                     let mut pipe = redis::pipe();
                     for u in chunk.clone() {
                         match served {

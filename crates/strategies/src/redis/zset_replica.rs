@@ -206,8 +206,8 @@ impl Strategy for ZsetReplicaReads {
     async fn counters(&self, n_users: u64) -> Result<Option<counterlab_core::UserCounters>, OpError> {
         let mut c = self.sh.space.conn();
         let mut out = counterlab_core::UserCounters::new(n_users);
-        for first in (1..=n_users as i64).step_by(BATCH) {
-            let chunk: Vec<i64> = (first..=(first + BATCH as i64 - 1).min(n_users as i64)).collect();
+        for chunk in counterlab_core::user_chunks(n_users, BATCH) {
+            let chunk: Vec<i64> = chunk.collect();
             let scores: Vec<Option<f64>> = redis::cmd("ZMSCORE")
                 .arg(self.sh.key())
                 .arg(&chunk)
