@@ -115,8 +115,8 @@ impl SpillWriter {
     }
 }
 
-/// Spills `events` (from any number of sources, in any order) into part files: the
-/// entry point for histories recorded elsewhere (an agent's files).
+/// Spills `events` (from any number of sources, in any order) into part files at once
+/// (the benches' and tests' entry point; a run's history goes through `HistoryStore`).
 pub fn spill(events: impl IntoIterator<Item = Event>, parent: Option<&Path>) -> io::Result<Spilled> {
     let mut w = SpillWriter::new(parent)?;
     let mut chunk = Vec::with_capacity(4096);
@@ -184,16 +184,6 @@ pub enum History {
 }
 
 impl History {
-    /// Calls gathered elsewhere (the distributed check's merged agents): sorted in memory
-    /// up to `SPILL_AFTER`, spilled by user past it.
-    pub fn from_events(mut events: Vec<Event>) -> Result<History, String> {
-        if events.len() <= SPILL_AFTER {
-            sort_history(&mut events);
-            return Ok(History::Memory(events));
-        }
-        spill(events, None).map(History::Spilled).map_err(|e| format!("spilling the history: {e}"))
-    }
-
     pub fn len(&self) -> u64 {
         match self {
             History::Memory(v) => v.len() as u64,

@@ -15,7 +15,9 @@ use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 
 use counterlab_core::{Event, OpKind, Outcome};
 use counterlab_report::{AgentShare, AgentsReport, HistoryEvent};
-use counterlab_sim::{LoadResult, Stage, StageResult};
+use counterlab_sim::{HistorySink as _, LoadResult, Stage, StageResult};
+
+use crate::spill::{History, HistoryStore, SPILL_AFTER};
 
 /// Error messages kept per cell (as one process keeps).
 const MAX_ERROR_SAMPLES: usize = 5;
@@ -106,32 +108,29 @@ fn read_agent(from: &Path, run_id: &str, k: u32, n: u32) -> Result<Agent, String
     Ok(Agent { partial, dir })
 }
 
-/// One agent's calls of one cell, on its own clock, and how to place them.
-pub struct Timeline {
+/// How one agent's calls of one cell are placed on the merged timeline.
+#[derive(Clone, Copy)]
+pub struct Placement {
     pub k: u32,
     /// The load's start on the server's clock, µs since the epoch.
     pub t0_server_us: i64,
     /// Each call's interval is widened by this much on both sides.
     pub widen_us: u64,
-    pub events: Vec<Event>,
 }
 
-/// Every agent's calls on one timeline (µs from the earliest widened start), by
-/// completion; worker ids made unique per agent (agent K's worker w is (K-1)<<20 | w).
-pub fn one_timeline(parts: Vec<Timeline>) -> Vec<Event> {
-    let base = parts.iter().map(|p| p.t0_server_us - p.widen_us as i64).min().unwrap_or(0);
-    let mut out = Vec::with_capacity(parts.iter().map(|p| p.events.len()).sum());
-    for p in parts {
-        let shift = (p.t0_server_us - base) as u64;
-        out.extend(p.events.into_iter().map(|mut e| {
-            e.invoke_us = e.invoke_us + shift - p.widen_us;
-            e.complete_us = e.complete_us + shift + p.widen_us;
-            e.worker |= (p.k - 1) << 20;
-            e
-        }));
-    }
-    out.sort_by_key(|e| (e.complete_us, e.invoke_us, e.worker));
-    out
+/// The merged timeline's zero: the earliest widened start over the agents.
+pub fn timeline_base(agents: &[Placement]) -> i64 {
+    agents.iter().map(|p| p.t0_server_us - p.widen_us as i64).min().unwrap_or(0)
+}
+
+/// One call of agent `p` on the timeline starting at `base` (µs from it), its interval
+/// widened, its worker id made unique (agent K's worker w is (K-1)<<20 | w).
+pub fn place(base: i64, p: &Placement, mut e: Event) -> Event {
+    let shift = (p.t0_server_us - base) as u64;
+    e.invoke_us = e.invoke_us + shift - p.widen_us;
+    e.complete_us = e.complete_us + shift + p.widen_us;
+    e.worker |= (p.k - 1) << 20;
+    e
 }
 
 /// A history line back as the checker's event.
@@ -153,11 +152,23 @@ pub fn event(h: HistoryEvent) -> Result<Event, String> {
     })
 }
 
-/// Reads a history file into events.
-pub fn read_events(path: &Path) -> Result<Vec<Event>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let lines = counterlab_report::read_history(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    lines.into_iter().map(event).collect::<Result<_, _>>().map_err(|e| format!("{}: {e}", path.display()))
+/// Hands each call of a history file to `f` in file order, a line at a time (memory
+/// holds one line); returns how many there were. Errors name the file and the line.
+pub fn each_event(path: &Path, mut f: impl FnMut(Event)) -> Result<u64, String> {
+    use std::io::BufRead as _;
+    let at = |e: String| format!("{}: {e}", path.display());
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut n = 0u64;
+    for (i, line) in std::io::BufReader::with_capacity(1 << 16, file).lines().enumerate() {
+        let line = line.map_err(|e| at(format!("line {}: {e}", i + 1)))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let h: HistoryEvent = serde_json::from_str(&line).map_err(|e| at(format!("line {}: {e}", i + 1)))?;
+        f(event(h).map_err(|e| at(format!("line {}: {e}", i + 1)))?);
+        n += 1;
+    }
+    Ok(n)
 }
 
 /// Every histogram of an HDR interval log, summed by tag.
@@ -190,7 +201,10 @@ pub fn read_hlog(path: &Path) -> Result<BTreeMap<String, Histogram<u64>>, String
 
 /// One cell merged over the agents.
 pub struct MergedCell {
+    /// The counts and histograms; its `history` is empty (the calls are in `history`).
     pub load: LoadResult,
+    /// Every agent's calls on one timeline: in memory up to `SPILL_AFTER`, spilled past it.
+    pub history: History,
     pub figures: Vec<(String, f64)>,
     pub settle_s: f64,
     pub settle_error: Option<String>,
@@ -212,7 +226,7 @@ pub fn merge_cell(agents: &[Agent], namespace: &str, stages: &[Stage], max_us: u
             lag_us: empty_lag(max_us),
         })
         .collect();
-    let (mut timelines, mut shares, mut figures) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut histories, mut shares, mut figures) = (Vec::new(), Vec::new(), Vec::new());
     let (mut settle_s, mut settle_error, mut errors, mut dropped) = (0f64, None, Vec::new(), 0);
     for a in agents {
         let p = &a.partial;
@@ -223,20 +237,9 @@ pub fn merge_cell(agents: &[Agent], namespace: &str, stages: &[Stage], max_us: u
             .find(|c| c.namespace == namespace)
             .ok_or_else(|| format!("{who} has no output for {namespace}"))?;
         add_stages(&mut results, c, &a.dir.join(&c.dir).join("latency.hlog"), &who)?;
-        let events = read_events(&a.dir.join(&c.dir).join("history.jsonl"))?;
-        if events.len() as u64 != c.history_events {
-            return Err(format!(
-                "{who}: {} calls in its history, {} in its partial report",
-                events.len(),
-                c.history_events
-            ));
-        }
-        timelines.push(Timeline {
-            k: p.k,
-            t0_server_us: c.t0_local_us + p.clock.offset_us,
-            widen_us: p.clock.uncertainty_us,
-            events,
-        });
+        let placement =
+            Placement { k: p.k, t0_server_us: c.t0_local_us + p.clock.offset_us, widen_us: p.clock.uncertainty_us };
+        histories.push((who, a.dir.join(&c.dir).join("history.jsonl"), placement, c.history_events));
         shares.push(share(p, c));
         figures.extend(c.figures.iter().cloned());
         settle_s = settle_s.max(c.settle_s);
@@ -248,6 +251,7 @@ pub fn merge_cell(agents: &[Agent], namespace: &str, stages: &[Stage], max_us: u
             }
         }
     }
+    let history = merge_histories(&histories, SPILL_AFTER)?;
     let mut ops = empty_ops(max_us);
     let mut elapsed = Duration::ZERO;
     for r in results.iter().filter(|r| r.stage.measured) {
@@ -256,16 +260,46 @@ pub fn merge_cell(agents: &[Agent], namespace: &str, stages: &[Stage], max_us: u
         }
         elapsed += r.elapsed;
     }
-    let history = one_timeline(timelines);
-    let load = LoadResult { ops, elapsed, error_samples: errors, stages: results, history, history_dropped: dropped };
+    let load = LoadResult {
+        ops,
+        elapsed,
+        error_samples: errors,
+        stages: results,
+        history: Vec::new(),
+        history_dropped: dropped,
+    };
     let clock_uncertainty_ms = shares.iter().map(|s: &AgentShare| s.clock_uncertainty_ms).fold(0.0, f64::max);
     Ok(MergedCell {
         load,
+        history,
         figures,
         settle_s,
         settle_error,
         agents: AgentsReport { agents: shares, clock_uncertainty_ms },
     })
+}
+
+/// Every agent's history file (who, path, placement, the calls its partial report
+/// counted) streamed onto one timeline through a `HistoryStore`: memory holds at most
+/// `spill_after` calls and a chunk, never the agents' histories whole.
+fn merge_histories(agents: &[(String, PathBuf, Placement, u64)], spill_after: usize) -> Result<History, String> {
+    const CHUNK: usize = 4096;
+    let base = timeline_base(&agents.iter().map(|a| a.2).collect::<Vec<_>>());
+    let store = HistoryStore::new(spill_after);
+    for (who, path, placement, expected) in agents {
+        let mut chunk = Vec::with_capacity(CHUNK);
+        let n = each_event(path, |e| {
+            chunk.push(place(base, placement, e));
+            if chunk.len() == CHUNK {
+                store.accept(std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK)));
+            }
+        })?;
+        store.accept(chunk);
+        if n != *expected {
+            return Err(format!("{who}: {n} calls in its history, {expected} in its partial report"));
+        }
+    }
+    store.finish()
 }
 
 /// Adds one agent's stages (counts from its partial report, histograms from its log).
@@ -353,17 +387,24 @@ mod tests {
 
     /// Agent 1 creates a notification of user 1 (server time 1000-2000 µs after both
     /// started); agent 2, whose clock runs 5 ms behind, reads 6 at server time 3000.
-    fn agents(offset_2_us: i64, widen_us: u64) -> Vec<Timeline> {
+    fn agents(offset_2_us: i64, widen_us: u64) -> Vec<(Placement, Vec<Event>)> {
         let t0 = 1_000_000_000;
         vec![
-            Timeline { k: 1, t0_server_us: t0, widen_us, events: vec![call(OpKind::Create, 1000, 2000, 1)] },
-            Timeline {
-                k: 2,
-                t0_server_us: (t0 - 5000) + offset_2_us,
-                widen_us,
-                events: vec![call(OpKind::ReadCount, 3000, 3100, 6)],
-            },
+            (Placement { k: 1, t0_server_us: t0, widen_us }, vec![call(OpKind::Create, 1000, 2000, 1)]),
+            (
+                Placement { k: 2, t0_server_us: (t0 - 5000) + offset_2_us, widen_us },
+                vec![call(OpKind::ReadCount, 3000, 3100, 6)],
+            ),
         ]
+    }
+
+    /// The agents' calls placed on one timeline, by completion (as the checker sorts).
+    fn one_timeline(parts: Vec<(Placement, Vec<Event>)>) -> Vec<Event> {
+        let base = timeline_base(&parts.iter().map(|p| p.0).collect::<Vec<_>>());
+        let mut out: Vec<Event> =
+            parts.into_iter().flat_map(|(p, events)| events.into_iter().map(move |e| place(base, &p, e))).collect();
+        counterlab_core::sort_history(&mut out);
+        out
     }
 
     #[test]
@@ -374,6 +415,52 @@ mod tests {
         assert_eq!(anomalies(&one_timeline(agents(0, 0))), vec!["read_out_of_bounds"]);
         // Widening alone covers an offset error within the uncertainty.
         assert_eq!(anomalies(&one_timeline(agents(4000, 600))), Vec::<&str>::new());
+    }
+
+    /// Two agents' history files (4000 and 3000 calls over 40 users) in `dir`.
+    fn agent_files(dir: &Path) -> Vec<(String, PathBuf, Placement, u64)> {
+        (1..=2u32)
+            .map(|k| {
+                let events: Vec<Event> = (0..(5 - k as u64) * 1000)
+                    .map(|i| Event {
+                        user: (i % 40) as i64 + 1,
+                        worker: (i % 4) as u32,
+                        ..call(OpKind::ReadCount, i * 10, i * 10 + 7, 5)
+                    })
+                    .collect();
+                let path = dir.join(format!("h{k}.jsonl"));
+                let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+                counterlab_report::write_history_to(&events, &mut f).unwrap();
+                let p = Placement { k, t0_server_us: 1_000_000 + k as i64 * 333, widen_us: 50 };
+                (format!("agent {k}/2"), path, p, events.len() as u64)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn agents_histories_stream_onto_one_timeline_and_spill_past_the_bound() {
+        use counterlab_core::HistoryParts as _;
+        let dir = tempfile::tempdir().unwrap();
+        let files = agent_files(dir.path());
+        let History::Memory(whole) = merge_histories(&files, usize::MAX).unwrap() else { panic!("in memory") };
+        assert_eq!(whole.len(), 7000);
+        // Past a bound of 1000 calls the same merge goes to part files, the same calls in them.
+        let mut spilled = merge_histories(&files, 1000).unwrap();
+        assert!(matches!(spilled, History::Spilled(_)), "spilled past the bound");
+        let mut parts: Vec<Event> = Vec::new();
+        for i in 0..spilled.parts() {
+            parts.extend(spilled.load(i).unwrap().iter().copied());
+        }
+        let key = |e: &Event| (e.worker, e.invoke_us, e.complete_us, e.user);
+        let (mut a, mut b) = (whole.clone(), parts);
+        a.sort_by_key(key);
+        b.sort_by_key(key);
+        assert_eq!(a, b);
+        // A history whose length disagrees with its partial report is refused.
+        let mut wrong = files.clone();
+        wrong[1].3 += 1;
+        let e = merge_histories(&wrong, usize::MAX).map(|_| ()).unwrap_err();
+        assert_eq!(e, "agent 2/2: 3000 calls in its history, 3001 in its partial report");
     }
 
     #[test]

@@ -456,8 +456,7 @@ async fn check_cell(cell: &Cell<'_>, m: merge::MergedCell, log: Log<'_>) -> Resu
     let in_effect = ns.isolation_in_effect().await?;
     let identity = ns.identity().describe();
     let series = Series { samples: Vec::new(), hdr_log: String::new(), drift_note: None };
-    let mut load = m.load;
-    let mut history = History::from_events(std::mem::take(&mut load.history)).map_err(PhaseError)?;
+    let (load, mut history) = (m.load, m.history);
     let loaded = Loaded {
         strategy,
         load,
