@@ -101,8 +101,9 @@ async fn counter_changed_behind_its_back_is_caught() {
     assert_eq!(after.drift_abs_total, expected_abs);
 }
 
-/// The streamed check (`check_stream`, a fold over the rows as they arrive: one FULL
-/// JOIN on PostgreSQL, two merged ordered streams on MariaDB) gives what the whole list
+/// The streamed check (`check_stream`, a fold over the rows as they arrive: the truth
+/// beside the counters read apart in its snapshot on PostgreSQL, two merged ordered
+/// streams on MariaDB, one FULL JOIN on SQLite) gives what the whole list
 /// gives, keeps the tampered users as witnesses and an even sample, and refuses a row
 /// for a user outside the seeded range.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

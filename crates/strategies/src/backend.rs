@@ -705,8 +705,9 @@ impl Namespace {
 
     /// PostgreSQL: the bare truth query (`truth_all`) on a connection of its own and,
     /// while the server aggregates, the counters table read into `UserCounters` (8 B and a
-    /// bit a user) over the pool; then the truth rows folded as they arrive. No join on
-    /// the server: the check costs the truth query and a scan it overlaps
+    /// bit a user) over the pool, in the truth's snapshot (exported, so both reads see one
+    /// state as a single statement would); then the truth rows folded as they arrive. No
+    /// join on the server: the check costs the truth query and a scan it overlaps
     /// (reports/2026-12-02-check-overlap). `counters`: a strategy's own, read already.
     async fn check_pg(
         &self,
@@ -717,16 +718,18 @@ impl Namespace {
         sample: usize,
     ) -> Result<Checked, OpError> {
         use futures_util::TryStreamExt;
-        use sqlx::ConnectOptions;
         let err = |e| crate::db::classify(Dialect::Postgres, e);
-        let file = common(Dialect::Postgres);
-        let mut own = pool.connect_options().connect().await.map_err(err)?;
-        let mut truth = sqlx::query_as::<_, (i64, i64)>(statement(file, "truth_all")).fetch(&mut own);
+        let mut own = self.pg_truth_connection(pool).await?;
+        own.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await.map_err(err)?;
+        let snapshot: String =
+            sqlx::query_scalar("SELECT pg_export_snapshot()").fetch_one(&mut own).await.map_err(err)?;
+        let mut truth =
+            sqlx::query_as::<_, (i64, i64)>(statement(common(Dialect::Postgres), "truth_all")).fetch(&mut own);
         let mut table = None;
         let first = match counters {
             Some(_) => truth.try_next().await.map_err(err)?,
             None => {
-                let (first, read) = tokio::join!(truth.try_next(), self.table_counters(n_users));
+                let (first, read) = tokio::join!(truth.try_next(), self.pg_table_counters(pool, &snapshot, n_users));
                 table = Some(read?);
                 first.map_err(err)?
             }
@@ -741,18 +744,52 @@ impl Namespace {
         Ok(fold.finish(guarantee))
     }
 
-    /// The `unread_counts` table as `UserCounters`; a row for a user outside 1..=n_users
-    /// is an error naming it, as the joined check's was.
-    async fn table_counters(&self, n_users: u64) -> Result<counterlab_core::UserCounters, OpError> {
+    /// A connection outside the pool (so a one-connection pool cannot deadlock), opened
+    /// within the pool's acquire timeout; a timeout counts as a lost connection (retried).
+    async fn pg_truth_connection(&self, pool: &PgPool) -> Result<sqlx::PgConnection, OpError> {
+        use sqlx::ConnectOptions;
+        let bound = pool.options().get_acquire_timeout();
+        match tokio::time::timeout(bound, pool.connect_options().connect()).await {
+            Ok(c) => c.map_err(|e| crate::db::classify(Dialect::Postgres, e)),
+            Err(_) => Err(OpError::new(
+                ErrorClass::Timeout,
+                Outcome::Fail,
+                format!("{}: no connection for the check within {} ms", self.name, bound.as_millis()),
+            )),
+        }
+    }
+
+    /// The `unread_counts` table as `UserCounters`, read in the exported `snapshot`; a row
+    /// for a user outside 1..=n_users is an error naming it, as the joined check's was.
+    async fn pg_table_counters(
+        &self,
+        pool: &PgPool,
+        snapshot: &str,
+        n_users: u64,
+    ) -> Result<counterlab_core::UserCounters, OpError> {
+        use futures_util::TryStreamExt;
+        let err = |e| crate::db::classify(Dialect::Postgres, e);
+        if snapshot.is_empty() || !snapshot.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
+            let m = format!("{}: the server exported an unexpected snapshot id {snapshot:?}", self.name);
+            return Err(OpError::new(ErrorClass::Other, Outcome::Fail, m));
+        }
+        // A transaction rolls back when dropped: an error leaves no open one in the pool.
+        let mut tx = pool.begin().await.map_err(err)?;
+        let join =
+            format!("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '{snapshot}'");
+        sqlx::raw_sql(AssertSqlSafe(join)).execute(&mut *tx).await.map_err(err)?;
         let mut out = counterlab_core::UserCounters::new(n_users);
         let mut outside = None;
-        let sql = statement(common(self.dialect()), "counters_all");
-        self.db()
-            .each_row(sql, |u, v| match u >= 1 && u as u64 <= n_users {
+        let sql = statement(common(Dialect::Postgres), "counters_all");
+        let mut rows = sqlx::query_as::<_, (i64, i64)>(sql).fetch(&mut *tx);
+        while let Some((u, v)) = rows.try_next().await.map_err(err)? {
+            match u >= 1 && u as u64 <= n_users {
                 true => out.set(u, Some(v)),
                 false => outside = outside.or(Some(u)),
-            })
-            .await?;
+            }
+        }
+        drop(rows);
+        tx.commit().await.map_err(err)?;
         match outside {
             None => Ok(out),
             Some(u) => Err(OpError::new(
@@ -803,7 +840,14 @@ impl Namespace {
         use sqlx::ConnectOptions;
         let err = |e| crate::db::classify(Dialect::Mysql, e);
         let file = common(Dialect::Mysql);
-        let mut own = pool.connect_options().connect().await.map_err(err)?;
+        let bound = pool.options().get_acquire_timeout();
+        let mut own = match tokio::time::timeout(bound, pool.connect_options().connect()).await {
+            Ok(c) => c.map_err(err)?,
+            Err(_) => {
+                let m = format!("{}: no connection for the check within {} ms", self.name, bound.as_millis());
+                return Err(OpError::new(ErrorClass::Timeout, Outcome::Fail, m));
+            }
+        };
         let mut truth = sqlx::query_as::<_, (i64, i64)>(statement(file, "check_truth")).fetch(&mut own);
         let mut counts = sqlx::query_as::<_, (i64, i64)>(statement(file, "check_counts")).fetch(pool);
         let (mut c, mut t) = (counts.try_next().await.map_err(err)?, truth.try_next().await.map_err(err)?);

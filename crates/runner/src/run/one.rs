@@ -524,8 +524,11 @@ pub(super) async fn check(
     let n_users = cell.t.seed.n_users;
     let (plan, name, info) = (cell.plan, cell.t.name, cell.t.info);
     let guarantee = if plan.expect_drift.iter().any(|s| s == name) { Guarantee::None } else { info.guarantee };
+    // Built-in designs' read_count writes nothing the check reads; a strategy file's
+    // read steps might (a read repair), so its reads wait for the truth as before.
+    let overlap = matches!(ns.db(), Db::Pg(_)) && !plan.custom.contains_key(name);
     let (Checked { result: check, witnesses: rows, .. }, settled, truth_s) =
-        truth_and_settled(ns, l, n_users, guarantee, log).await?;
+        truth_and_settled(ns, l, n_users, guarantee, overlap, log).await?;
     let settled_s = started.elapsed().as_secs_f64() - truth_s;
     // The history's verdicts: reads against their bounds, what read_count showed once
     // settled, and the named anomalies that explain any mismatch.
@@ -578,7 +581,7 @@ pub(super) async fn check(
     }
     let check_s = started.elapsed().as_secs_f64();
     log(&format!(
-        "{}: checked in {check_s:.2} s (counters and truth {truth_s:.2} s, {} settled reads {settled_s:.2} s)",
+        "{}: checked in {check_s:.2} s (counters and truth {truth_s:.2} s, then {settled_s:.2} s to end {} settled reads)",
         cell.label(),
         settled.len()
     ));
@@ -599,14 +602,16 @@ pub(super) async fn check(
 
 /// The truth streamed beside the counters (`witnesses`: mismatched or negative users, all
 /// the classifier reads; `sample`: the settled reads' users), and what `read_count` shows
-/// for the sample once settled. On PostgreSQL the truth has a connection of its own and
-/// the reads overlap it (the state is quiescent; reports/2026-12-02-check-overlap);
-/// elsewhere they follow it. Also the seconds until the truth was in.
+/// for the sample once settled. With `overlap` (PostgreSQL: the truth has a connection of
+/// its own) the reads run while the truth streams (the state is quiescent;
+/// reports/2026-12-02-check-overlap); otherwise after it. Also the seconds until the
+/// truth was in.
 async fn truth_and_settled(
     ns: &Namespace,
     l: &Loaded,
     n_users: u64,
     guarantee: Guarantee,
+    overlap: bool,
     log: &mut dyn FnMut(&str),
 ) -> Result<(Checked, Vec<counterlab_core::SettledRead>, f64), String> {
     let started = Instant::now();
@@ -616,18 +621,18 @@ async fn truth_and_settled(
         ns.check_stream(n_users, guarantee, counters.as_ref(), SETTLED_READS)
     });
     let reads = shown_counts(l.strategy.as_ref(), &users);
-    let (checked, shown, truth_s) = match ns.db() {
-        Db::Pg(_) => {
-            let ((checked, truth_s), shown) = tokio::join!(async { (truth.await, started.elapsed()) }, reads);
-            (checked?, shown, truth_s)
-        }
-        _ => {
-            let checked = truth.await?;
-            let truth_s = started.elapsed();
-            (checked, reads.await, truth_s)
-        }
+    let (checked, shown, truth_s) = if overlap {
+        let ((checked, truth_s), shown) = tokio::join!(async { (truth.await, started.elapsed()) }, reads);
+        (checked?, shown, truth_s)
+    } else {
+        let checked = truth.await?;
+        let truth_s = started.elapsed();
+        (checked, reads.await, truth_s)
     };
-    let settled = settled_reads(l.strategy.as_ref(), &checked.sample, shown).await;
+    let (settled, left_out) = settled_reads(l.strategy.as_ref(), &checked.sample, shown).await?;
+    if left_out > 0 {
+        log(&format!("settled reads: {left_out} of {} errored twice and were left out", users.len()));
+    }
     Ok((checked, settled, truth_s.as_secs_f64()))
 }
 

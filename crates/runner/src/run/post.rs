@@ -172,31 +172,41 @@ pub(super) fn incomplete_report(
 /// Users whose `read_count` is compared with the truth after settle (evenly spread).
 pub const SETTLED_READS: usize = 2000;
 
-/// After settle, what `read_count` shows for `users`, 8 reads at a time, in their order;
-/// None where the read errored (`settled_reads` tries those once more).
-pub(super) async fn shown_counts(strategy: &dyn Strategy, users: &[i64]) -> Vec<Option<i64>> {
-    futures_util::stream::iter(users.iter().map(|&u| async move { strategy.read_count(u).await.ok() }))
+/// After settle, what `read_count` shows for each of `users`, 8 reads at a time, in
+/// their order; None where the read errored (`settled_reads` tries those once more).
+pub(super) async fn shown_counts(strategy: &dyn Strategy, users: &[i64]) -> Vec<(i64, Option<i64>)> {
+    futures_util::stream::iter(users.iter().map(|&u| async move { (u, strategy.read_count(u).await.ok()) }))
         .buffered(8)
         .collect()
         .await
 }
 
-/// The settled reads: what each sampled user showed (`shown`, read by `shown_counts` for
-/// the sample's users in order) beside their truth. A read that errored is tried once
-/// more, one at a time; one that errors again is left out.
+/// The settled reads: what each sampled user showed (`shown`, from `shown_counts` for the
+/// sample's users in order) beside their truth. The reads that errored are tried once
+/// more, 8 at a time; those that error again are left out and counted (the second value).
+/// A `shown` that does not name the sample's users in order is an error.
 pub(super) async fn settled_reads(
     strategy: &dyn Strategy,
     sample: &[CheckInput],
-    shown: Vec<Option<i64>>,
-) -> Vec<SettledRead> {
-    debug_assert_eq!(sample.len(), shown.len(), "one read per sampled user");
-    let mut out = Vec::with_capacity(sample.len());
-    for (r, shown) in sample.iter().zip(shown) {
-        let shown = match shown {
-            Some(v) => Some(v),
-            None => strategy.read_count(r.user).await.ok(),
-        };
-        out.extend(shown.map(|shown| SettledRead { user: r.user, shown, truth: r.truth }));
+    mut shown: Vec<(i64, Option<i64>)>,
+) -> Result<(Vec<SettledRead>, usize), String> {
+    if shown.len() != sample.len() || sample.iter().zip(&shown).any(|(r, s)| r.user != s.0) {
+        return Err(format!(
+            "settled reads: {} reads for a sample of {} users, or out of order",
+            shown.len(),
+            sample.len()
+        ));
     }
-    out
+    let failed: Vec<usize> = (0..shown.len()).filter(|&i| shown[i].1.is_none()).collect();
+    let again = shown_counts(strategy, &failed.iter().map(|&i| shown[i].0).collect::<Vec<_>>()).await;
+    for (i, (_, v)) in failed.into_iter().zip(again) {
+        shown[i].1 = v;
+    }
+    let reads: Vec<SettledRead> = sample
+        .iter()
+        .zip(shown)
+        .filter_map(|(r, (_, v))| v.map(|shown| SettledRead { user: r.user, shown, truth: r.truth }))
+        .collect();
+    let left_out = sample.len() - reads.len();
+    Ok((reads, left_out))
 }

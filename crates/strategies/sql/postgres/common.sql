@@ -69,9 +69,9 @@ SELECT user_id, COUNT(*) FROM notifications WHERE NOT is_read GROUP BY user_id;
 SELECT id, is_read FROM notifications WHERE user_id = $1 ORDER BY id;
 
 -- The ground truth beside every counter (NULL: no counter row), for every user that has
--- a counter or an unread row, in no particular order: the check folds the rows as they
--- arrive and counts the users left out as (none, 0). One pass over the unread rows (the
--- bare truth query) joined to the counters by hash, no sort and no UNION over every row.
+-- a counter or an unread row, in no particular order, for `check_rows` (the tests' whole
+-- list); the final check reads `truth_all` and `counters_all` apart in one snapshot. One
+-- pass over the unread rows joined to the counters by hash, no sort and no UNION.
 -- name: check_rows  () -> user_id, unread, truth
 SELECT COALESCE(c.user_id, t.user_id) AS user_id, c.unread, COALESCE(t.truth, 0) AS truth
 FROM unread_counts c

@@ -281,7 +281,7 @@ pub fn merge_cell(agents: &[Agent], namespace: &str, stages: &[Stage], max_us: u
 
 /// Every agent's history file (who, path, placement, the calls its partial report
 /// counted) streamed onto one timeline through a `HistoryStore`: memory holds at most
-/// `spill_after` calls and a chunk, never the agents' histories whole.
+/// `spill_after` calls and the spill queue's chunks, never the agents' histories whole.
 fn merge_histories(agents: &[(String, PathBuf, Placement, u64)], spill_after: usize) -> Result<History, String> {
     const CHUNK: usize = 4096;
     let base = timeline_base(&agents.iter().map(|a| a.2).collect::<Vec<_>>());
