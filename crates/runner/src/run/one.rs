@@ -527,7 +527,7 @@ pub(super) async fn check(
     // Built-in designs' read_count writes nothing the check reads; a strategy file's
     // read steps might (a read repair), so its reads wait for the truth as before.
     let overlap = matches!(ns.db(), Db::Pg(_)) && !plan.custom.contains_key(name);
-    let (Checked { result: check, witnesses: rows, .. }, settled, truth_s) =
+    let (Checked { result: check, witnesses: rows, .. }, settled, truth_s, left_out) =
         truth_and_settled(ns, l, n_users, guarantee, overlap, log).await?;
     let settled_s = started.elapsed().as_secs_f64() - truth_s;
     // The history's verdicts: reads against their bounds, what read_count showed once
@@ -585,7 +585,8 @@ pub(super) async fn check(
         cell.label(),
         settled.len()
     ));
-    let limits = history_limits(history.len(), l.load.history_dropped);
+    let mut limits = history_limits(history.len(), l.load.history_dropped);
+    limits.extend(settled_limit(left_out, settled.len() + left_out));
     let judgement = verdict(cell, &l.load, guarantee, &check, &anomalies, lag_us.map(|us| us as f64 / 1e3), limits);
     let staleness = reads.as_ref().and_then(|r| r.staleness());
     let history = HistoryReport {
@@ -613,7 +614,7 @@ async fn truth_and_settled(
     guarantee: Guarantee,
     overlap: bool,
     log: &mut dyn FnMut(&str),
-) -> Result<(Checked, Vec<counterlab_core::SettledRead>, f64), String> {
+) -> Result<(Checked, Vec<counterlab_core::SettledRead>, f64, usize), String> {
     let started = Instant::now();
     let counters = retry_lost("read the counters", Some(ns.db()), log, || l.strategy.counters(n_users)).await?;
     let users: Vec<i64> = CheckFold::sample_users(n_users, SETTLED_READS).collect();
@@ -630,10 +631,7 @@ async fn truth_and_settled(
         (checked, reads.await, truth_s)
     };
     let (settled, left_out) = settled_reads(l.strategy.as_ref(), &checked.sample, shown).await?;
-    if left_out > 0 {
-        log(&format!("settled reads: {left_out} of {} errored twice and were left out", users.len()));
-    }
-    Ok((checked, settled, truth_s.as_secs_f64()))
+    Ok((checked, settled, truth_s.as_secs_f64(), left_out))
 }
 
 /// The staleness of replica reads as figures (ms and counts).
@@ -688,6 +686,12 @@ fn history_limits(recorded: u64, dropped: u64) -> Vec<String> {
         0 => Vec::new(),
         n => vec![format!("history capped at {recorded} calls ({n} not recorded): reads not checked")],
     }
+}
+
+/// Settled reads left out (they errored twice) for the verdict's label: fewer users were
+/// compared after settle than the sample holds (empty: none left out).
+fn settled_limit(left_out: usize, sampled: usize) -> Option<String> {
+    (left_out > 0).then(|| format!("{left_out} of {sampled} settled reads errored twice and were not compared"))
 }
 
 /// Writes the cell's history (JSON Lines) when asked; returns its path in the report.
@@ -883,4 +887,18 @@ async fn delete_redis_keys(made: &Made, log: &mut dyn FnMut(&str)) -> Option<Str
         (_, None) => Ok(()),
     };
     outcome.err()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_left_out_after_settle_qualify_the_verdict_and_none_left_out_do_not() {
+        assert_eq!(settled_limit(0, 2000), None);
+        assert_eq!(
+            settled_limit(3, 2000).as_deref(),
+            Some("3 of 2000 settled reads errored twice and were not compared")
+        );
+    }
 }
