@@ -167,6 +167,7 @@ async fn a_run_removes_its_keys_and_touches_no_other() {
         assert_eq!(roles, 0, "{}: its role is left", s.strategy);
     }
     let v: i64 = c.get("counterlab-test-sentinel").await.unwrap();
+    c.del::<_, ()>("counterlab-test-sentinel").await.unwrap();
     assert_eq!(v, 42);
 }
 
