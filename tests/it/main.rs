@@ -85,6 +85,10 @@ mod zoo;
 /// authorizer): refused by the servers, sentinels unchanged.
 mod sandbox;
 
+/// The servers' own bounds on a namespace's identity: runaway statements end on the
+/// server at the op timeout; teardown ends the identity's sessions.
+mod bounds;
+
 /// One verdict in every output and the exit code: wrong reads, failing operations, no
 /// evidence.
 mod verdicts;

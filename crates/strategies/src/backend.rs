@@ -4,6 +4,8 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use counterlab_core::{CheckFold, CheckInput, Checked, ErrorClass, Guarantee, OpError, Outcome, SeedSpec};
@@ -18,15 +20,38 @@ use crate::leftover::{Leftover, Marker, is_namespace_name};
 use crate::sandbox::{self, Identity};
 use crate::sqlfile::{after_seed, common, schema, statement};
 
+/// How long teardown waits for the pool to close and for each admin statement that ends
+/// the identity's sessions.
+const CLOSE_WAIT: Duration = Duration::from_secs(10);
+
 /// The local PostgreSQL used when nothing else is configured.
 pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 /// The local MariaDB/MySQL used when nothing else is configured.
 pub const DEFAULT_MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
 
 enum Conn {
-    Pg { options: PgConnectOptions, admin: PgPool },
-    My { options: MySqlConnectOptions, admin: MySqlPool },
-    Lite { dir: PathBuf },
+    /// `bounds`: what the configured account may set on a role (see `sandbox::pg_bounds`).
+    Pg {
+        options: PgConnectOptions,
+        admin: PgPool,
+        bounds: PgCaps,
+    },
+    /// `mariadb`: the server has per-user `MAX_STATEMENT_TIME` (MySQL has not).
+    My {
+        options: MySqlConnectOptions,
+        admin: MySqlPool,
+        mariadb: bool,
+    },
+    Lite {
+        dir: PathBuf,
+    },
+}
+
+/// PostgreSQL: which of the role bounds the configured account and the server allow.
+#[derive(Clone, Copy, Debug)]
+struct PgCaps {
+    superuser: bool,
+    check_interval: bool,
 }
 
 /// A reachable server (or an SQLite directory) that namespaces are created on.
@@ -43,7 +68,9 @@ pub struct Server {
 #[derive(Clone, Copy, Debug)]
 pub struct PoolSpec {
     pub max_connections: u32,
-    /// Bounds the wait for a pooled connection and, on SQLite, for the write lock.
+    /// The op timeout: bounds the wait for a pooled connection, on SQLite the write lock,
+    /// and on every server one statement of the namespace's identity (`sandbox::pg_bounds`,
+    /// MariaDB's `MAX_STATEMENT_TIME`, SQLite's progress handler).
     pub acquire_timeout: Duration,
     pub isolation: Isolation,
 }
@@ -73,7 +100,13 @@ impl Server {
             .await
             .map(|_| ())
             .map_err(|e| format!("the configured PostgreSQL account cannot create roles (CREATEROLE): {e}"));
-        Ok(Server { conn: Conn::Pg { options, admin }, location, version, sandbox })
+        let superuser: bool = sqlx::query_scalar("SELECT current_setting('is_superuser') = 'on'")
+            .fetch_one(&admin)
+            .await
+            .map_err(|e| err(e.to_string()))?;
+        let major: u32 = version.split(|c: char| !c.is_ascii_digit()).next().and_then(|v| v.parse().ok()).unwrap_or(0);
+        let bounds = PgCaps { superuser, check_interval: major >= 14 };
+        Ok(Server { conn: Conn::Pg { options, admin, bounds }, location, version, sandbox })
     }
 
     pub async fn connect_mysql(url: &str, timeout: Duration) -> Result<Server, BackendError> {
@@ -101,7 +134,8 @@ impl Server {
         .await
         .map(|_| ())
         .map_err(|e| format!("the configured MySQL account cannot create users (CREATE USER, GRANT OPTION): {e}"));
-        Ok(Server { conn: Conn::My { options, admin }, location, version, sandbox })
+        let mariadb = version.contains("MariaDB");
+        Ok(Server { conn: Conn::My { options, admin, mariadb }, location, version, sandbox })
     }
 
     /// SQLite needs no server: namespaces are files in `dir` (created if missing).
@@ -291,6 +325,9 @@ impl Server {
             pg_login: None,
             made_storage: false,
             made_identity: false,
+            bound: spec.acquire_timeout,
+            mariadb: false,
+            lite_limit: Arc::new(AtomicU64::new(spec.acquire_timeout.as_millis() as u64)),
         };
         if let Err(e) = ns.create(&self.conn, spec, password).await {
             ns.drop_namespace().await.ok();
@@ -316,7 +353,7 @@ impl Server {
             return Err(BackendError::Refused(format!("{name:?} is not a counterlab namespace name")));
         }
         let (home, identity, db, pg_login) = match (&self.conn, &self.sandbox) {
-            (Conn::Pg { admin, options }, sandboxed) => {
+            (Conn::Pg { admin, options, .. }, sandboxed) => {
                 let (identity, options) = match sandboxed {
                     Ok(()) => (
                         Identity::Own { kind: "role", name: name.into(), caveat: None },
@@ -332,7 +369,7 @@ impl Server {
                 let db = Db::Pg(pool_options(spec).connect_lazy_with(options));
                 (Home::Pg(admin.clone()), identity, db, Some(login))
             }
-            (Conn::My { admin, options }, sandboxed) => {
+            (Conn::My { admin, options, .. }, sandboxed) => {
                 let options = options.clone().database(name);
                 let (identity, options) = match sandboxed {
                     Ok(()) => {
@@ -359,6 +396,9 @@ impl Server {
             pg_login,
             made_storage: owned,
             made_identity: owned && own,
+            bound: spec.acquire_timeout,
+            mariadb: matches!(self.conn, Conn::My { mariadb: true, .. }) && own,
+            lite_limit: Arc::new(AtomicU64::new(spec.acquire_timeout.as_millis() as u64)),
         })
     }
 }
@@ -391,6 +431,13 @@ pub struct Namespace {
     /// What this process created (and so may drop): the storage, the identity.
     made_storage: bool,
     made_identity: bool,
+    /// The op timeout, the server's bound on one statement of the identity.
+    bound: Duration,
+    /// MariaDB with the user's `MAX_STATEMENT_TIME` set: the tool's phases lift it.
+    mariadb: bool,
+    /// SQLite: the progress handler's bound on one statement, in ms (the op timeout; the
+    /// seed and the check raise it to `PHASE_STATEMENT` while they run).
+    lite_limit: Arc<AtomicU64>,
 }
 
 /// MySQL sessions get the isolation level on connect (a session default every BEGIN uses).
@@ -454,12 +501,15 @@ impl Namespace {
         let password = password.map_or_else(sandbox::random_password, str::to_string);
         let max = spec.max_connections + 2;
         let db = match conn {
-            Conn::Pg { options, .. } => {
+            Conn::Pg { options, bounds, .. } => {
                 let mut options = options.clone();
                 let mark = sandbox::pg_mark(&name, &Marker::now().text());
                 if self.own() {
-                    // One implicit transaction: the role, its schema and the marker, or none.
-                    let create = format!("{}\n{mark}", sandbox::pg_create(&name, &password, max));
+                    // One implicit transaction: the role, its bounds, its schema and the
+                    // marker, or none.
+                    let limits =
+                        sandbox::pg_bounds(&name, spec.acquire_timeout, bounds.superuser, bounds.check_interval);
+                    let create = format!("{}\n{limits}\n{mark}", sandbox::pg_create(&name, &password, max));
                     self.admin_exec("create role and schema", create).await?;
                     (self.made_storage, self.made_identity) = (true, true);
                     self.pg_audit().await?;
@@ -475,7 +525,8 @@ impl Namespace {
                 ]);
                 Db::Pg(pool_options(spec).connect_lazy_with(options))
             }
-            Conn::My { options, .. } => {
+            Conn::My { options, mariadb, .. } => {
+                self.mariadb = *mariadb && self.own();
                 self.admin_exec("create database", format!("CREATE DATABASE `{name}`")).await?;
                 self.made_storage = true;
                 let mark = format!(
@@ -486,7 +537,11 @@ impl Namespace {
                 self.admin_exec("mark the database", mark).await?;
                 let mut options = options.clone().database(&name);
                 if let Identity::Own { name: user, .. } = &self.identity {
-                    let [create, grant] = &sandbox::mysql_create(&name, &password, max)[..] else { unreachable!() };
+                    let [create, grant] =
+                        &sandbox::mysql_create(&name, &password, max, mariadb.then_some(spec.acquire_timeout))[..]
+                    else {
+                        unreachable!()
+                    };
                     self.admin_exec("create user", create.clone()).await?;
                     self.made_identity = true;
                     self.admin_exec("grant", grant.clone()).await?;
@@ -527,11 +582,17 @@ impl Namespace {
             // Below the op timeout, so a long wait for the write lock ends as a
             // retryable SQLITE_BUSY rather than as an op timeout (unknown outcome).
             .busy_timeout(spec.acquire_timeout / 2);
+        let limit = self.lite_limit.clone();
         pool_options::<sqlx::Sqlite>(spec)
-            .after_connect(|conn, _| {
+            .after_connect(move |conn, _| {
+                let limit = limit.clone();
                 Box::pin(async move {
                     let mut handle = conn.lock_handle().await?;
-                    // SAFETY: the locked handle is open and no other thread uses it.
+                    // SAFETY: the locked handle is open and no other thread uses it; the
+                    // watch reads only this connection, from inside its own steps.
+                    let mut watch = unsafe { sandbox::StatementWatch::new(handle.as_raw_handle(), limit) };
+                    handle.set_progress_handler(sandbox::StatementWatch::EVERY, move || watch.tick());
+                    // SAFETY: as above.
                     unsafe { sandbox::install_authorizer(handle.as_raw_handle()) }
                         .map_err(|e| sqlx::Error::Configuration(e.into()))
                 })
@@ -560,14 +621,42 @@ impl Namespace {
         r.map_err(|e| self.step_err(step, e))
     }
 
-    /// Runs a multi-statement script inside the namespace.
+    /// Runs a multi-statement script inside the namespace (one of the tool's phases: the
+    /// statements' time bound is `PHASE_STATEMENT`, not the op timeout).
     async fn script(&self, step: &'static str, sql: &'static str) -> Result<(), BackendError> {
+        let _phase = self.lite_phase();
         let r = match self.db() {
-            Db::Pg(p) => sqlx::raw_sql(sql).execute(p).await.map(|_| ()),
+            Db::Pg(p) => {
+                let sql = format!("{};\n{sql}", sandbox::pg_phase_local());
+                sqlx::raw_sql(AssertSqlSafe(sql)).execute(p).await.map(|_| ())
+            }
+            Db::My(p) if self.mariadb => {
+                let (lift, back) = sandbox::mysql_phase(self.bound);
+                sqlx::raw_sql(AssertSqlSafe(format!("{lift};\n{};\n{back}", sql.trim_end().trim_end_matches(';'))))
+                    .execute(p)
+                    .await
+                    .map(|_| ())
+            }
             Db::My(p) => sqlx::raw_sql(sql).execute(p).await.map(|_| ()),
             Db::Lite(p) => sqlx::raw_sql(sql).execute(p).await.map(|_| ()),
         };
         r.map_err(|e| self.step_err(step, e))
+    }
+
+    /// SQLite: raises the progress handler's bound to `PHASE_STATEMENT` until the guard
+    /// drops (the seed, the check: the load is not running).
+    fn lite_phase(&self) -> LitePhase {
+        self.lite_limit.store(sandbox::PHASE_STATEMENT.as_millis() as u64, Ordering::Relaxed);
+        LitePhase { limit: self.lite_limit.clone(), back: self.bound.as_millis() as u64 }
+    }
+
+    /// MariaDB: lifts the user's time bound on `conn` for one of the tool's phases.
+    async fn mysql_lift(&self, conn: &mut sqlx::MySqlConnection, lift: bool) -> Result<(), sqlx::Error> {
+        if self.mariadb {
+            let (up, back) = sandbox::mysql_phase(self.bound);
+            conn.execute(AssertSqlSafe(if lift { up } else { back })).await?;
+        }
+        Ok(())
     }
 
     async fn install(&self) -> Result<(), BackendError> {
@@ -603,12 +692,15 @@ impl Namespace {
             Db::Pg(p) => self.copy_pg(p, spec, rows, unread).await?,
             Db::My(p) => {
                 let mut tx = p.begin().await.map_err(|e| self.step_err("seed", e))?;
+                self.mysql_lift(&mut tx, true).await.map_err(|e| self.step_err("seed", e))?;
                 for sql in insert_batches(spec, rows, unread, "TRUE", "FALSE") {
                     sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut *tx).await.map_err(|e| self.step_err("seed", e))?;
                 }
+                self.mysql_lift(&mut tx, false).await.map_err(|e| self.step_err("seed", e))?;
                 tx.commit().await.map_err(|e| self.step_err("seed", e))?;
             }
             Db::Lite(p) => {
+                let _phase = self.lite_phase();
                 let mut tx = p.begin().await.map_err(|e| self.step_err("seed", e))?;
                 for sql in insert_batches(spec, rows, unread, "1", "0") {
                     sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut *tx).await.map_err(|e| self.step_err("seed", e))?;
@@ -628,7 +720,9 @@ impl Namespace {
     ) -> Result<(), BackendError> {
         const CHUNK_BYTES: usize = 1 << 20;
         let e = |step| move |e: sqlx::Error| self.step_err(step, e);
-        let mut conn = pool.acquire().await.map_err(e("seed"))?;
+        // One transaction, so the lifted time bound ends with it.
+        let mut conn = pool.begin().await.map_err(e("seed"))?;
+        conn.execute(AssertSqlSafe(sandbox::pg_phase_local())).await.map_err(e("seed"))?;
         let mut copy = conn
             .copy_in_raw("COPY notifications (id, user_id, is_read) FROM STDIN")
             .await
@@ -656,7 +750,7 @@ impl Namespace {
             copy.send(buf.into_bytes()).await.map_err(e("seed counters"))?;
         }
         copy.finish().await.map_err(e("seed counters"))?;
-        Ok(())
+        conn.commit().await.map_err(e("seed"))
     }
 
     /// The database server's clock (µs since the Unix epoch), read over the namespace's
@@ -721,6 +815,7 @@ impl Namespace {
         let err = |e| crate::db::classify(Dialect::Postgres, e);
         let mut own = self.pg_truth_connection(pool).await?;
         own.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await.map_err(err)?;
+        own.execute(AssertSqlSafe(sandbox::pg_phase_local())).await.map_err(err)?;
         let snapshot: String =
             sqlx::query_scalar("SELECT pg_export_snapshot()").fetch_one(&mut own).await.map_err(err)?;
         let mut truth =
@@ -775,8 +870,10 @@ impl Namespace {
         }
         // A transaction rolls back when dropped: an error leaves no open one in the pool.
         let mut tx = pool.begin().await.map_err(err)?;
-        let join =
-            format!("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '{snapshot}'");
+        let join = format!(
+            "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '{snapshot}'; {}",
+            sandbox::pg_phase_local()
+        );
         sqlx::raw_sql(AssertSqlSafe(join)).execute(&mut *tx).await.map_err(err)?;
         let mut out = counterlab_core::UserCounters::new(n_users);
         let mut outside = None;
@@ -819,6 +916,7 @@ impl Namespace {
                 }
             }};
         }
+        let _phase = self.lite_phase();
         match self.db() {
             Db::Pg(p) => drain!(p, Dialect::Postgres),
             Db::My(p) => self.merge_mysql(p, f).await,
@@ -848,8 +946,13 @@ impl Namespace {
                 return Err(OpError::new(ErrorClass::Timeout, Outcome::Fail, m));
             }
         };
+        self.mysql_lift(&mut own, true).await.map_err(err)?;
+        // Its own lease, closed after (not returned with the bound lifted).
+        let mut lease = pool.acquire().await.map_err(err)?;
+        lease.close_on_drop();
+        self.mysql_lift(&mut lease, true).await.map_err(err)?;
         let mut truth = sqlx::query_as::<_, (i64, i64)>(statement(file, "check_truth")).fetch(&mut own);
-        let mut counts = sqlx::query_as::<_, (i64, i64)>(statement(file, "check_counts")).fetch(pool);
+        let mut counts = sqlx::query_as::<_, (i64, i64)>(statement(file, "check_counts")).fetch(&mut *lease);
         let (mut c, mut t) = (counts.try_next().await.map_err(err)?, truth.try_next().await.map_err(err)?);
         loop {
             let row = match (c, t) {
@@ -872,9 +975,46 @@ impl Namespace {
         }
     }
 
+    /// Closes the pool, waiting at most `CLOSE_WAIT` for connections still in use (one
+    /// in a stuck statement is ended by the server's bound or by `end_sessions`).
     async fn close_pool(&mut self) {
         if let Some(db) = self.db.take() {
-            db.close().await;
+            let _ = tokio::time::timeout(CLOSE_WAIT, db.close()).await;
+        }
+    }
+
+    /// Ends every session of the namespace's own identity (bounded: each statement waits
+    /// at most the admin pool's acquire timeout), so a stuck query cannot hold a lock the
+    /// DROP waits on. Errors are ignored: the DROP that follows reports what is left.
+    async fn end_sessions(&self) {
+        if !self.made_identity {
+            return;
+        }
+        match &self.home {
+            Home::Pg(admin) => {
+                let _ = tokio::time::timeout(
+                    CLOSE_WAIT,
+                    sqlx::query(sandbox::PG_TERMINATE).bind(&self.name).execute(admin),
+                )
+                .await;
+            }
+            Home::My(admin) => {
+                let user = sandbox::mysql_user(&self.name);
+                let ids: Vec<u64> = match tokio::time::timeout(
+                    CLOSE_WAIT,
+                    sqlx::query_scalar(sandbox::MYSQL_SESSIONS).bind(&user).fetch_all(admin),
+                )
+                .await
+                {
+                    Ok(Ok(ids)) => ids,
+                    _ => return,
+                };
+                for id in ids {
+                    let kill = sqlx::raw_sql(AssertSqlSafe(format!("KILL CONNECTION {id}"))).execute(admin);
+                    let _ = tokio::time::timeout(CLOSE_WAIT, kill).await;
+                }
+            }
+            Home::Lite(_) => {}
         }
     }
 
@@ -885,11 +1025,14 @@ impl Namespace {
         if !self.made_storage {
             return Ok(());
         }
+        self.end_sessions().await;
         match &self.home {
             Home::Pg(_) if self.made_identity => self.admin_exec("drop role and schema", sandbox::pg_drop(name)).await,
             Home::Pg(_) => self.admin_exec("drop schema", format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE")).await,
             Home::My(_) => {
-                let dropped = self.admin_exec("drop database", format!("DROP DATABASE IF EXISTS `{name}`")).await;
+                let drop = format!("SET STATEMENT lock_wait_timeout = 10 FOR DROP DATABASE IF EXISTS `{name}`");
+                let drop = if self.mariadb { drop } else { format!("DROP DATABASE IF EXISTS `{name}`") };
+                let dropped = self.admin_exec("drop database", drop).await;
                 if self.made_identity {
                     self.admin_exec("drop user", sandbox::mysql_drop_user(name)).await?;
                 }
@@ -914,6 +1057,7 @@ impl Namespace {
     /// configured account; the namespace's identity is dropped.
     pub async fn keep(mut self) -> Result<(), BackendError> {
         self.close_pool().await;
+        self.end_sessions().await;
         let ns = &self.name;
         match &self.home {
             Home::Pg(_) if self.made_identity => self.admin_exec("lock the kept role", sandbox::pg_keep(ns)).await,
@@ -932,6 +1076,18 @@ impl Namespace {
             }
             Home::Lite(_) => Ok(()),
         }
+    }
+}
+
+/// Puts an SQLite namespace's statement bound back to the op timeout when dropped.
+struct LitePhase {
+    limit: Arc<AtomicU64>,
+    back: u64,
+}
+
+impl Drop for LitePhase {
+    fn drop(&mut self) {
+        self.limit.store(self.back, Ordering::Relaxed);
     }
 }
 

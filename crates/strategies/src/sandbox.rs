@@ -5,6 +5,7 @@
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr::NonNull;
+use std::time::Duration;
 
 /// Who a namespace's operations (and the check's reads inside it) run as.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +74,48 @@ pub fn pg_create(ns: &str, password: &str, conn_limit: u32) -> String {
     )
 }
 
+/// What the server lets one statement of a namespace's identity spend, set on the role or
+/// user when it is created (so it holds whatever the client does): the op timeout for
+/// its time and its lock waits, and on PostgreSQL a temp-file and a sort-memory cap. The
+/// tool's own long statements (seed, indexes, the check) lift the time bound to
+/// `PHASE_STATEMENT` for their transaction or session only; a strategy file cannot (it
+/// has no SET).
+pub const TEMP_FILE_LIMIT: &str = "2GB";
+pub const WORK_MEM: &str = "64MB";
+/// The bound on one statement of the tool's own phases (seed, indexes, the check).
+pub const PHASE_STATEMENT: Duration = Duration::from_secs(600);
+
+/// PostgreSQL: the role's bounds (see `TEMP_FILE_LIMIT`). `superuser`: the configured
+/// account may set `temp_file_limit` (a superuser-only setting the role cannot change);
+/// `check_interval`: the server has `client_connection_check_interval` (14+), so a query
+/// whose client went away ends within 250 ms instead of running on.
+pub fn pg_bounds(ns: &str, statement: Duration, superuser: bool, check_interval: bool) -> String {
+    let ms = statement.as_millis().max(1);
+    let mut out = format!(
+        "ALTER ROLE \"{ns}\" SET statement_timeout = '{ms}ms';\n\
+         ALTER ROLE \"{ns}\" SET lock_timeout = '{ms}ms';\n\
+         ALTER ROLE \"{ns}\" SET idle_in_transaction_session_timeout = '{}ms';\n\
+         ALTER ROLE \"{ns}\" SET work_mem = '{WORK_MEM}';",
+        ms + 1000
+    );
+    if superuser {
+        out += &format!("\nALTER ROLE \"{ns}\" SET temp_file_limit = '{TEMP_FILE_LIMIT}';");
+    }
+    if check_interval {
+        out += &format!("\nALTER ROLE \"{ns}\" SET client_connection_check_interval = '250ms';");
+    }
+    out
+}
+
+/// PostgreSQL: ends every session of the role (a stuck query cannot block the DROP).
+pub const PG_TERMINATE: &str =
+    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = $1 AND pid <> pg_backend_pid()";
+
+/// PostgreSQL: a statement that lifts the time bound for the tool's own transaction.
+pub fn pg_phase_local() -> String {
+    format!("SET LOCAL statement_timeout = '{}s'", PHASE_STATEMENT.as_secs())
+}
+
 /// PostgreSQL: the schema's marker (see `leftover`), so `counterlab clean` can find it.
 pub fn pg_mark(ns: &str, marker: &str) -> String {
     format!("COMMENT ON SCHEMA \"{ns}\" IS '{marker}';")
@@ -96,7 +139,9 @@ pub const PG_AUDIT: &str = "SELECT concat_ws('; ',
 
 /// PostgreSQL: removes the role with everything it owns (its schema, large objects).
 pub fn pg_drop(ns: &str) -> String {
-    format!("DROP SCHEMA IF EXISTS \"{ns}\" CASCADE;\nDROP OWNED BY \"{ns}\";\nDROP ROLE \"{ns}\";")
+    format!(
+        "SET LOCAL lock_timeout = '10s';\nDROP SCHEMA IF EXISTS \"{ns}\" CASCADE;\nDROP OWNED BY \"{ns}\";\nDROP ROLE \"{ns}\";"
+    )
 }
 
 /// PostgreSQL `--keep`: the data stays, owned by the role, which can no longer log in.
@@ -111,11 +156,13 @@ pub fn pg_keep(ns: &str) -> String {
 }
 
 /// MariaDB/MySQL: the user and its rights on the namespace's database alone (no FILE,
-/// PROCESS, SUPER or any global right).
-pub fn mysql_create(ns: &str, password: &str, conn_limit: u32) -> Vec<String> {
+/// PROCESS, SUPER or any global right). `statement`: MariaDB's per-user
+/// `MAX_STATEMENT_TIME` (None on MySQL, which has no such limit).
+pub fn mysql_create(ns: &str, password: &str, conn_limit: u32, statement: Option<Duration>) -> Vec<String> {
     let user = mysql_user(ns);
+    let time = statement.map_or(String::new(), |d| format!(" MAX_STATEMENT_TIME {:.3}", d.as_secs_f64()));
     vec![
-        format!("CREATE USER '{user}'@'%' IDENTIFIED BY '{password}' WITH MAX_USER_CONNECTIONS {conn_limit}"),
+        format!("CREATE USER '{user}'@'%' IDENTIFIED BY '{password}' WITH MAX_USER_CONNECTIONS {conn_limit}{time}"),
         format!(
             "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER, CREATE TEMPORARY TABLES, \
              LOCK TABLES, CREATE VIEW, SHOW VIEW, TRIGGER, REFERENCES ON `{}`.* TO '{user}'@'%'",
@@ -124,6 +171,18 @@ pub fn mysql_create(ns: &str, password: &str, conn_limit: u32) -> Vec<String> {
         ),
     ]
 }
+
+/// MariaDB: the session statements that lift the user's time bound for the tool's own
+/// long statements, and put it back.
+pub fn mysql_phase(statement: Duration) -> (String, String) {
+    (
+        format!("SET SESSION max_statement_time = {}", PHASE_STATEMENT.as_secs()),
+        format!("SET SESSION max_statement_time = {:.3}", statement.as_secs_f64()),
+    )
+}
+
+/// MariaDB/MySQL: the ids of the user's sessions (each then ended with `KILL CONNECTION`).
+pub const MYSQL_SESSIONS: &str = "SELECT id FROM information_schema.processlist WHERE user = ?";
 
 pub fn mysql_drop_user(ns: &str) -> String {
     format!("DROP USER IF EXISTS '{}'@'%'", mysql_user(ns))
@@ -177,6 +236,53 @@ pub unsafe fn install_authorizer(db: NonNull<libsqlite3_sys::sqlite3>) -> Result
         return Err(format!("SQLITE_DBCONFIG_DEFENSIVE returned {rc} (on = {on})"));
     }
     Ok(())
+}
+
+/// SQLite: the progress handler's state for one connection, interrupting a statement
+/// that has run longer than the namespace's bound (`limit`, ms; an SQLite statement has
+/// no server to end it: a recursive CTE would run forever). A statement run is told
+/// apart from the next run of the same prepared statement by its run count.
+pub struct StatementWatch {
+    db: usize,
+    limit: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    run: Option<(usize, c_int)>,
+    since: std::time::Instant,
+}
+
+impl StatementWatch {
+    /// The instructions between two calls of the handler (a few ms of work).
+    pub const EVERY: i32 = 100_000;
+
+    /// # Safety
+    /// `db` must be the connection the handler is installed on (the handler runs on its
+    /// thread, inside its `sqlite3_step`, and dies with it).
+    pub unsafe fn new(
+        db: NonNull<libsqlite3_sys::sqlite3>,
+        limit: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    ) -> Self {
+        StatementWatch { db: db.as_ptr() as usize, limit, run: None, since: std::time::Instant::now() }
+    }
+
+    /// The handler: false (interrupt) once the busy statement's run has lasted past the limit.
+    pub fn tick(&mut self) -> bool {
+        use libsqlite3_sys as ffi;
+        let db = self.db as *mut ffi::sqlite3;
+        // SAFETY: `db` is open (see `new`); reading the statement list and its counters
+        // does not modify the connection.
+        let run = unsafe {
+            let mut stmt = ffi::sqlite3_next_stmt(db, std::ptr::null_mut());
+            while !stmt.is_null() && ffi::sqlite3_stmt_busy(stmt) == 0 {
+                stmt = ffi::sqlite3_next_stmt(db, stmt);
+            }
+            (!stmt.is_null()).then(|| (stmt as usize, ffi::sqlite3_stmt_status(stmt, ffi::SQLITE_STMTSTATUS_RUN, 0)))
+        };
+        if run.is_none() || run != self.run {
+            (self.run, self.since) = (run, std::time::Instant::now());
+            return true;
+        }
+        let limit = self.limit.load(std::sync::atomic::Ordering::Relaxed);
+        self.since.elapsed() < Duration::from_millis(limit)
+    }
 }
 
 unsafe extern "C" fn authorize(

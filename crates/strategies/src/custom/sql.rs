@@ -6,8 +6,21 @@
 use crate::db::Dialect;
 
 /// Words a statement may not contain (after lowercasing), beyond anything starting `pg_`
-/// or `lo_`: catalogs, files, other sessions, sequences by name.
-const DENIED: [&str; 16] = [
+/// or `lo_` (PostgreSQL's advisory locks, `pg_notify`, `pg_sleep`, catalogs): catalogs,
+/// files, other sessions (MariaDB/MySQL named locks, which outlive the statement and
+/// block sessions outside the namespace), sleeping on a connection, sequences by name.
+const DENIED: [&str; 27] = [
+    "get_lock",
+    "release_lock",
+    "release_all_locks",
+    "is_free_lock",
+    "is_used_lock",
+    "sleep",
+    "benchmark",
+    "master_pos_wait",
+    "master_gtid_wait",
+    "notify",
+    "listen",
     "information_schema",
     "performance_schema",
     "dblink",
@@ -188,5 +201,27 @@ mod tests {
             check_names("INSERT INTO c (u, n) VALUES (1, 1) ON CONFLICT (u) DO UPDATE SET n = excluded.n + 1", false)
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn what_reaches_other_sessions_or_sleeps_is_refused() {
+        for sql in [
+            "SELECT GET_LOCK(1, 10)",
+            "SELECT release_all_locks()",
+            "SELECT IS_USED_LOCK(1)",
+            "SELECT SLEEP(100)",
+            "SELECT BENCHMARK(100000000, 1)",
+            "SELECT pg_advisory_lock(1)",
+            "SELECT pg_try_advisory_xact_lock(1)",
+            "SELECT pg_notify(1, 2)",
+            "SELECT pg_sleep(100)",
+            "SELECT relname FROM pg_class",
+            "SELECT rolname FROM pg_roles",
+        ] {
+            let e = check_names(sql, false).unwrap_err();
+            assert!(e.contains("reaches outside"), "{sql}: {e}");
+        }
+        assert!(check_names("NOTIFY chan", false).unwrap_err().contains("must start with"));
+        assert!(check_names("LISTEN chan", false).unwrap_err().contains("must start with"));
     }
 }
