@@ -141,3 +141,97 @@ async fn sqlite_interrupts_an_endless_recursive_query() {
     ns.drop_namespace().await.unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A strategy file whose count read is a Lua loop that never ends (and never writes).
+const LOOPING_SCRIPT: &str = r#"
+name = "bounds-lua"
+seed = 5
+strategies = ["looping-read"]
+backends = ["postgres"]
+
+[data]
+users = 2
+notifications_per_user = 2
+
+[workload]
+workers = 1
+duration_s = 2
+op_timeout_ms = 1500
+
+[workload.mix]
+create = 1
+read_count = 1
+
+[strategy.looping-read]
+guarantee = "exact"
+summary = "the count read loops forever"
+transaction = false
+redis_counters = { key = "c:{user}" }
+
+[[strategy.looping-read.redis_seed]]
+redis = "SET"
+keys = ["c:{user}"]
+args = ["{unread}"]
+
+[[strategy.looping-read.create]]
+name = "ins"
+sql = { postgres = "INSERT INTO notifications (user_id) VALUES (:user) RETURNING id", mysql = "INSERT INTO notifications (user_id) VALUES (:user)", sqlite = "INSERT INTO notifications (user_id) VALUES (:user)" }
+[[strategy.looping-read.create]]
+redis = "INCR"
+keys = ["c:{user}"]
+
+[[strategy.looping-read.mark_read]]
+name = "set"
+sql = "UPDATE notifications SET is_read = TRUE WHERE id = :id AND user_id = :user AND NOT is_read"
+[[strategy.looping-read.delete]]
+name = "del"
+sql = "DELETE FROM notifications WHERE id = :id AND user_id = :user"
+[[strategy.looping-read.mark_all_read]]
+name = "all"
+sql = "UPDATE notifications SET is_read = TRUE WHERE user_id = :user AND NOT is_read"
+
+[[strategy.looping-read.read_count]]
+name = "n"
+lua = """
+local i = 0
+while i >= 0 do i = i + 1 end
+return redis.call('GET', KEYS[1])
+"""
+keys = ["c:{user}"]
+
+[strategy.looping-read.result]
+create = "ins.last_id"
+mark_read = "set.rows == 1"
+delete = "del.rows"
+mark_all_read = "all.rows"
+read_count = "n.value"
+"#;
+
+#[tokio::test]
+async fn a_lua_loop_is_killed_and_redis_answers_after_the_run() {
+    crate::require!(Postgres);
+    // A Redis of the test's own: the loop would block the shared one for every test.
+    let redis = util::PrivateRedis::start_with(&["--busy-reply-threshold", "1000"]);
+    let url = format!("redis://127.0.0.1:{}", redis.1);
+    let plan = util::plan(LOOPING_SCRIPT);
+    let mut options = util::options(false, None);
+    options.redis_url = Some(url.clone());
+    let started = Instant::now();
+    let mut progress = |_: &str| {};
+    let run = counterlab::run::run_plan(&plan, &options, &mut progress);
+    let report = tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("the run ends within 120 s")
+        .expect("the run gives a report");
+    let row = &report.strategies[0];
+    assert!(!row.check.verdict.starts_with("pass"), "a count read that never returns passed: {}", row.check.verdict);
+    let mut c = redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let ping = redis::cmd("PING");
+    let ping = tokio::time::timeout(Duration::from_millis(2500), ping.query_async::<String>(&mut c));
+    assert_eq!(ping.await.expect("Redis answers within the op timeout + 1 s").unwrap(), "PONG");
+    let users: Vec<String> = redis::cmd("ACL").arg("USERS").query_async(&mut c).await.unwrap();
+    assert_eq!(users, vec!["default".to_string()], "the run's ACL user is gone");
+    let keys: Vec<String> = redis::cmd("KEYS").arg("cl:*").query_async(&mut c).await.unwrap();
+    assert!(keys.is_empty(), "keys left: {keys:?}");
+    eprintln!("looping run: {} in {:?}", row.check.verdict, started.elapsed());
+}

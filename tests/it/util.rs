@@ -203,14 +203,14 @@ impl PrivateRedis {
     /// A Redis whose data (AOF) and ACL file live in `dir`.
     pub fn start_persistent(dir: &std::path::Path) -> PrivateRedis {
         std::fs::write(dir.join("users.acl"), "").expect("an empty ACL file");
-        PrivateRedis::spawn(free_port(), false, Some(dir.to_path_buf()))
+        PrivateRedis::spawn(free_port(), false, Some(dir.to_path_buf()), &[])
     }
 
     /// Stops this server and starts a fresh one on the same port: a restart without
     /// persistence (every key and ACL user gone), or with it when started persistent.
     pub fn restart(&mut self) {
         self.stop();
-        *self = PrivateRedis::spawn(self.1, false, self.2.take());
+        *self = PrivateRedis::spawn(self.1, false, self.2.take(), &[]);
     }
 
     /// Kills the server (SIGKILL) and reaps it; `restart` starts it again.
@@ -220,12 +220,17 @@ impl PrivateRedis {
     }
 
     pub fn start_on(port: u16, tls: bool) -> PrivateRedis {
-        PrivateRedis::spawn(port, tls, None)
+        PrivateRedis::spawn(port, tls, None, &[])
     }
 
-    fn spawn(port: u16, tls: bool, dir: Option<PathBuf>) -> PrivateRedis {
+    /// A plain Redis started with `config` added to its command line.
+    pub fn start_with(config: &[&str]) -> PrivateRedis {
+        PrivateRedis::spawn(free_port(), false, None, config)
+    }
+
+    fn spawn(port: u16, tls: bool, dir: Option<PathBuf>, config: &[&str]) -> PrivateRedis {
         let mut cmd = std::process::Command::new("redis-server");
-        cmd.args(["--bind", "127.0.0.1", "--save", ""]);
+        cmd.args(["--bind", "127.0.0.1", "--save", ""]).args(config);
         match &dir {
             Some(d) => cmd
                 .args(["--dir", d.to_str().unwrap(), "--appendonly", "yes", "--appendfsync", "always"])

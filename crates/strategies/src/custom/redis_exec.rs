@@ -72,6 +72,18 @@ async fn send<C: ConnectionLike + Send>(c: &mut C, call: &Call<'_>) -> Result<::
     }
 }
 
+/// A script call that answered (a reply or an error from Redis) has ended; one cut off
+/// (the client's timeout, a lost connection) may still run, and its guard kills it.
+fn disarm(guard: Option<crate::redis::ScriptGuard>, sent: &Result<::redis::Value, ::redis::RedisError>) {
+    let ended = match sent {
+        Ok(_) => true,
+        Err(e) => !(e.is_timeout() || e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error()),
+    };
+    if let (Some(g), true) = (guard, ended) {
+        g.disarm();
+    }
+}
+
 impl CustomStrategy {
     /// The command or script of a Redis or Lua step, its keys prefixed.
     fn call<'a>(&self, exec: &'a Exec, env: &Env, vals: &[Vec<i64>]) -> Result<Keyed<'a>, OpError> {
@@ -140,9 +152,17 @@ impl CustomStrategy {
             if std::mem::take(&mut rs.held_multi) {
                 ::redis::cmd("MULTI").query_async::<()>(lease.conn()).await.map_err(classify_redis)?;
             }
-            send(lease.conn(), &call).await.map_err(failed)?
+            let guard = matches!(call, Call::Lua(_)).then(|| space.script_guard());
+            let sent = send(lease.conn(), &call).await;
+            disarm(guard, &sent);
+            sent.map_err(failed)?
         } else {
-            send(&mut self.redis.as_ref().expect("checked at build").conn(), &call).await.map_err(failed)?
+            let space = self.redis.as_ref().expect("checked at build");
+            // A script that does not return is killed once its op gives up on it.
+            let guard = matches!(call, Call::Lua(_)).then(|| space.script_guard());
+            let sent = send(&mut space.conn(), &call).await;
+            disarm(guard, &sent);
+            sent.map_err(failed)?
         };
         rs.reply(tx, writes, &reply)
     }

@@ -21,6 +21,8 @@ mod flusher;
 mod hash;
 mod ops;
 mod reconciler;
+mod scripts;
+pub(crate) use scripts::ScriptGuard;
 mod set;
 mod target;
 mod ttl;
@@ -339,6 +341,8 @@ pub struct RedisSpace {
     identity: Identity,
     /// The keys' expiry and its refresher (`ttl.rs`).
     expiry: Arc<ttl::Expiry>,
+    /// Set while a script of the space was abandoned running (`scripts.rs`).
+    abandoned: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A connection lent to one op, back to the idle list when dropped. Measured on two
@@ -389,6 +393,7 @@ impl RedisSpace {
             prefix: format!("cl:{namespace}:"),
             identity,
             expiry: Arc::default(),
+            abandoned: scripts::flag(),
         }
     }
 
@@ -414,6 +419,9 @@ impl RedisSpace {
     /// keys stay. Called again it does nothing.
     pub async fn release(&self) -> Result<(), OpError> {
         let Identity::Own { name, .. } = &self.identity else { return Ok(()) };
+        if self.abandoned_script() {
+            self.end_busy_script().await?;
+        }
         for mut admin in self.client.node_conns(false).await.map_err(classify_redis)? {
             redis::cmd("ACL").arg("DELUSER").arg(name).query_async::<i64>(&mut admin).await.map_err(classify_redis)?;
         }
@@ -509,6 +517,9 @@ impl RedisSpace {
     pub async fn delete_all(&self) -> Result<u64, OpError> {
         // SCAN sees every key on the server, so it runs as the configured account, never
         // as the space's ACL user.
+        if self.abandoned_script() {
+            self.end_busy_script().await?;
+        }
         let pattern = format!("{}*", self.prefix);
         let mut deleted = 0u64;
         for mut conn in self.client.node_conns(true).await.map_err(classify_redis)? {
