@@ -24,4 +24,6 @@ pub use model::{ErrorClass, Guarantee, NotificationId, OpError, OpKind, Outcome,
 pub use names::Named;
 pub use seed::SeedSpec;
 pub use strategy::{CrashPoints, Fault, Strategy, StrategyInfo, WorkerLoop};
-pub use verdict::{ErrorFigures, FailPart, Findings, Judgement, Verdict as VerdictLabel, VerdictRules, judge};
+pub use verdict::{
+    ErrorFigures, FailPart, Findings, Judgement, Verdict as VerdictLabel, VerdictRules, judge, judge_incomplete,
+};

@@ -205,9 +205,7 @@ fn judge_all(f: &Findings<'_>, rules: VerdictRules) -> Judgement {
 fn failures(f: &Findings<'_>, rules: VerdictRules) -> Vec<(FailPart, String)> {
     let c = f.check;
     let mut failed = Vec::new();
-    if f.permission_denied > 0 {
-        failed.push((FailPart::Denied, format!("{} operations refused for lack of a privilege", f.permission_denied)));
-    }
+    failed.extend(denied_part(f.permission_denied));
     let named = |keep: &dyn Fn(&Anomaly) -> bool| -> Vec<String> {
         f.anomalies.iter().filter(|a| keep(a)).map(|a| format!("{} x{}", a.name, a.count)).collect()
     };
@@ -225,16 +223,44 @@ fn failures(f: &Findings<'_>, rules: VerdictRules) -> Vec<(FailPart, String)> {
         let names = named(&|a| counters_right || a.kind.from_reads());
         failed.push((FailPart::Reads, format!("reads outside what the history allows ({})", names.join(", "))));
     }
-    if let Some(e) = &f.errors
-        && e.ops > 0
-        && e.failed as f64 > rules.max_error_rate * e.ops as f64
-    {
-        let rate = 100.0 * e.failed as f64 / e.ops as f64;
-        let top = e.top.as_deref().map(|t| format!("; top: {t}")).unwrap_or_default();
-        let max = 100.0 * rules.max_error_rate;
-        failed.push((FailPart::Errors, format!("{rate:.2}% of operations failed (max {max}%){top}")));
-    }
+    failed.extend(errors_part(f.errors.as_ref(), rules));
     failed
+}
+
+fn denied_part(permission_denied: u64) -> Option<(FailPart, String)> {
+    (permission_denied > 0)
+        .then(|| (FailPart::Denied, format!("{permission_denied} operations refused for lack of a privilege")))
+}
+
+fn errors_part(errors: Option<&ErrorFigures>, rules: VerdictRules) -> Option<(FailPart, String)> {
+    let e = errors.filter(|e| e.ops > 0 && e.failed as f64 > rules.max_error_rate * e.ops as f64)?;
+    let rate = 100.0 * e.failed as f64 / e.ops as f64;
+    let top = e.top.as_deref().map(|t| format!("; top: {t}")).unwrap_or_default();
+    let max = 100.0 * rules.max_error_rate;
+    Some((FailPart::Errors, format!("{rate:.2}% of operations failed (max {max}%){top}")))
+}
+
+/// The verdict of a run whose check could not complete (`why`): what the load alone
+/// shows failed still fails it (refusals are `FAIL: denied`, an error rate over the
+/// budget `FAIL: errors`, whatever else happened), with the incomplete check said in the
+/// sentence; otherwise INCOMPLETE with the first words of why.
+pub fn judge_incomplete(
+    strategy: &str,
+    permission_denied: u64,
+    errors: Option<&ErrorFigures>,
+    rules: VerdictRules,
+    why: &str,
+) -> Judgement {
+    let failed: Vec<(FailPart, String)> =
+        denied_part(permission_denied).into_iter().chain(errors_part(errors, rules)).collect();
+    if failed.is_empty() {
+        let verdict = Verdict::Incomplete(why.split(':').next().unwrap_or(why).to_string());
+        return Judgement::new(verdict, false, false, format!("{strategy}: the check could not complete: {why}"));
+    }
+    let parts = failed.iter().map(|(p, _)| *p).collect();
+    let reasons: Vec<String> = failed.into_iter().map(|(_, w)| w).collect();
+    let sentence = format!("{strategy}: {}; and the check could not complete: {why}", reasons.join("; "));
+    Judgement::new(Verdict::Fail(parts), false, false, sentence)
 }
 
 fn exact(f: &Findings<'_>) -> &'static str {
@@ -288,6 +314,24 @@ mod tests {
         assert_eq!(j(&f).label, "pass", "errors are not judged under faults");
         f.permission_denied = 1;
         assert_eq!(j(&f).label, "FAIL: denied");
+    }
+
+    #[test]
+    fn a_check_that_did_not_complete_still_fails_on_refusals_and_errors() {
+        let rules = VerdictRules::default();
+        let few = ErrorFigures { failed: 0, ops: 1000, top: None };
+        let many = ErrorFigures { failed: 580, ops: 1000, top: Some("timeout x580".into()) };
+        let inc = judge_incomplete("s", 0, Some(&few), rules, "settled reads: pool timed out");
+        assert_eq!(inc.label, "INCOMPLETE: settled reads");
+        assert_eq!(judge_incomplete("s", 22, Some(&few), rules, "x").label, "FAIL: denied");
+        let both = judge_incomplete("s", 22, Some(&many), rules, "the check: pool timed out");
+        assert_eq!(both.label, "FAIL: denied, errors");
+        assert!(both.sentence.contains("58.00% of operations failed") && both.sentence.contains("could not complete"));
+        assert_eq!(
+            judge_incomplete("s", 0, None, rules, "x: y").label,
+            "INCOMPLETE: x",
+            "faults scheduled: errors not judged"
+        );
     }
 
     #[test]

@@ -279,7 +279,6 @@ pub(super) fn incomplete_row(
     seed_s: f64,
     log: &mut dyn FnMut(&str),
 ) -> Row {
-    log(&format!("{}: INCOMPLETE: {why}", cell.label()));
     let run = Incomplete {
         info: cell.t.info,
         backend: &cell.backend,
@@ -287,7 +286,17 @@ pub(super) fn incomplete_row(
         ns: &cell.ns_name,
         load: &loaded.load,
     };
-    (incomplete_report(run, cell.opts, why, seed_s, loaded.faults), Vec::new())
+    let permission_denied = loaded.load.ops.iter().map(|o| o.errors_by_class[ErrorClass::Permission.index()]).sum();
+    let errors = judged_errors(cell.plan, cell.t.name, &loaded.load);
+    let judgement = counterlab_core::judge_incomplete(
+        cell.t.info.name,
+        permission_denied,
+        errors.as_ref(),
+        cell.plan.verdict.rules(),
+        why,
+    );
+    log(&format!("{}: {} ({why})", cell.label(), judgement.label));
+    (incomplete_report(run, cell.opts, judgement, seed_s, loaded.faults), Vec::new())
 }
 
 /// Seeds the namespace, builds the strategy over it and seeds the strategy's own state
@@ -587,7 +596,9 @@ pub(super) async fn check(
     ));
     let mut limits = history_limits(history.len(), l.load.history_dropped);
     limits.extend(settled_limit(left_out, settled.len() + left_out));
-    let judgement = verdict(cell, &l.load, guarantee, &check, &anomalies, lag_us.map(|us| us as f64 / 1e3), limits);
+    let lag_ms = lag_us.map(|us| us as f64 / 1e3);
+    let judgement = verdict(cell, &l.load, guarantee, &check, &anomalies, lag_ms, limits);
+    let judgement = unsettled(cell, &l.load, judgement, l.settle_error.as_deref());
     let staleness = reads.as_ref().and_then(|r| r.staleness());
     let history = HistoryReport {
         events: history.len(),
@@ -678,6 +689,22 @@ fn verdict(
         limits,
     };
     judge(&findings, cell.plan.verdict.rules())
+}
+
+/// A design that did not settle (its buffers not drained, say) does not pass: a verdict
+/// that did not fail becomes what the load alone shows (`judge_incomplete`: refusals and
+/// errors fail it) or INCOMPLETE naming settle.
+fn unsettled(
+    cell: &Cell<'_>,
+    load: &LoadResult,
+    judgement: counterlab_core::Judgement,
+    settle_error: Option<&str>,
+) -> counterlab_core::Judgement {
+    let Some(e) = settle_error.filter(|_| !judgement.verdict.is_fail()) else { return judgement };
+    let permission_denied = load.ops.iter().map(|o| o.errors_by_class[ErrorClass::Permission.index()]).sum();
+    let errors = judged_errors(cell.plan, cell.t.name, load);
+    let why = format!("settle: {e}");
+    counterlab_core::judge_incomplete(cell.t.name, permission_denied, errors.as_ref(), cell.plan.verdict.rules(), &why)
 }
 
 /// What a capped history leaves unchecked, for the verdict's label (empty: nothing).

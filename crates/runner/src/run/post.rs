@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use counterlab_core::{
     CheckInput, ErrorClass, ErrorFigures, Judgement, OpError, OpKind, SettledRead, Strategy, StrategyInfo,
-    VerdictLabel, check_counters,
+    check_counters,
 };
 use counterlab_plan::RunPlan;
 use counterlab_report::{FaultEvent, HistoryReport, StrategyReport, StrategyRun};
@@ -134,17 +134,11 @@ pub(super) struct Incomplete<'a> {
 pub(super) fn incomplete_report(
     r: Incomplete<'_>,
     opts: &RunOptions,
-    why: &str,
+    judgement: Judgement,
     seed_s: f64,
     faults: Vec<FaultEvent>,
 ) -> StrategyReport {
     let check = check_counters(&[], r.info.guarantee);
-    let judgement = Judgement::new(
-        VerdictLabel::Incomplete(why.split(':').next().unwrap_or(why).to_string()),
-        false,
-        false,
-        format!("{}: the check could not complete: {why}", r.info.name),
-    );
     StrategyReport::new(StrategyRun {
         info: r.info,
         backend: r.backend,
