@@ -235,3 +235,20 @@ async fn a_lua_loop_is_killed_and_redis_answers_after_the_run() {
     assert!(keys.is_empty(), "keys left: {keys:?}");
     eprintln!("looping run: {} in {:?}", row.check.verdict, started.elapsed());
 }
+
+#[tokio::test]
+async fn a_fault_the_strategy_cannot_take_is_refused_before_the_load() {
+    let plan = util::plan(
+        "strategies = [\"conditional-update\"]\nbackends = [\"sqlite\"]\n[data]\nusers = 5\nnotifications_per_user = 2\n\
+         [workload]\nworkers = 1\nops = 50\n[workload.mix]\nmark_read = 1\n\
+         [[faults]]\nkind = \"flusher_crash\"\nat_ms = 10\ntimes = 3\n",
+    );
+    let mut progress = |_: &str| {};
+    let e = counterlab::run::run_plan(&plan, &util::options(false, None), &mut progress).await.err();
+    let e = format!("{:#}", e.expect("a fault conditional-update cannot take is refused"));
+    assert!(
+        e.contains("schedules flusher_crash for conditional-update, which cannot take it")
+            && e.contains("it takes: crash_after_commit, error_before_commit"),
+        "{e}"
+    );
+}

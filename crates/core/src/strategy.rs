@@ -220,6 +220,14 @@ pub trait Strategy: Send + Sync {
         Ok(None)
     }
 
+    /// Whether `inject` can take `fault` (checked before the load: a scenario that
+    /// schedules a fault the strategy cannot take is refused, not run). Must agree with
+    /// `inject`.
+    fn takes(&self, fault: Fault) -> bool {
+        let _ = fault;
+        false
+    }
+
     /// Injects a fault now; returns what it did. Unsupported faults are errors.
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
         Err(OpError::new(

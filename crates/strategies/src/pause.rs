@@ -80,6 +80,10 @@ impl Strategy for Pausable {
     async fn counters(&self, n_users: u64) -> Result<Option<counterlab_core::UserCounters>, OpError> {
         self.inner.counters(n_users).await
     }
+    fn takes(&self, fault: Fault) -> bool {
+        matches!(fault, Fault::Pause { .. }) || self.inner.takes(fault)
+    }
+
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
         match fault {
             Fault::Pause { duration_ms } => Ok(self.pause(Duration::from_millis(duration_ms))),

@@ -335,6 +335,10 @@ impl Strategy for ReplicaReads {
     async fn counters(&self, n_users: u64) -> Result<Option<counterlab_core::UserCounters>, OpError> {
         self.inner.counters(n_users).await
     }
+    fn takes(&self, fault: Fault) -> bool {
+        matches!(fault, Fault::ReplicaPause { .. }) || self.inner.takes(fault)
+    }
+
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
         let Fault::ReplicaPause { duration_ms } = fault else { return self.inner.inject(fault).await };
         let d = Duration::from_millis(duration_ms);

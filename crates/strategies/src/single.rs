@@ -85,6 +85,10 @@ impl Strategy for SingleStatement {
         hold_if_room(&self.db, workers, run).await
     }
 
+    fn takes(&self, fault: Fault) -> bool {
+        fault.takes_op()
+    }
+
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
         let on_error = "fails before its statement is sent";
         arm_commit_fault(self.info.name, [&self.crashes, &self.errors], fault, on_error)

@@ -159,6 +159,10 @@ impl Strategy for SqlStrategy {
         self.info
     }
 
+    fn takes(&self, fault: Fault) -> bool {
+        fault.takes_op()
+    }
+
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
         arm_commit_fault(self.info.name, [&self.crashes, &self.errors], fault, "rolls back and fails")
     }

@@ -305,6 +305,7 @@ pub(super) async fn seed(cell: &Cell<'_>, ns: &Namespace, made: &mut Made) -> Re
     ns.seed(cell.t.seed).await?;
     let strategy = build(cell, ns, made).await?;
     made.strategy = Some(strategy.clone());
+    refuse_untaken_faults(cell, strategy.as_ref())?;
     strategy.seed(cell.t.seed).await.map_err(|e| BackendError::Step {
         backend: "redis",
         step: "seed",
@@ -312,6 +313,21 @@ pub(super) async fn seed(cell: &Cell<'_>, ns: &Namespace, made: &mut Made) -> Re
         source: e.into(),
     })?;
     Ok(strategy)
+}
+
+/// A fault the scenario schedules for a strategy that cannot take it is refused before
+/// the load, in one line naming what it can take (it would fail at every injection and
+/// leave the run untested for it).
+fn refuse_untaken_faults(cell: &Cell<'_>, strategy: &dyn Strategy) -> Result<(), BackendError> {
+    let Some(f) = cell.plan.faults_for(cell.t.name).find(|f| !strategy.takes(f.fault)) else { return Ok(()) };
+    let takes: Vec<&str> = Fault::ALL.into_iter().filter(|&k| strategy.takes(k)).map(Fault::name).collect();
+    let takes = if takes.is_empty() { "none".to_string() } else { takes.join(", ") };
+    Err(BackendError::Refused(format!(
+        "{}: the scenario schedules {} for {}, which cannot take it (it takes: {takes})",
+        cell.label(),
+        f.fault.name(),
+        cell.t.name
+    )))
 }
 
 /// Who the cell runs as: the namespace's identity, and Redis's or the broker's.

@@ -176,6 +176,15 @@ impl Strategy for CustomStrategy {
             Some(Counters::Redis { read, key, args }) => self.redis_counters(read, key, args, n_users).await.map(Some),
         }
     }
+    fn takes(&self, fault: Fault) -> bool {
+        let redis = self.redis.is_some();
+        match fault {
+            Fault::CrashAfterCommit { .. } | Fault::ErrorBeforeCommit { .. } => true,
+            Fault::RedisDataLoss | Fault::RedisDisconnect | Fault::RedisTimeout | Fault::Failover { .. } => redis,
+            _ => false,
+        }
+    }
+
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
         let which = |op: Option<OpKind>| op.map_or("op".to_string(), |k| k.name().to_string());
         if let Fault::CrashAfterCommit { op } = fault {

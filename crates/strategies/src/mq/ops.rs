@@ -105,6 +105,10 @@ impl Strategy for MqStrategy {
         drained
     }
 
+    fn takes(&self, fault: Fault) -> bool {
+        fault == Fault::ConsumerCrashAfterApply
+    }
+
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
         let sh = &self.shared;
         match fault {

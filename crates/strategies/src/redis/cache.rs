@@ -186,6 +186,10 @@ impl Strategy for CacheAside {
         Some(self.delay + Duration::from_micros(self.figures.late_max_us.load(Ordering::Relaxed)))
     }
 
+    fn takes(&self, fault: Fault) -> bool {
+        matches!(fault, Fault::RedisDataLoss | Fault::Failover { .. } | Fault::RedisDisconnect) || self.sql.takes(fault)
+    }
+
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
         match fault {
             Fault::RedisDataLoss => {

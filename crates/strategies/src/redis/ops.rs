@@ -295,6 +295,16 @@ impl Strategy for RedisStrategy {
         }
     }
 
+    fn takes(&self, fault: Fault) -> bool {
+        let d = self.shared.design;
+        match fault {
+            Fault::RedisDataLoss | Fault::Failover { .. } | Fault::RedisDisconnect => true,
+            Fault::RedisTimeout => d.loses_replies(),
+            Fault::FlusherCrash => d.buffered(),
+            _ => false,
+        }
+    }
+
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
         let sh = &self.shared;
         match fault {

@@ -220,6 +220,10 @@ impl Strategy for ZsetReplicaReads {
         }
         Ok(Some(out))
     }
+    fn takes(&self, fault: Fault) -> bool {
+        fault == Fault::RedisDataLoss || self.sql.takes(fault)
+    }
+
     async fn inject(&self, fault: Fault) -> Result<String, OpError> {
         match fault {
             Fault::RedisDataLoss => {
