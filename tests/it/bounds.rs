@@ -248,7 +248,7 @@ async fn a_fault_the_strategy_cannot_take_is_refused_before_the_load() {
     let e = format!("{:#}", e.expect("a fault conditional-update cannot take is refused"));
     assert!(
         e.contains("schedules flusher_crash for conditional-update, which cannot take it")
-            && e.contains("it takes: crash_after_commit, error_before_commit"),
+            && e.contains("it takes: crash_after_commit, error_before_commit, pause"),
         "{e}"
     );
 }

@@ -237,6 +237,7 @@ async fn measure(
             wrapped
         }
     };
+    refuse_untaken_faults(cell, strategy.as_ref())?;
     let seed_s = started.elapsed().as_secs_f64();
     // The keys' expiry (not timed as seeding) only cleans up after a killed run: the run
     // goes on without it.
@@ -305,7 +306,6 @@ pub(super) async fn seed(cell: &Cell<'_>, ns: &Namespace, made: &mut Made) -> Re
     ns.seed(cell.t.seed).await?;
     let strategy = build(cell, ns, made).await?;
     made.strategy = Some(strategy.clone());
-    refuse_untaken_faults(cell, strategy.as_ref())?;
     strategy.seed(cell.t.seed).await.map_err(|e| BackendError::Step {
         backend: "redis",
         step: "seed",
@@ -319,8 +319,10 @@ pub(super) async fn seed(cell: &Cell<'_>, ns: &Namespace, made: &mut Made) -> Re
 /// the load, in one line naming what it can take (it would fail at every injection and
 /// leave the run untested for it).
 fn refuse_untaken_faults(cell: &Cell<'_>, strategy: &dyn Strategy) -> Result<(), BackendError> {
-    let Some(f) = cell.plan.faults_for(cell.t.name).find(|f| !strategy.takes(f.fault)) else { return Ok(()) };
-    let takes: Vec<&str> = Fault::ALL.into_iter().filter(|&k| strategy.takes(k)).map(Fault::name).collect();
+    // Every strategy takes a pause: `drive` wraps it in `Pausable`.
+    let takes = |k: Fault| matches!(k, Fault::Pause { .. }) || strategy.takes(k);
+    let Some(f) = cell.plan.faults_for(cell.t.name).find(|f| !takes(f.fault)) else { return Ok(()) };
+    let takes: Vec<&str> = Fault::ALL.into_iter().filter(|&k| takes(k)).map(Fault::name).collect();
     let takes = if takes.is_empty() { "none".to_string() } else { takes.join(", ") };
     Err(BackendError::Refused(format!(
         "{}: the scenario schedules {} for {}, which cannot take it (it takes: {takes})",
