@@ -5,6 +5,7 @@
 //! (INCOMPLETE) and nothing failed, 128 + the signal when Ctrl-C, SIGTERM or SIGHUP
 //! interrupted it: 130, 143, 129).
 
+mod atomic;
 mod phases_cmd;
 mod render_cmd;
 
@@ -99,7 +100,13 @@ async fn clean_cmd(args: CleanArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let (opts, _) = args.servers.options(false, None);
+    let opts = match args.servers.options(false) {
+        Ok((opts, _)) => opts,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     match counterlab::clean::clean(&opts, age, args.yes, &mut |l| eprintln!("{l}")).await {
         Ok(found) => {
             for c in &found {
@@ -166,7 +173,7 @@ struct ServerArgs {
     /// A replica of the Redis server, for `[replica] read_from` (scripts/topologies/redis-replica.sh); else COUNTERLAB_REDIS_REPLICA_URL.
     #[arg(long, value_name = "URL")]
     redis_replica: Option<String>,
-    /// Directory for SQLite namespace files; else DATABASE_URL when sqlite:PATH (PATH's folder) [default: a temporary directory, removed after the run].
+    /// Directory for SQLite namespace files, which must exist; else DATABASE_URL when sqlite:PATH (PATH's folder) [default: a temporary directory, removed after the run].
     #[arg(long, value_name = "DIR")]
     sqlite: Option<PathBuf>,
     /// Run file-defined strategies with the configured account's rights where a server
@@ -176,8 +183,9 @@ struct ServerArgs {
 }
 
 impl ServerArgs {
-    /// Run options for these servers, and where each URL came from (for the log).
-    fn options(self, keep: bool, history_dir: Option<PathBuf>) -> (RunOptions, String) {
+    /// Run options for these servers, and where each URL came from (for the log); an
+    /// error for a configured SQLite folder that does not exist (exit 2).
+    fn options(self, keep: bool) -> Result<(RunOptions, String), String> {
         let flags = urls::Flags {
             postgres: self.postgres,
             mysql: self.mysql,
@@ -188,6 +196,7 @@ impl ServerArgs {
             redis_replica: self.redis_replica,
         };
         let r = urls::resolve(flags, &|v| std::env::var(v).ok());
+        r.check_sqlite()?;
         let sources = r.sources();
         let opts = RunOptions {
             postgres_url: r.postgres.map(|c| c.0),
@@ -199,7 +208,7 @@ impl ServerArgs {
             redis_replica_url: r.redis_replica.map(|c| c.0),
             sqlite_dir: r.sqlite.map(|c| c.0),
             keep,
-            history_dir,
+            history_dir: None,
             history_limit: counterlab::run::HISTORY_LIMIT,
             connect_timeout: Duration::from_secs(5),
             cancel: Arc::new(AtomicBool::new(false)),
@@ -208,14 +217,20 @@ impl ServerArgs {
             registry: Registry::builtin(),
             on_phase: None,
         };
-        (opts, sources)
+        Ok((opts, sources))
     }
 }
 
 async fn zoo_cmd(args: ZooArgs) -> ExitCode {
     let plan =
         counterlab::zoo::ZooPlan { dir: args.dir, seeds: args.seeds, duration_s: args.duration_s, only: args.only };
-    let (opts, sources) = args.servers.options(false, None);
+    let (opts, sources) = match args.servers.options(false) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     eprintln!("{sources}");
     watch_ctrl_c(opts.cancel.clone(), "the zoo's namespaces");
     let known = opts.registry.names();
@@ -231,9 +246,9 @@ async fn zoo_cmd(args: ZooArgs) -> ExitCode {
     let (now_s, _) = clock::now_unix();
     let out = args.out.unwrap_or_else(|| PathBuf::from("reports/runs").join(format!("{}-zoo", clock::compact(now_s))));
     let written =
-        std::fs::create_dir_all(&out).and_then(|_| std::fs::write(out.join("zoo.md"), &table)).and_then(|_| {
-            std::fs::write(
-                out.join("zoo.json"),
+        std::fs::create_dir_all(&out).and_then(|_| atomic::write(&out.join("zoo.md"), &table)).and_then(|_| {
+            atomic::write(
+                &out.join("zoo.json"),
                 serde_json::to_string_pretty(&serde_json::json!({
                     "summary": counterlab::zoo::summary(&rows),
                     "runs": rows,
@@ -318,7 +333,7 @@ fn compare_cmd(args: CompareArgs) -> ExitCode {
     let files = [(&args.md, counterlab_report::render_comparison_markdown(&c)), (&args.json, json)];
     for (path, text) in files {
         if let Some(path) = path
-            && let Err(e) = std::fs::write(path, text)
+            && let Err(e) = atomic::write(path, text)
         {
             eprintln!("error: cannot write {}: {e}", path.display());
             return ExitCode::from(2);
@@ -485,8 +500,9 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     let out = args.out.clone().unwrap_or_else(|| {
         PathBuf::from("reports/runs").join(format!("{}-{}", clock::compact(now_s), dir_name(&plan.scenario)))
     });
-    // The output folder is checked before any load: a report that cannot be written is
-    // an error in seconds, not after the whole run.
+    // The servers' flags and the output folder are checked before any load: a report
+    // that cannot be written is an error in seconds, not after the whole run.
+    let (mut opts, sources) = args.servers.options(args.keep).map_err(|e| Failure::Input(anyhow::anyhow!(e)))?;
     writable_dir(&out).map_err(Failure::Input)?;
     // Histories are written as each strategy run ends, so their folder comes first.
     let history_dir = match args.history {
@@ -499,7 +515,7 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
             Some(dir)
         }
     };
-    let (mut opts, sources) = args.servers.options(args.keep, history_dir);
+    opts.history_dir = history_dir;
     opts.history_limit = args.history_limit;
     watch_ctrl_c(opts.cancel.clone(), "this run's namespaces (schemas cl_*)");
     let mut served = args.metrics_addr.as_deref().map(metrics::serve).transpose().map_err(Failure::Input)?;
@@ -571,18 +587,24 @@ fn backend_failure(e: BackendError) -> Failure {
     }
 }
 
-/// report.json, report.md, report.html and the side files (HDR logs) into `out`.
+/// report.json, report.md, report.html and the side files (HDR logs) into `out`, each
+/// whole or not at all (`atomic::write`).
 fn write_report(out: &std::path::Path, report: &counterlab_report::Report) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    std::fs::write(out.join("report.json"), render_json(report)).context("cannot write report.json")?;
-    std::fs::write(out.join("report.md"), render_markdown(report)).context("cannot write report.md")?;
-    std::fs::write(out.join("report.html"), render_html(report)).context("cannot write report.html")?;
+    for (name, text) in [
+        ("report.json", render_json(report)),
+        ("report.md", render_markdown(report)),
+        ("report.html", render_html(report)),
+    ] {
+        let path = out.join(name);
+        atomic::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     for (name, log) in &report.side_files {
         let path = out.join(name);
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         }
-        std::fs::write(&path, log).with_context(|| format!("cannot write {}", path.display()))?;
+        atomic::write(&path, log).with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
 }

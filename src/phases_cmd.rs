@@ -157,7 +157,10 @@ pub fn prepare(args: PrepareArgs) -> ExitCode {
             Ok(p) => p,
             Err(e) => return fail(e),
         };
-        let (opts, sources) = args.servers.options(false, None);
+        let (opts, sources) = match args.servers.options(false) {
+            Ok(o) => o,
+            Err(e) => return fail(e),
+        };
         eprintln!("{sources}");
         match phases::prepare(&plan, source, &opts, &secret, &mut |l| eprintln!("{l}")).await {
             Ok(h) => match h.write(&args.handle) {
@@ -185,7 +188,10 @@ pub fn load(args: LoadArgs) -> ExitCode {
             Ok(p) => p,
             Err(e) => return fail(e),
         };
-        let (opts, sources) = args.servers.options(false, None);
+        let (opts, sources) = match args.servers.options(false) {
+            Ok(o) => o,
+            Err(e) => return fail(e),
+        };
         eprintln!("{sources}");
         super::watch_ctrl_c(opts.cancel.clone(), "nothing (the namespaces are the handle's)");
         match phases::load(&h, &plan, seg, &out, &opts, &secret, &mut |l| eprintln!("{l}")).await {
@@ -214,7 +220,10 @@ pub fn check(args: CheckArgs) -> ExitCode {
         if let Err(e) = super::writable_dir(&out) {
             return fail(format!("{e:#}"));
         }
-        let (opts, sources) = args.servers.options(false, None);
+        let (opts, sources) = match args.servers.options(false) {
+            Ok(o) => o,
+            Err(e) => return fail(e),
+        };
         eprintln!("{sources}");
         let wait = Duration::from_secs(args.wait_agents.min(MAX_WAIT_S));
         let report = match phases::check(&h, &plan, &from, wait, &opts, &secret, &mut |l| eprintln!("{l}")).await {
@@ -237,7 +246,10 @@ pub fn teardown(args: TeardownArgs) -> ExitCode {
             Ok(p) => p,
             Err(e) => return fail(e),
         };
-        let (opts, _) = args.servers.options(false, None);
+        let opts = match args.servers.options(false) {
+            Ok((opts, _)) => opts,
+            Err(e) => return fail(e),
+        };
         match phases::teardown(&h, &plan, &opts, &secret, &mut |l| eprintln!("{l}")).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(e),

@@ -39,10 +39,10 @@ fn render(args: &ReportArgs) -> anyhow::Result<PathBuf> {
     };
     let out = if out.as_os_str().is_empty() { PathBuf::from(".") } else { out };
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-    std::fs::write(out.join("report.md"), render_markdown(&report))
-        .with_context(|| format!("cannot write {}", out.join("report.md").display()))?;
-    std::fs::write(out.join("report.html"), render_html(&report))
-        .with_context(|| format!("cannot write {}", out.join("report.html").display()))?;
+    for (name, text) in [("report.md", render_markdown(&report)), ("report.html", render_html(&report))] {
+        let path = out.join(name);
+        crate::atomic::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     print!("{}", render_terminal(&report));
     Ok(out)
 }

@@ -100,6 +100,22 @@ pub fn resolve(flags: Flags, env: &dyn Fn(&str) -> Option<String>) -> Resolved {
 }
 
 impl Resolved {
+    /// The SQLite folder, when one is configured, must be a folder that exists:
+    /// counterlab creates no folder it was pointed at (a typo would put the namespace
+    /// files somewhere nobody looks). The error names the flag or variable and the path.
+    pub fn check_sqlite(&self) -> Result<(), String> {
+        let Some((dir, from)) = &self.sqlite else { return Ok(()) };
+        let why = match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) => "is not a directory".to_string(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!(
+                "does not exist (counterlab does not create it: make it first, or leave {from} out for a temporary folder)"
+            ),
+            Err(e) => format!("cannot be read: {e}"),
+        };
+        Err(format!("{from}: the SQLite folder {} {why}", dir.display()))
+    }
+
     /// `postgres URL from --postgres; mysql URL from the local default; ...`
     pub fn sources(&self) -> String {
         let from = |c: Option<&String>| c.map_or("the local default".to_string(), |s| s.clone());
@@ -154,6 +170,26 @@ mod tests {
         assert_eq!((&r.postgres, &r.mysql, &r.sqlite), (&None, &None, &None));
         assert!(r.warnings[0].contains("`redis:`"), "{:?}", r.warnings);
         assert!(r.sources().contains("DATABASE_URL ignored"));
+    }
+
+    #[test]
+    fn a_missing_sqlite_folder_is_refused_naming_its_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope");
+        let flags = Flags { sqlite: Some(missing.clone()), ..Flags::default() };
+        let e = resolve(flags, &env(&[])).check_sqlite().unwrap_err();
+        assert!(e.starts_with(&format!("--sqlite: the SQLite folder {} does not exist", missing.display())), "{e}");
+        assert!(!missing.exists(), "it was created");
+        let file = dir.path().join("f.db");
+        std::fs::write(&file, "").unwrap();
+        let e = resolve(Flags { sqlite: Some(file.clone()), ..Flags::default() }, &env(&[])).check_sqlite();
+        assert_eq!(e.unwrap_err(), format!("--sqlite: the SQLite folder {} is not a directory", file.display()));
+        let url = format!("sqlite://{}/run.db", missing.display());
+        let r = resolve(Flags::default(), &|k| (k == "DATABASE_URL").then(|| url.clone()));
+        assert!(r.check_sqlite().unwrap_err().starts_with("DATABASE_URL: the SQLite folder"));
+        let ok = Flags { sqlite: Some(dir.path().to_path_buf()), ..Flags::default() };
+        assert_eq!(resolve(ok, &env(&[])).check_sqlite(), Ok(()));
+        assert_eq!(resolve(Flags::default(), &env(&[])).check_sqlite(), Ok(()));
     }
 
     #[test]

@@ -341,6 +341,68 @@ fn an_unwritable_output_folder_is_refused_before_any_load() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `--sqlite DIR` (or DATABASE_URL's sqlite: folder) that does not exist is a flag error
+/// naming its source and path, before any output folder or SQLite file is made.
+#[test]
+fn a_missing_sqlite_folder_is_refused_not_created() {
+    let dir = tempdir("sqlite-missing");
+    let missing = dir.join("no/such");
+    let out = dir.join("out");
+    let run = |extra: &[&str], database_url: Option<String>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_counterlab"));
+        cmd.args(["run", "scenarios/quickstart.toml", "--backend", "sqlite", "--ops", "100"]);
+        cmd.args(["--out", out.to_str().unwrap()]).args(extra).env_remove("DATABASE_URL");
+        if let Some(url) = database_url {
+            cmd.env("DATABASE_URL", url);
+        }
+        cmd.output().unwrap()
+    };
+    let o = run(&["--sqlite", missing.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let said = format!("error: --sqlite: the SQLite folder {} does not exist", missing.display());
+    assert!(text(&o).starts_with(&said), "{}", text(&o));
+    let o = run(&[], Some(format!("sqlite://{}/run.db", missing.display())));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("DATABASE_URL: the SQLite folder"), "{}", text(&o));
+    assert!(!dir.join("no").exists() && !out.exists(), "a folder was created");
+    let file = dir.join("file");
+    std::fs::write(&file, "").unwrap();
+    let o = run(&["--sqlite", file.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains(&format!("the SQLite folder {} is not a directory", file.display())), "{}", text(&o));
+}
+
+/// A report file that cannot be written in full (a file size limit standing in for a
+/// full disk, SIGXFSZ ignored so the write fails with EFBIG) leaves the previous file as
+/// it was and no temporary file, and `counterlab report` exits 2 naming it.
+#[test]
+fn a_report_the_disk_cuts_short_leaves_the_previous_file_whole() {
+    let dir = tempdir("atomic-report");
+    let o = Command::new(env!("CARGO_BIN_EXE_counterlab"))
+        .args(["run", "scenarios/quickstart.toml", "--backend", "sqlite", "--ops", "300", "--quiet"])
+        .args(["--out", dir.to_str().unwrap()])
+        .env_remove("COUNTERLAB_POSTGRES_URL")
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(std::fs::metadata(dir.join("report.md")).unwrap().len() > 1024, "the limit below must cut report.md");
+    std::fs::write(dir.join("report.md"), "the previous report.md\n").unwrap();
+    std::fs::write(dir.join("report.html"), "the previous report.html\n").unwrap();
+    let before = util::files_under(&dir);
+    // bash's `ulimit -f 1`: no file of this process may grow past 1024 bytes.
+    let o = Command::new("bash")
+        .args(["-c", "trap '' XFSZ; ulimit -f 1; exec \"$0\" report \"$1\""])
+        .args([env!("CARGO_BIN_EXE_counterlab"), dir.join("report.json").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains(&format!("cannot write {}", dir.join("report.md").display())), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(dir.join("report.md")).unwrap(), "the previous report.md\n");
+    assert_eq!(std::fs::read_to_string(dir.join("report.html")).unwrap(), "the previous report.html\n");
+    assert_eq!(util::files_under(&dir), before, "a temporary file was left");
+}
+
 #[test]
 fn the_replay_command_keeps_the_server_options_without_passwords() {
     crate::require!(Postgres);

@@ -234,6 +234,71 @@ fn bad_strategy_definitions_are_located() {
     }
 }
 
+/// The shipped lua-script twin reads its scripts from `lua/` beside it; each step's
+/// origin is the path as written (relative to the file), not one showing the checkout.
+#[test]
+fn the_shipped_lua_file_strategy_loads_its_scripts_by_relative_path() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let plan = load(&dir.join("bring-your-own-redis.toml"), &Overrides::default(), &util::known(), 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut scripts = Vec::new();
+    for step in plan.custom["lua-script-file"].steps.iter().flatten() {
+        if let counterlab_strategies::Action::Lua { origin, script, .. } = &step.action
+            && !origin.starts_with("inline")
+        {
+            assert_eq!(*script, std::fs::read_to_string(dir.join("strategies").join(origin)).unwrap(), "{origin}");
+            scripts.push(origin.as_str());
+        }
+    }
+    assert_eq!(scripts, ["lua/create.lua", "lua/mark_read.lua", "lua/delete.lua", "lua/mark_all_read.lua"]);
+}
+
+/// Files a scenario names are read from its folder and below only: an absolute path, a
+/// `..` out of it and a symbolic link out of it are refused at load (exit 2) with one
+/// located line, and the file's content (a canary) is in no output and no file written.
+#[test]
+fn a_file_outside_the_scenario_folder_is_refused_and_never_shown() {
+    let root = util::tempdir("confined");
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let canary = format!("CANARY-{}-{nanos}", std::process::id());
+    std::fs::write(root.join("secret.lua"), format!("return '{canary}'\n")).unwrap();
+    std::fs::write(root.join("secret.toml"), format!("{canary} = 1\n")).unwrap();
+    let scen = root.join("scen");
+    std::fs::create_dir(&scen).unwrap();
+    std::os::unix::fs::symlink("../secret.lua", scen.join("link.lua")).unwrap();
+    let secret = root.join("secret.lua").display().to_string();
+    let lua = |given: &str| with_step(&format!("lua_file = \"{given}\"\nkeys = [\"k:{{user}}\"]"));
+    let cases = [
+        ("abs", lua(&secret), format!("abs.toml:14:12: cannot read Lua file {secret}: an absolute path")),
+        ("up", lua("../secret.lua"), "up.toml:14:12: cannot read Lua file ../secret.lua: `..` leaves".into()),
+        ("link", lua("link.lua"), "link.toml:14:12: cannot read Lua file link.lua: it resolves".into()),
+        (
+            "listed",
+            format!("strategy_files = [\"../secret.toml\"]\n{BASE}"),
+            "listed.toml:1:19: cannot read strategy file ../secret.toml: `..` leaves".into(),
+        ),
+    ];
+    for (name, text, expected) in cases {
+        let file = scen.join(format!("{name}.toml"));
+        std::fs::write(&file, text).unwrap();
+        let out = root.join(format!("out-{name}"));
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_counterlab"))
+            .args(["run", file.to_str().unwrap(), "--backend", "sqlite", "--out", out.to_str().unwrap()])
+            .env_remove("DATABASE_URL")
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert_eq!(o.status.code(), Some(2), "{name}: {text}");
+        assert_eq!(text.lines().count(), 1, "{name}: one line: {text}");
+        assert!(text.contains(&expected), "{name}: expected {expected:?} in {text:?}");
+        assert!(!text.contains(&canary), "{name}: the file's content leaked: {text}");
+        for written in util::files_under(&out) {
+            let bytes = std::fs::read(&written).unwrap();
+            assert!(!String::from_utf8_lossy(&bytes).contains(&canary), "{name}: in {}", written.display());
+        }
+    }
+}
+
 /// Expressions, retry groups and Redis counter reads (issue 19), located.
 fn new_syntax_cases() -> Vec<(String, &'static str, &'static str)> {
     let retry = |step: &str, table: &str| format!("{}{table}", with_step(step));

@@ -58,6 +58,17 @@ pub fn tempdir(tag: &str) -> Tmp {
     Tmp(tempfile::Builder::new().prefix(&format!("counterlab-test-{tag}-")).tempdir().expect("a temporary directory"))
 }
 
+/// Every file under `dir`, in sub-folders too (none when `dir` does not exist).
+pub fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut files = Vec::new();
+    for e in entries.map(|e| e.unwrap().path()) {
+        if e.is_dir() { files.extend(files_under(&e)) } else { files.push(e) }
+    }
+    files.sort();
+    files
+}
+
 /// A directory for SQLite namespaces that outlives the run (not the test), so tests can
 /// inspect files.
 pub fn sqlite_dir(tag: &str) -> Tmp {

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::path::Path;
 
 use counterlab_strategies::{
     Action, CUSTOM_OPS, CompileError, CompilePart, CountersSpec, CustomSpec, DEFAULT_RETRY_ATTEMPTS, Dialect,
@@ -121,17 +120,16 @@ struct RawResults {
     read_count: Spanned<String>,
 }
 
-/// Reads a strategy file listed in `strategy_files` (relative to the scenario's folder).
+/// Reads a strategy file listed in `strategy_files`: from the scenario's folder and below
+/// only (`confined.rs`); returns its shown path and its text.
 pub(crate) fn load_file(
     scenario_path: &str,
     listed: &Spanned<String>,
     cx: &Src<'_>,
 ) -> Result<(String, String), ScenarioError> {
-    let base = Path::new(scenario_path).parent().unwrap_or(Path::new(""));
-    let path = base.join(listed.get_ref());
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| cx.at(listed.span(), format!("cannot read strategy file {}: {e}", path.display())))?;
-    Ok((path.display().to_string(), text))
+    let file =
+        crate::confined::read(scenario_path, listed.get_ref(), "strategy file").map_err(|e| cx.at(listed.span(), e))?;
+    Ok((file.shown, file.text))
 }
 
 /// Parses a strategy file's text.
@@ -211,7 +209,7 @@ fn step_name(
 }
 
 /// What a step does: SQL, a Redis command, or a Lua script (inline or read from a file
-/// beside the scenario).
+/// in this file's folder or below).
 fn action(op: &str, step_name: &str, raw: &Spanned<RawStep>, src: &Src<'_>) -> Result<Action, ScenarioError> {
     let st = raw.get_ref();
     let keys = st.keys.clone().unwrap_or_default();
@@ -233,11 +231,10 @@ fn action(op: &str, step_name: &str, raw: &Spanned<RawStep>, src: &Src<'_>) -> R
         },
         (None, None, None, file) => {
             let Some(f) = file else { return Err(src.at(raw.span(), format!("{op} step {step_name}: no action"))) };
-            let base = Path::new(src.path).parent().unwrap_or(Path::new(""));
-            let path = base.join(f.get_ref());
-            let script = std::fs::read_to_string(&path)
-                .map_err(|e| src.at(f.span(), format!("cannot read Lua file {}: {e}", path.display())))?;
-            Action::Lua { origin: path.display().to_string(), script, keys, args }
+            // Confined to this file's folder, checked before a byte is read; `origin` is
+            // the path as given (relative to that folder), not one that shows the home.
+            let file = crate::confined::read(src.path, f.get_ref(), "Lua file").map_err(|e| src.at(f.span(), e))?;
+            Action::Lua { origin: f.get_ref().clone(), script: file.text, keys, args }
         }
     })
 }

@@ -3,6 +3,7 @@
 //! `ScenarioError` located at file:line:col. Nothing downstream parses a name again.
 
 mod bounds;
+mod confined;
 mod custom;
 mod edit;
 mod error;
@@ -13,6 +14,7 @@ mod raw;
 mod resolve;
 mod types;
 
+pub use confined::MAX_FILE_BYTES;
 pub use custom::{MAX_NAME, MAX_STEPS};
 pub use edit::Env;
 pub use error::ScenarioError;
