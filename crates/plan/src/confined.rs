@@ -16,6 +16,7 @@ pub const MAX_FILE_BYTES: u64 = 256 * 1024;
 #[derive(Debug)]
 pub(crate) struct Confined {
     /// The folder of the naming file joined with the given path, as the user wrote both.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub shown: String,
     pub text: String,
 }

@@ -120,16 +120,18 @@ struct RawResults {
     read_count: Spanned<String>,
 }
 
-/// Reads a strategy file listed in `strategy_files`: from the scenario's folder and below
-/// only (`confined.rs`); returns its shown path and its text.
+/// Reads a strategy file listed in `strategy_files` (relative to the scenario's folder;
+/// not confined to it: zoo scenarios list `../strategies/*.toml`).
 pub(crate) fn load_file(
     scenario_path: &str,
     listed: &Spanned<String>,
     cx: &Src<'_>,
 ) -> Result<(String, String), ScenarioError> {
-    let file =
-        crate::confined::read(scenario_path, listed.get_ref(), "strategy file").map_err(|e| cx.at(listed.span(), e))?;
-    Ok((file.shown, file.text))
+    let base = std::path::Path::new(scenario_path).parent().unwrap_or(std::path::Path::new(""));
+    let path = base.join(listed.get_ref());
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| cx.at(listed.span(), format!("cannot read strategy file {}: {e}", path.display())))?;
+    Ok((path.display().to_string(), text))
 }
 
 /// Parses a strategy file's text.
