@@ -99,11 +99,16 @@ async fn run_on(redis_url: &str) -> Report {
     run_plan(&plan, &opts, &mut |_| {}).await.expect("run succeeds")
 }
 
-/// (strategy, verdict, anomaly names) per row.
+/// (strategy, verdict, the first anomaly's name) per row: the first in report order is
+/// the cause (zset-buffer's `lost_flush`); a consequence such as `negative_counter` shows
+/// only when the timing drives a counter below zero (once in a CI run on one server
+/// and not on the cluster), so it is not compared.
 fn verdicts(r: &Report) -> Vec<(String, String, Vec<String>)> {
     r.strategies
         .iter()
-        .map(|s| (s.strategy.clone(), s.check.verdict.clone(), s.anomalies.iter().map(|a| a.name.clone()).collect()))
+        .map(|s| {
+            (s.strategy.clone(), s.check.verdict.clone(), s.anomalies.iter().take(1).map(|a| a.name.clone()).collect())
+        })
         .collect()
 }
 
