@@ -45,6 +45,9 @@ mod scenarios;
 /// mutant across agents, a skewed agent clock, bad handles and outputs.
 mod distributed;
 
+/// Every phase around the load bounded in time: over it, INCOMPLETE naming the phase.
+mod deadlines;
+
 /// The binary: exit codes, redacted URLs, report files, and namespace hygiene.
 mod cli;
 

@@ -3,6 +3,7 @@
 //! teardown (or `--keep`), assembled into one `Report`.
 
 mod config;
+mod deadline;
 mod names;
 mod one;
 pub mod phases;

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use counterlab_core::{
-    CheckFold, CheckResult, Checked, Context, ErrorClass, Fault, Findings, Guarantee, ReadFrom, ReadSource, Strategy,
-    check_reads_parts, classify_parts, judge,
+    CheckFold, CheckResult, Checked, Context, ErrorClass, Fault, Findings, Guarantee, Outcome, ReadFrom, ReadSource,
+    Strategy, check_reads_parts, classify_parts, judge,
 };
 use counterlab_plan::{Expected, RunPlan};
 use counterlab_report::{ExpectationResult, FaultEvent, HistoryReport, StrategyReport, StrategyRun, evaluate};
@@ -18,10 +18,11 @@ use counterlab_strategies::{
     sql_replica_supported,
 };
 
+use super::deadline::{self, PhaseBounds, op_bounded, within};
 use super::names::scoped_namespace;
 use super::post::{
-    Incomplete, SETTLED_READS, executed, incomplete_report, judged_errors, retry_lost, schedule_faults, settled_reads,
-    shown_counts,
+    Incomplete, SETTLED_READS, executed, incomplete_report, judged_errors, permission_denied, retry_lost,
+    schedule_faults, settled_reads, shown_counts,
 };
 use super::status::{self, Progress, Status};
 use super::{Phase, RunOptions, Target};
@@ -75,6 +76,13 @@ impl Cell<'_> {
 
     pub(super) fn op_timeout(&self) -> Duration {
         Duration::from_millis(self.plan.workload.op_timeout_ms)
+    }
+
+    /// The bounds of the phases around the load, from the scenario.
+    pub(super) fn bounds(&self) -> PhaseBounds {
+        let seed = self.t.seed;
+        let rows = seed.n_users.saturating_mul(seed.notifications_per_user);
+        PhaseBounds::of(self.op_timeout(), seed.n_users, rows, Duration::from_millis(self.plan.redis.settle_timeout_ms))
     }
 }
 
@@ -228,13 +236,13 @@ async fn measure(
 ) -> Result<Row, BackendError> {
     let in_effect = ns.isolation_in_effect().await?;
     let started = Instant::now();
-    let strategy = seed(cell, ns, made).await?;
-    let strategy = match cell.t.read_from {
-        ReadFrom::Primary => strategy,
-        mode => {
-            let wrapped = replica_reads(cell, ns, made, strategy, mode).await?;
-            made.strategy = Some(wrapped.clone());
-            wrapped
+    let bound = cell.bounds().setup;
+    let strategy = match tokio::time::timeout(bound, set_up(cell, ns, made)).await {
+        Ok(built) => built?,
+        Err(_) => {
+            let load = LoadResult::empty(cfg.max_latency_us());
+            let seed_s = started.elapsed().as_secs_f64();
+            return Ok(incomplete_row(cell, &load, Vec::new(), &deadline::over("setup", bound), seed_s, log));
         }
     };
     refuse_untaken_faults(cell, strategy.as_ref())?;
@@ -265,39 +273,45 @@ async fn measure(
     };
     let (found, mut history) = match checked {
         Ok(found) => found,
-        Err(why) => return Ok(incomplete_row(cell, loaded, &why, seed_s, log)),
+        Err(why) => return Ok(incomplete_row(cell, &loaded.load, loaded.faults, &why, seed_s, log)),
     };
     let history_file = write_history(cell, &mut history)?;
     let context = RowContext { identity, in_effect, seed_s, history_file };
     Ok(row(cell, loaded, found, context, log))
 }
 
-/// The row of a cell whose check could not complete (`why`), logged as INCOMPLETE.
+/// The row of a cell whose setup or check could not complete (`why`), judged on what the
+/// load shows (`judge_incomplete`: refusals and errors fail it, else INCOMPLETE).
 pub(super) fn incomplete_row(
     cell: &Cell<'_>,
-    loaded: Loaded,
+    load: &LoadResult,
+    faults: Vec<FaultEvent>,
     why: &str,
     seed_s: f64,
     log: &mut dyn FnMut(&str),
 ) -> Row {
-    let run = Incomplete {
-        info: cell.t.info,
-        backend: &cell.backend,
-        isolation: cell.t.isolation,
-        ns: &cell.ns_name,
-        load: &loaded.load,
-    };
-    let permission_denied = loaded.load.ops.iter().map(|o| o.errors_by_class[ErrorClass::Permission.index()]).sum();
-    let errors = judged_errors(cell.plan, cell.t.name, &loaded.load);
-    let judgement = counterlab_core::judge_incomplete(
-        cell.t.info.name,
-        permission_denied,
-        errors.as_ref(),
-        cell.plan.verdict.rules(),
-        why,
-    );
+    let run =
+        Incomplete { info: cell.t.info, backend: &cell.backend, isolation: cell.t.isolation, ns: &cell.ns_name, load };
+    let errors = judged_errors(cell.plan, cell.t.name, load);
+    let rules = cell.plan.verdict.rules();
+    let judgement =
+        counterlab_core::judge_incomplete(cell.t.info.name, permission_denied(load), errors.as_ref(), rules, why);
     log(&format!("{}: {} ({why})", cell.label(), judgement.label));
-    (incomplete_report(run, cell.opts, judgement, seed_s, loaded.faults), Vec::new())
+    (incomplete_report(run, cell.opts, judgement, seed_s, faults), Vec::new())
+}
+
+/// Seeds the namespace and the strategy (`seed`), wrapped for replica reads when the
+/// cell reads from a replica.
+async fn set_up(cell: &Cell<'_>, ns: &Namespace, made: &mut Made) -> Result<Arc<dyn Strategy>, BackendError> {
+    let strategy = seed(cell, ns, made).await?;
+    match cell.t.read_from {
+        ReadFrom::Primary => Ok(strategy),
+        mode => {
+            let wrapped = replica_reads(cell, ns, made, strategy, mode).await?;
+            made.strategy = Some(wrapped.clone());
+            Ok(wrapped)
+        }
+    }
 }
 
 /// Seeds the namespace, builds the strategy over it and seeds the strategy's own state
@@ -501,8 +515,16 @@ pub(super) async fn drive(
     cell.enter(Phase::Settle);
     let settle_start = Instant::now();
     monitor.set_phase(counterlab_sim::SETTLE);
-    let bound = Duration::from_millis(plan.redis.settle_timeout_ms);
-    let settle_error = retry_lost("settle", Some(ns.db()), log, || strategy.settle(bound)).await.err();
+    // Each attempt bounded by the phase's bound too (a strategy's settle honours its
+    // timeout; this holds where one does not): over it is not retried.
+    let (bound, phase) = (Duration::from_millis(plan.redis.settle_timeout_ms), cell.bounds().settle);
+    let settle = || async {
+        tokio::time::timeout(phase, strategy.settle(bound)).await.unwrap_or_else(|_| {
+            let why = format!("over its bound of {:.1} s", phase.as_secs_f64());
+            Err(counterlab_core::OpError::new(ErrorClass::Other, Outcome::Fail, why))
+        })
+    };
+    let settle_error = retry_lost("settle", Some(ns.db()), log, settle).await.err();
     let settle_s = settle_start.elapsed().as_secs_f64();
     let series = sampler.finish().await;
     (Loaded { strategy, load, faults, settle_s, settle_error, series, failover_us, figures: None }, history)
@@ -548,14 +570,13 @@ pub(super) async fn check(
     log: &mut dyn FnMut(&str),
 ) -> Result<Found, String> {
     let started = std::time::Instant::now();
-    let n_users = cell.t.seed.n_users;
     let (plan, name, info) = (cell.plan, cell.t.name, cell.t.info);
     let guarantee = if plan.expect_drift.iter().any(|s| s == name) { Guarantee::None } else { info.guarantee };
     // Built-in designs' read_count writes nothing the check reads; a strategy file's
     // read steps might (a read repair), so its reads wait for the truth as before.
     let overlap = matches!(ns.db(), Db::Pg(_)) && !plan.custom.contains_key(name);
     let (Checked { result: check, witnesses: rows, .. }, settled, truth_s, left_out) =
-        truth_and_settled(ns, l, n_users, guarantee, overlap, log).await?;
+        truth_and_settled(ns, l, cell, guarantee, overlap, log).await?;
     let settled_s = started.elapsed().as_secs_f64() - truth_s;
     // The history's verdicts: reads against their bounds, what read_count showed once
     // settled, and the named anomalies that explain any mismatch.
@@ -639,27 +660,32 @@ pub(super) async fn check(
 async fn truth_and_settled(
     ns: &Namespace,
     l: &Loaded,
-    n_users: u64,
+    cell: &Cell<'_>,
     guarantee: Guarantee,
     overlap: bool,
     log: &mut dyn FnMut(&str),
 ) -> Result<(Checked, Vec<counterlab_core::SettledRead>, f64, usize), String> {
-    let started = Instant::now();
-    let counters = retry_lost("read the counters", Some(ns.db()), log, || l.strategy.counters(n_users)).await?;
-    let users: Vec<i64> = CheckFold::sample_users(n_users, SETTLED_READS).collect();
-    let truth = retry_lost("read the truth", Some(ns.db()), log, || {
-        ns.check_stream(n_users, guarantee, counters.as_ref(), SETTLED_READS)
+    let (started, n_users, bounds) = (Instant::now(), cell.t.seed.n_users, cell.bounds());
+    let read = |u| op_bounded(cell.op_timeout(), l.strategy.read_count(u));
+    let counters = within("check", bounds.check, async {
+        let counters = retry_lost("read the counters", Some(ns.db()), log, || l.strategy.counters(n_users)).await?;
+        let users: Vec<i64> = CheckFold::sample_users(n_users, SETTLED_READS).collect();
+        let truth = retry_lost("read the truth", Some(ns.db()), log, || {
+            ns.check_stream(n_users, guarantee, counters.as_ref(), SETTLED_READS)
+        });
+        let reads = within("settled reads", bounds.settled_reads, async { Ok(shown_counts(&read, &users).await) });
+        if overlap {
+            let ((checked, truth_s), shown) = tokio::join!(async { (truth.await, started.elapsed()) }, reads);
+            Ok((checked?, shown, truth_s))
+        } else {
+            let checked = truth.await?;
+            let truth_s = started.elapsed();
+            Ok((checked, reads.await, truth_s))
+        }
     });
-    let reads = shown_counts(l.strategy.as_ref(), &users);
-    let (checked, shown, truth_s) = if overlap {
-        let ((checked, truth_s), shown) = tokio::join!(async { (truth.await, started.elapsed()) }, reads);
-        (checked?, shown, truth_s)
-    } else {
-        let checked = truth.await?;
-        let truth_s = started.elapsed();
-        (checked, reads.await, truth_s)
-    };
-    let (settled, left_out) = settled_reads(l.strategy.as_ref(), &checked.sample, shown).await?;
+    let (checked, shown, truth_s) = counters.await?;
+    let settled = within("settled reads", bounds.settled_reads, settled_reads(&read, &checked.sample, shown?));
+    let (settled, left_out) = settled.await?;
     Ok((checked, settled, truth_s.as_secs_f64(), left_out))
 }
 
@@ -691,7 +717,7 @@ fn verdict(
     load_lag_ms: Option<f64>,
     limits: Vec<String>,
 ) -> counterlab_core::Judgement {
-    let permission_denied = load.ops.iter().map(|o| o.errors_by_class[ErrorClass::Permission.index()]).sum();
+    let permission_denied = permission_denied(load);
     let lone_writer = (cell.t.server.dialect() == Dialect::Sqlite && cell.t.redis.is_none())
         .then_some("SQLite runs one writer at a time (every transaction is serializable), so its race cannot happen");
     let findings = Findings {
@@ -719,10 +745,15 @@ fn unsettled(
     settle_error: Option<&str>,
 ) -> counterlab_core::Judgement {
     let Some(e) = settle_error.filter(|_| !judgement.verdict.is_fail()) else { return judgement };
-    let permission_denied = load.ops.iter().map(|o| o.errors_by_class[ErrorClass::Permission.index()]).sum();
     let errors = judged_errors(cell.plan, cell.t.name, load);
     let why = format!("settle: {e}");
-    counterlab_core::judge_incomplete(cell.t.name, permission_denied, errors.as_ref(), cell.plan.verdict.rules(), &why)
+    counterlab_core::judge_incomplete(
+        cell.t.name,
+        permission_denied(load),
+        errors.as_ref(),
+        cell.plan.verdict.rules(),
+        &why,
+    )
 }
 
 /// What a capped history leaves unchecked, for the verdict's label (empty: nothing).

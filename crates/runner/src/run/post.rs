@@ -71,6 +71,12 @@ pub(super) fn judged_errors(plan: &RunPlan, name: &str, load: &counterlab_sim::L
     Some(ErrorFigures { failed, ops: load.total_ops(), top })
 }
 
+/// The ops the servers refused for want of a privilege (judged on their own: any is
+/// `FAIL: denied`).
+pub(super) fn permission_denied(load: &counterlab_sim::LoadResult) -> u64 {
+    load.ops.iter().map(|o| o.errors_by_class[ErrorClass::Permission.index()]).sum()
+}
+
 /// The op kinds the mix gives weight, with how many of each ran.
 pub(super) fn executed(plan: &RunPlan, load: &counterlab_sim::LoadResult) -> Vec<(OpKind, u64)> {
     OpKind::ALL
@@ -166,10 +172,15 @@ pub(super) fn incomplete_report(
 /// Users whose `read_count` is compared with the truth after settle (evenly spread).
 pub const SETTLED_READS: usize = 2000;
 
-/// After settle, what `read_count` shows for each of `users`, 8 reads at a time, in
-/// their order; None where the read errored (`settled_reads` tries those once more).
-pub(super) async fn shown_counts(strategy: &dyn Strategy, users: &[i64]) -> Vec<(i64, Option<i64>)> {
-    futures_util::stream::iter(users.iter().map(|&u| async move { (u, strategy.read_count(u).await.ok()) }))
+/// After settle, what `read` (the strategy's `read_count`, bounded by the op timeout)
+/// shows for each of `users`, 8 reads at a time, in their order; None where the read
+/// errored (`settled_reads` tries those once more).
+pub(super) async fn shown_counts<F, Fut>(read: &F, users: &[i64]) -> Vec<(i64, Option<i64>)>
+where
+    F: Fn(i64) -> Fut,
+    Fut: std::future::Future<Output = Result<i64, OpError>>,
+{
+    futures_util::stream::iter(users.iter().map(|&u| async move { (u, read(u).await.ok()) }))
         .buffered(8)
         .collect()
         .await
@@ -179,11 +190,15 @@ pub(super) async fn shown_counts(strategy: &dyn Strategy, users: &[i64]) -> Vec<
 /// sample's users in order) beside their truth. The reads that errored are tried once
 /// more, 8 at a time; those that error again are left out and counted (the second value).
 /// A `shown` that does not name the sample's users in order is an error.
-pub(super) async fn settled_reads(
-    strategy: &dyn Strategy,
+pub(super) async fn settled_reads<F, Fut>(
+    read: &F,
     sample: &[CheckInput],
     mut shown: Vec<(i64, Option<i64>)>,
-) -> Result<(Vec<SettledRead>, usize), String> {
+) -> Result<(Vec<SettledRead>, usize), String>
+where
+    F: Fn(i64) -> Fut,
+    Fut: std::future::Future<Output = Result<i64, OpError>>,
+{
     if shown.len() != sample.len() || sample.iter().zip(&shown).any(|(r, s)| r.user != s.0) {
         return Err(format!(
             "settled reads: {} reads for a sample of {} users, or out of order",
@@ -192,7 +207,7 @@ pub(super) async fn settled_reads(
         ));
     }
     let failed: Vec<usize> = (0..shown.len()).filter(|&i| shown[i].1.is_none()).collect();
-    let again = shown_counts(strategy, &failed.iter().map(|&i| shown[i].0).collect::<Vec<_>>()).await;
+    let again = shown_counts(read, &failed.iter().map(|&i| shown[i].0).collect::<Vec<_>>()).await;
     for (i, (_, v)) in failed.into_iter().zip(again) {
         shown[i].1 = v;
     }

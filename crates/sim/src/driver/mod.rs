@@ -221,6 +221,18 @@ pub const MAX_ERROR_SAMPLES: usize = 5;
 pub const LATE_AFTER: Duration = Duration::from_millis(1);
 
 impl LoadResult {
+    /// No load ran (its setup did not complete): no ops, no time.
+    pub fn empty(max_us: u64) -> LoadResult {
+        LoadResult {
+            ops: OpKind::ALL.iter().map(|_| OpStats::new(max_us)).collect(),
+            elapsed: Duration::ZERO,
+            error_samples: Vec::new(),
+            stages: Vec::new(),
+            history: Vec::new(),
+            history_dropped: 0,
+        }
+    }
+
     pub fn op(&self, kind: OpKind) -> &OpStats {
         &self.ops[kind.index()]
     }

@@ -277,7 +277,7 @@ pub fn totals_log(load: &LoadResult, label: &str) -> String {
 
 /// An empty op stats set for merging into.
 pub fn empty_ops(max_us: u64) -> Vec<OpStats> {
-    OpKind::ALL.iter().map(|_| OpStats::new(max_us)).collect()
+    LoadResult::empty(max_us).ops
 }
 
 /// An empty lag histogram.

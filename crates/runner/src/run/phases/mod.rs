@@ -231,7 +231,11 @@ async fn prepare_cell(
         return Err(e.into());
     }
     let mut made = Made::default();
-    let seeded = one::seed(&cell, &ns, &mut made).await;
+    let bound = cell.bounds().setup;
+    let seeded = match tokio::time::timeout(bound, one::seed(&cell, &ns, &mut made)).await {
+        Ok(seeded) => seeded.map_err(|e| e.to_string()),
+        Err(_) => Err(super::deadline::over("setup", bound)),
+    };
     if let (Ok(_), Some(space)) = (&seeded, &made.space) {
         // The keys expire (KEY_TTL) unless the run is torn down first.
         space.keep_alive().await.map_err(|e| PhaseError(format!("{}: {e}", cell.label())))?;
@@ -474,7 +478,7 @@ async fn check_cell(cell: &Cell<'_>, m: merge::MergedCell, log: Log<'_>) -> Resu
             let cx = RowContext { identity, in_effect, seed_s: 0.0, history_file: None };
             one::row(cell, loaded, found, cx, log)
         }
-        Err(why) => one::incomplete_row(cell, loaded, &why, 0.0, log),
+        Err(why) => one::incomplete_row(cell, &loaded.load, loaded.faults, &why, 0.0, log),
     };
     row.0.agents = Some(m.agents);
     let name = format!("hdr/{}.hlog", cell.short);
