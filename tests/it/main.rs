@@ -45,6 +45,9 @@ mod scenarios;
 /// mutant across agents, a skewed agent clock, bad handles and outputs.
 mod distributed;
 
+/// A strategy file's Redis keys capped per value and per namespace.
+mod caps;
+
 /// Every phase around the load bounded in time: over it, INCOMPLETE naming the phase.
 mod deadlines;
 

@@ -26,4 +26,5 @@ pub use seed::SeedSpec;
 pub use strategy::{CrashPoints, Fault, Strategy, StrategyInfo, WorkerLoop};
 pub use verdict::{
     ErrorFigures, FailPart, Findings, Judgement, Verdict as VerdictLabel, VerdictRules, judge, judge_incomplete,
+    with_refusal,
 };

@@ -263,6 +263,23 @@ pub fn judge_incomplete(
     Judgement::new(Verdict::Fail(parts), false, false, sentence)
 }
 
+/// The judgement of a run the sandbox also refused outside any op (`why`: a Redis
+/// namespace over its memory cap): `FAIL` with `denied` first, whatever it was before.
+pub fn with_refusal(j: Judgement, why: &str) -> Judgement {
+    let mut parts = match j.verdict {
+        Verdict::Fail(parts) => parts,
+        _ => Vec::new(),
+    };
+    if !parts.contains(&FailPart::Denied) {
+        parts.insert(0, FailPart::Denied);
+    }
+    let limits = j.limits;
+    let suffix = format!("; not checked in full: {}", limits.join("; "));
+    let said = j.sentence.strip_suffix(suffix.as_str()).filter(|_| !limits.is_empty()).unwrap_or(&j.sentence);
+    let sentence = format!("{said}; refused: {why}");
+    Judgement::new(Verdict::Fail(parts), false, j.evidence, sentence).limited(&limits)
+}
+
 fn exact(f: &Findings<'_>) -> &'static str {
     if f.guarantee == Guarantee::Eventual { "converged after settle" } else { "exact" }
 }
@@ -377,5 +394,21 @@ mod tests {
         let mut f = findings(Guarantee::None, &none_ok, &[]);
         f.serialises_writers = Some("SQLite runs one writer at a time");
         assert!(judge(&f, VerdictRules::default()).sentence.contains("none can here: SQLite"));
+    }
+
+    #[test]
+    fn a_refusal_outside_the_ops_fails_any_verdict_as_denied() {
+        let pass = Judgement::new(Verdict::Pass, true, true, "s: exact".into());
+        let j = with_refusal(pass, "over its cap");
+        assert_eq!((j.label.as_str(), j.held), ("FAIL: denied", false));
+        assert_eq!(j.sentence, "s: exact; refused: over its cap");
+        let failed = Judgement::new(Verdict::Fail(vec![FailPart::Counters]), false, true, "s: drift".into());
+        assert_eq!(with_refusal(failed, "x").label, "FAIL: denied, counters");
+        let limited = Judgement::new(Verdict::Pass, true, true, "s".into()).limited(&["capped".into()]);
+        let j = with_refusal(limited, "x");
+        assert_eq!(
+            (j.label.as_str(), j.sentence.as_str()),
+            ("FAIL: denied [capped]", "s; refused: x; not checked in full: capped")
+        );
     }
 }

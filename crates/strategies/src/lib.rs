@@ -37,8 +37,8 @@ pub use mq::{
 };
 pub use pause::Pausable;
 pub use redis::{
-    DEFAULT_REDIS_URL, KEY_TTL, Lease, REFRESH_EVERY, RedisConfig, RedisDesign, RedisServer, RedisSpace, RedisStrategy,
-    SpaceLogin, classify_redis,
+    DEFAULT_REDIS_URL, KEY_TTL, Lease, MAX_VALUE_BYTES, MemoryUse, REFRESH_EVERY, RedisConfig, RedisDesign,
+    RedisServer, RedisSpace, RedisStrategy, SpaceLogin, classify_redis, namespace_cap,
 };
 pub use sandbox::{Identity, mysql_user, stable_hash};
 

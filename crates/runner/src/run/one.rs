@@ -14,7 +14,7 @@ use counterlab_report::{ExpectationResult, FaultEvent, HistoryReport, StrategyRe
 use counterlab_sim::{DriverConfig, IdPool, LoadResult, Monitor, Sample, Sampler, SamplerConfig, Series, run_load};
 use counterlab_strategies::{
     BackendError, Build, CATCH_UP_BOUND, CatchUp, CustomStrategy, Db, Dialect, MqConfig, MqSpace, Namespace, Pausable,
-    PoolSpec, RedisConfig, RedisLayout, RedisSpace, ReplicaReader, ReplicaReads, Server, SpaceLogin,
+    PoolSpec, RedisConfig, RedisLayout, RedisSpace, ReplicaReader, ReplicaReads, Server, SpaceLogin, namespace_cap,
     sql_replica_supported,
 };
 
@@ -265,16 +265,25 @@ async fn measure(
         cell.t.seed.n_users * cell.t.seed.notifications_per_user,
         cell.ns_name
     ));
+    let watched = watch_memory(cell, made);
     let (loaded, history) = drive(cell, ns, strategy, cfg, log).await;
+    let over_cap = match &watched {
+        Some((space, cap)) => space.stop_memory_watch(*cap).await,
+        None => None,
+    };
     cell.enter(Phase::Check);
     let checked = match history {
         Ok(mut history) => check(cell, ns, &loaded, &mut history, log).await.map(|found| (found, history)),
         Err(e) => Err(format!("the history: {e}")),
     };
-    let (found, mut history) = match checked {
+    let (mut found, mut history) = match checked {
         Ok(found) => found,
         Err(why) => return Ok(incomplete_row(cell, &loaded.load, loaded.faults, &why, seed_s, log)),
     };
+    if let Some(why) = over_cap {
+        log(&format!("{}: {why}", cell.label()));
+        found.judgement = counterlab_core::with_refusal(found.judgement, &why);
+    }
     let history_file = write_history(cell, &mut history)?;
     let context = RowContext { identity, in_effect, seed_s, history_file };
     Ok(row(cell, loaded, found, context, log))
@@ -298,6 +307,15 @@ pub(super) fn incomplete_row(
         counterlab_core::judge_incomplete(cell.t.info.name, permission_denied(load), errors.as_ref(), rules, why);
     log(&format!("{}: {} ({why})", cell.label(), judgement.label));
     (incomplete_report(run, cell.opts, judgement, seed_s, faults), Vec::new())
+}
+
+/// A file-defined strategy's Redis keys are measured during the load against their cap
+/// (`namespace_cap`): the space watched and its cap (None: a built-in, or no Redis).
+fn watch_memory(cell: &Cell<'_>, made: &Made) -> Option<(RedisSpace, u64)> {
+    let space = made.space.clone().filter(|_| cell.plan.custom.contains_key(cell.t.name))?;
+    let cap = namespace_cap(cell.t.seed);
+    space.watch_memory(cap);
+    Some((space, cap))
 }
 
 /// Seeds the namespace and the strategy (`seed`), wrapped for replica reads when the

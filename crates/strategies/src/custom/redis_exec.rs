@@ -128,6 +128,8 @@ impl CustomStrategy {
         rs: &mut RedisState,
     ) -> Result<Reply, OpError> {
         let (call, key) = self.call(exec, env, vals)?;
+        // Once its keys are over their memory cap, the space takes no further step.
+        self.redis.as_ref().expect("checked at build").refuse_over_cap()?;
         let (tx, writes) = match exec {
             Exec::Redis { tx, writes, .. } => (*tx, *writes),
             _ => (None, true),

@@ -19,6 +19,7 @@ mod designs;
 mod failover;
 mod flusher;
 mod hash;
+mod memory;
 mod ops;
 mod reconciler;
 mod scripts;
@@ -45,6 +46,7 @@ use target::{Conn, Target};
 
 pub use cache::CacheAside;
 pub use designs::{RedisDesign, RedisStrategy};
+pub use memory::{MAX_VALUE_BYTES, MemoryUse, namespace_cap};
 pub use ttl::{KEY_TTL, REFRESH_EVERY};
 pub use zset_replica::ZsetReplicaReads;
 
@@ -343,6 +345,8 @@ pub struct RedisSpace {
     expiry: Arc<ttl::Expiry>,
     /// Set while a script of the space was abandoned running (`scripts.rs`).
     abandoned: Arc<std::sync::atomic::AtomicBool>,
+    /// The memory watcher and what it found (`memory.rs`).
+    memory: Arc<memory::Watch>,
 }
 
 /// A connection lent to one op, back to the idle list when dropped. Measured on two
@@ -394,6 +398,7 @@ impl RedisSpace {
             identity,
             expiry: Arc::default(),
             abandoned: scripts::flag(),
+            memory: Arc::default(),
         }
     }
 
