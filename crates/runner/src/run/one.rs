@@ -554,8 +554,9 @@ pub(super) async fn check(
     // Built-in designs' read_count writes nothing the check reads; a strategy file's
     // read steps might (a read repair), so its reads wait for the truth as before.
     let overlap = matches!(ns.db(), Db::Pg(_)) && !plan.custom.contains_key(name);
+    let stop = super::stop::Stop::new(cell.opts.cancel.clone(), cell.op_timeout());
     let (Checked { result: check, witnesses: rows, .. }, settled, truth_s, left_out) =
-        truth_and_settled(ns, l, n_users, guarantee, overlap, log).await?;
+        truth_and_settled(ns, l, n_users, guarantee, overlap, &stop, log).await?;
     let settled_s = started.elapsed().as_secs_f64() - truth_s;
     // The history's verdicts: reads against their bounds, what read_count showed once
     // settled, and the named anomalies that explain any mismatch.
@@ -642,6 +643,7 @@ async fn truth_and_settled(
     n_users: u64,
     guarantee: Guarantee,
     overlap: bool,
+    stop: &super::stop::Stop,
     log: &mut dyn FnMut(&str),
 ) -> Result<(Checked, Vec<counterlab_core::SettledRead>, f64, usize), String> {
     let started = Instant::now();
@@ -650,7 +652,7 @@ async fn truth_and_settled(
     let truth = retry_lost("read the truth", Some(ns.db()), log, || {
         ns.check_stream(n_users, guarantee, counters.as_ref(), SETTLED_READS)
     });
-    let reads = shown_counts(l.strategy.as_ref(), &users);
+    let reads = shown_counts(l.strategy.as_ref(), &users, stop);
     let (checked, shown, truth_s) = if overlap {
         let ((checked, truth_s), shown) = tokio::join!(async { (truth.await, started.elapsed()) }, reads);
         (checked?, shown, truth_s)
@@ -659,7 +661,7 @@ async fn truth_and_settled(
         let truth_s = started.elapsed();
         (checked, reads.await, truth_s)
     };
-    let (settled, left_out) = settled_reads(l.strategy.as_ref(), &checked.sample, shown).await?;
+    let (settled, left_out) = settled_reads(l.strategy.as_ref(), &checked.sample, shown, stop).await?;
     Ok((checked, settled, truth_s.as_secs_f64(), left_out))
 }
 
