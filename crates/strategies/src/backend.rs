@@ -15,7 +15,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{AssertSqlSafe, Executor, MySqlPool, PgPool, SqlitePool};
 
 use crate::db::{Db, Dialect, Isolation};
-use crate::error::{BackendError, check_url, redact_url};
+use crate::error::{BackendError, REFUSED, check_url, redact_url};
 use crate::leftover::{Leftover, Marker, is_namespace_name};
 use crate::sandbox::{self, Identity};
 use crate::sqlfile::{after_seed, common, schema, statement};
@@ -86,12 +86,12 @@ impl Server {
         check_url(url, &["postgres", "postgresql"], "postgres://user[:password]@host[:port]/database").map_err(err)?;
         let options: PgConnectOptions = url.parse().map_err(|e: sqlx::Error| err(format!("invalid URL: {e}")))?;
         let options = options.application_name("counterlab");
-        let admin = PgPoolOptions::new()
-            .max_connections(2)
-            .acquire_timeout(timeout)
-            .connect_with(options.clone())
-            .await
-            .map_err(|e| err(e.to_string()))?;
+        let admin =
+            PgPoolOptions::new().max_connections(2).acquire_timeout(timeout).connect_with(options.clone()).await;
+        let admin = match admin {
+            Ok(a) => a,
+            Err(e) => return Err(err(connect_cause(e, &options, timeout).await)),
+        };
         let version: String =
             sqlx::query_scalar("SHOW server_version").fetch_one(&admin).await.map_err(|e| err(e.to_string()))?;
         let probe = sandbox::probe_name();
@@ -115,12 +115,12 @@ impl Server {
             |detail: String| BackendError::Connect { backend: "mysql", url: location.clone(), source: detail.into() };
         check_url(url, &["mysql", "mariadb"], "mysql://user[:password]@host[:port]/database").map_err(err)?;
         let options: MySqlConnectOptions = url.parse().map_err(|e: sqlx::Error| err(format!("invalid URL: {e}")))?;
-        let admin = MySqlPoolOptions::new()
-            .max_connections(2)
-            .acquire_timeout(timeout)
-            .connect_with(options.clone())
-            .await
-            .map_err(|e| err(e.to_string()))?;
+        let admin =
+            MySqlPoolOptions::new().max_connections(2).acquire_timeout(timeout).connect_with(options.clone()).await;
+        let admin = match admin {
+            Ok(a) => a,
+            Err(e) => return Err(err(connect_cause(e, &options, timeout).await)),
+        };
         let version: String =
             sqlx::query_scalar("SELECT VERSION()").fetch_one(&admin).await.map_err(|e| err(e.to_string()))?;
         let probe = sandbox::probe_name();
@@ -1076,6 +1076,36 @@ impl Namespace {
             }
             Home::Lite(_) => Ok(()),
         }
+    }
+}
+
+/// Why a pool could not open its first connection. sqlx retries a refused connection
+/// until the acquire timeout and then says only "pool timed out", so one direct attempt
+/// (bounded by `timeout`) names the cause: refused, a bad password, an unknown database.
+async fn connect_cause<O>(e: sqlx::Error, options: &O, timeout: Duration) -> String
+where
+    O: sqlx::ConnectOptions,
+    O::Connection: Sized,
+{
+    use sqlx::Connection as _;
+    if !matches!(e, sqlx::Error::PoolTimedOut) {
+        return describe_connect(e);
+    }
+    match tokio::time::timeout(timeout, options.connect()).await {
+        Ok(Err(direct)) => describe_connect(direct),
+        Ok(Ok(c)) => {
+            let _ = c.close().await;
+            format!("{e} (a direct connection then succeeded: the server was slow to accept)")
+        }
+        Err(_) => format!("no answer within {} ms", timeout.as_millis()),
+    }
+}
+
+/// A connect error as the message says it: `REFUSED` when nothing listens.
+fn describe_connect(e: sqlx::Error) -> String {
+    match &e {
+        sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => REFUSED.into(),
+        _ => e.to_string(),
     }
 }
 

@@ -100,7 +100,7 @@ impl RedisServer {
         let conns = tokio::time::timeout(timeout, target.node_conns(false))
             .await
             .map_err(|_| err(format!("no answer within {} ms", timeout.as_millis())))?
-            .map_err(|e| err(e.to_string()))?;
+            .map_err(|e| err(if e.is_connection_refusal() { crate::error::REFUSED.into() } else { e.to_string() }))?;
         let mut conn = conns.first().cloned().ok_or_else(|| err("the cluster lists no node".into()))?;
         let info: String =
             redis::cmd("INFO").arg("server").query_async(&mut conn).await.map_err(|e| err(e.to_string()))?;
