@@ -256,6 +256,44 @@ impl Server {
         Ok(())
     }
 
+    /// What of namespace `name` (its storage, its identity) is on this server, as
+    /// "schema and role", "role" ...; None: nothing (a second teardown finds it gone).
+    pub async fn namespace_left(&self, name: &str) -> Result<Option<&'static str>, BackendError> {
+        let err = |e: sqlx::Error| BackendError::Step {
+            backend: self.dialect().name(),
+            step: "look for what is left",
+            namespace: name.into(),
+            source: e.into(),
+        };
+        let (storage, identity, what) = match &self.conn {
+            Conn::Pg { admin, .. } => {
+                let sql = "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1), \
+                           EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)";
+                let (s, r): (bool, bool) = sqlx::query_as(sql).bind(name).fetch_one(admin).await.map_err(err)?;
+                (s, r, ["schema and role", "schema", "role"])
+            }
+            Conn::My { admin, .. } => {
+                let sql = "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?";
+                let db: i64 = sqlx::query_scalar(sql).bind(name).fetch_one(admin).await.map_err(err)?;
+                // An account that cannot read mysql.user: the user counts as left (the
+                // teardown's DROP USER IF EXISTS then runs).
+                let user: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM mysql.user WHERE user = ?")
+                    .bind(sandbox::mysql_user(name))
+                    .fetch_one(admin)
+                    .await
+                    .unwrap_or(1);
+                (db > 0, user > 0, ["database and user", "database", "user"])
+            }
+            Conn::Lite { dir } => (dir.join(format!("{name}.sqlite3")).exists(), false, ["file", "file", "file"]),
+        };
+        Ok(match (storage, identity) {
+            (true, true) => Some(what[0]),
+            (true, false) => Some(what[1]),
+            (false, true) => Some(what[2]),
+            (false, false) => None,
+        })
+    }
+
     /// Whether each namespace gets its own least-privilege identity here (Err: why not;
     /// its namespaces then run as the configured account).
     pub fn sandbox(&self) -> Result<(), &str> {
