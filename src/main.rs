@@ -578,8 +578,17 @@ fn load_plan(args: &RunArgs, default_seed: u64) -> Result<scenario::RunPlan, Fai
 
 fn backend_failure(e: BackendError) -> Failure {
     match e {
-        BackendError::Connect { .. } => {
-            let hint = "start the servers with `docker compose up -d` from the repository, or point counterlab at yours with --postgres URL / COUNTERLAB_POSTGRES_URL, --mysql URL / COUNTERLAB_MYSQL_URL; `--backend sqlite` needs no server";
+        BackendError::Connect { backend, .. } => {
+            let point = match backend {
+                "redis" => "--redis URL / COUNTERLAB_REDIS_URL",
+                "rabbitmq" => "--amqp URL / COUNTERLAB_AMQP_URL",
+                _ => {
+                    "--postgres URL / COUNTERLAB_POSTGRES_URL, --mysql URL / COUNTERLAB_MYSQL_URL; `--backend sqlite` needs no server"
+                }
+            };
+            let hint = format!(
+                "start the servers with `docker compose up -d` from the repository, or point counterlab at yours with {point}"
+            );
             Failure::Input(anyhow::anyhow!("{e}\nhint: {hint}"))
         }
         // Its message already ends with its cause: printed once, not again as a chain.

@@ -37,20 +37,35 @@ async fn runaway(db: &Db, sql: &'static str) -> String {
     e
 }
 
-/// Polls `active` (the identity's statements still running) for up to 1 s after the op;
-/// every poll must find none once the first has.
-async fn nothing_left_running<F, Fut>(active: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = i64>,
-{
+/// An admin connection to the server whose sessions `nothing_left_running` counts.
+enum Admin {
+    Pg(sqlx::PgPool),
+    My(sqlx::MySqlPool),
+}
+
+/// PostgreSQL: the role's statements still running.
+const PG_ACTIVE: &str = "SELECT count(*) FROM pg_stat_activity WHERE usename = $1 AND state = 'active'";
+/// MariaDB: the user's statements still running.
+const MY_ACTIVE: &str = "SELECT COUNT(*) FROM information_schema.processlist WHERE user = ? AND command = 'Query'";
+
+/// Runs `query` (one count, bound to `identity`) on `admin`.
+async fn count_of(admin: &Admin, query: &'static str, identity: &str) -> i64 {
+    match admin {
+        Admin::Pg(p) => sqlx::query_scalar(query).bind(identity).fetch_one(p).await.unwrap(),
+        Admin::My(p) => sqlx::query_scalar(query).bind(identity).fetch_one(p).await.unwrap(),
+    }
+}
+
+/// Polls `query` (the statements of `identity` still running) for up to 1 s after the
+/// op; every poll must find none once the first has.
+async fn nothing_left_running(admin: &Admin, query: &'static str, identity: &str) {
     let deadline = Instant::now() + Duration::from_secs(1);
-    let mut n = active().await;
+    let mut n = count_of(admin, query, identity).await;
     while n > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        n = active().await;
+        n = count_of(admin, query, identity).await;
     }
-    assert_eq!(n, 0, "a statement of the identity still runs 1 s after its op ended");
+    assert_eq!(n, 0, "a statement of {identity} still runs 1 s after its op ended");
 }
 
 #[tokio::test]
@@ -62,17 +77,7 @@ async fn postgres_ends_a_runaway_statement_and_its_caps_hold() {
     assert!(e.contains("statement timeout"), "{e}");
     let admin = util::admin().await;
     let role = ns.name().to_string();
-    nothing_left_running(|| {
-        let (admin, role) = (admin.clone(), role.clone());
-        async move {
-            sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE usename = $1 AND state = 'active'")
-                .bind(role)
-                .fetch_one(&admin)
-                .await
-                .unwrap()
-        }
-    })
-    .await;
+    nothing_left_running(&Admin::Pg(admin.clone()), PG_ACTIVE, &role).await;
     let Db::Pg(pool) = ns.db() else { unreachable!() };
     let shown: (String, String, String) =
         sqlx::query_as("SELECT current_setting('statement_timeout'), current_setting('temp_file_limit'), current_setting('lock_timeout')")
@@ -110,21 +115,8 @@ async fn mariadb_ends_a_runaway_statement() {
     let ns = namespace(&server, "bounds-my", Isolation::ReadCommitted).await;
     let e = runaway(ns.db(), "SELECT SLEEP(100)").await;
     assert!(e.contains("max_statement_time"), "{e}");
-    let admin = util::mysql_admin().await;
     let user = counterlab_strategies::mysql_user(ns.name());
-    nothing_left_running(|| {
-        let (admin, user) = (admin.clone(), user.clone());
-        async move {
-            sqlx::query_scalar(
-                "SELECT COUNT(*) FROM information_schema.processlist WHERE user = ? AND command = 'Query'",
-            )
-            .bind(user)
-            .fetch_one(&admin)
-            .await
-            .unwrap()
-        }
-    })
-    .await;
+    nothing_left_running(&Admin::My(util::mysql_admin().await), MY_ACTIVE, &user).await;
     ns.drop_namespace().await.unwrap();
 }
 
@@ -251,4 +243,161 @@ async fn a_fault_the_strategy_cannot_take_is_refused_before_the_load() {
             && e.contains("it takes: crash_after_commit, error_before_commit, pause"),
         "{e}"
     );
+}
+
+/// A strategy file whose count read is a runaway statement on each SQL backend: a
+/// product of 10^11 rows (PostgreSQL), a five-way cross join of the notifications
+/// (MariaDB: its recursive CTEs stop at `max_recursive_iterations`, 1000 by default;
+/// `SLEEP` is refused in strategy files), an endless recursive CTE (SQLite).
+const RUNAWAY_FILE: &str = r#"
+[strategy.runaway-read]
+guarantee = "exact"
+summary = "the count read never ends on its own"
+
+[[strategy.runaway-read.create]]
+name = "ins"
+sql = { postgres = "INSERT INTO notifications (user_id) VALUES (:user) RETURNING id", mysql = "INSERT INTO notifications (user_id) VALUES (:user)", sqlite = "INSERT INTO notifications (user_id) VALUES (:user)" }
+[[strategy.runaway-read.create]]
+sql = "UPDATE unread_counts SET unread = unread + 1 WHERE user_id = :user"
+
+[[strategy.runaway-read.mark_read]]
+name = "set"
+sql = "UPDATE notifications SET is_read = TRUE WHERE id = :id AND user_id = :user AND NOT is_read"
+[[strategy.runaway-read.mark_read]]
+when = "set.rows == 1"
+sql = "UPDATE unread_counts SET unread = unread - 1 WHERE user_id = :user"
+
+[[strategy.runaway-read.delete]]
+name = "del"
+sql = "DELETE FROM notifications WHERE id = :id AND user_id = :user AND NOT is_read"
+[[strategy.runaway-read.delete]]
+when = "del.rows == 1"
+sql = "UPDATE unread_counts SET unread = unread - 1 WHERE user_id = :user"
+
+[[strategy.runaway-read.mark_all_read]]
+name = "all"
+sql = "UPDATE notifications SET is_read = TRUE WHERE user_id = :user AND NOT is_read"
+[[strategy.runaway-read.mark_all_read]]
+sql = "UPDATE unread_counts SET unread = unread - :all.rows WHERE user_id = :user"
+
+[[strategy.runaway-read.read_count]]
+name = "c"
+sql = { postgres = "SELECT count(*) FROM unread_counts, generate_series(1, 100000000000)", mysql = "SELECT count(*) FROM notifications a, notifications b, notifications c, notifications d, notifications e", sqlite = "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r" }
+returns = ["n"]
+
+[strategy.runaway-read.result]
+create = "ins.last_id"
+mark_read = "set.rows == 1"
+delete = "del.rows"
+mark_all_read = "all.rows"
+read_count = "c.n"
+"#;
+
+/// The scenario around `RUNAWAY_FILE` on `backend`: a long load, an op timeout short
+/// of the 10 s the signal is given, 200 notifications (the MariaDB join's rows).
+fn runaway_scenario(backend: &str) -> String {
+    format!(
+        "name = \"bounds-sigterm\"\nseed = 3\nstrategies = [\"runaway-read\"]\nbackends = [\"{backend}\"]\n\
+         strategy_files = [\"runaway.toml\"]\n\
+         [data]\nusers = 10\nnotifications_per_user = 20\n\
+         [workload]\nworkers = 2\nduration_s = 600\nop_timeout_ms = 2500\n\
+         [workload.mix]\nmark_read = 1\nread_count = 3\n"
+    )
+}
+
+/// The signal's budget: load stopped, the runaway ended, checked, reported, torn down.
+const SIGTERM_BUDGET: Duration = Duration::from_secs(10);
+
+/// Runs the runaway scenario on `backend` (`args` added to `run`), sends SIGTERM once
+/// its load started and waits at most `SIGTERM_BUDGET` for the exit (killed and failed
+/// past it): exit 143, `interrupted: true`; the report's namespace is returned.
+fn sigterm_mid_runaway(backend: &str, args: &[&str]) -> String {
+    use std::io::{BufReader, Read};
+    use std::process::{Command, Stdio};
+    let dir = util::tempdir("bounds-sigterm");
+    std::fs::write(dir.join("runaway.toml"), RUNAWAY_FILE).unwrap();
+    std::fs::write(dir.join("scenario.toml"), runaway_scenario(backend)).unwrap();
+    let out = dir.join("out");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_counterlab"))
+        .args(["run", dir.join("scenario.toml").to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .args(args)
+        .env("COUNTERLAB_POSTGRES_URL", util::pg_url())
+        .env("COUNTERLAB_MYSQL_URL", util::mysql_url())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let (_, seen) = util::wait_for_line(&mut stderr, "its load started", |l| l.contains("seeded"));
+    let rest = std::thread::spawn(move || {
+        let mut s = String::new();
+        stderr.read_to_string(&mut s).ok();
+        s
+    });
+    let sent = Instant::now();
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if sent.elapsed() > SIGTERM_BUDGET {
+            child.kill().ok();
+            child.wait().ok();
+            panic!("{backend}: counterlab still ran {SIGTERM_BUDGET:?} after SIGTERM:\n{seen}{}", rest.join().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let log = format!("{seen}{}", rest.join().unwrap());
+    eprintln!("{backend}: exited {:?} after SIGTERM", sent.elapsed());
+    assert_eq!(status.code(), Some(143), "{backend}: {log}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("report.json")).unwrap();
+    assert_eq!(json["interrupted"], true, "{backend}: {log}");
+    json["strategies"][0]["namespace"].as_str().expect("the row names its namespace").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_a_postgres_run_mid_runaway_within_10s() {
+    crate::require!(Postgres);
+    let ns = tokio::task::spawn_blocking(|| sigterm_mid_runaway("postgres", &[])).await.unwrap();
+    let admin = util::admin().await;
+    assert!(!util::schema_exists(&admin, &ns).await, "schema {ns} left");
+    let roles: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_roles WHERE rolname = $1")
+        .bind(&ns)
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+    assert_eq!(roles, 0, "role {ns} left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_a_mariadb_run_mid_runaway_within_10s() {
+    crate::require!(Mariadb);
+    let ns = tokio::task::spawn_blocking(|| sigterm_mid_runaway("mysql", &[])).await.unwrap();
+    let admin = util::mysql_admin().await;
+    let dbs: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?")
+        .bind(&ns)
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+    assert_eq!(dbs, 0, "database {ns} left");
+    let users: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM mysql.user WHERE user = ?")
+        .bind(counterlab_strategies::mysql_user(&ns))
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+    assert_eq!(users, 0, "user of {ns} left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_an_sqlite_run_mid_runaway_within_10s() {
+    let dir = util::sqlite_dir("bounds-sigterm-lite");
+    let ns = tokio::task::spawn_blocking({
+        let d = dir.to_str().unwrap().to_string();
+        move || sigterm_mid_runaway("sqlite", &["--sqlite", &d])
+    })
+    .await
+    .unwrap();
+    assert!(ns.starts_with("cl_"), "{ns}");
+    assert_eq!(util::files_under(&dir), Vec::<std::path::PathBuf>::new(), "files of {ns} left");
 }

@@ -62,6 +62,52 @@ fn unreachable_backend_exits_2_without_the_password() {
     assert!(out.contains("hint:"), "{out}");
 }
 
+/// `run` with `var` pointing at port 1, where nothing listens, on `scenario`: exit 2 and
+/// the returned output.
+fn refused(var: &str, url: &str, scenario: &str, args: &[&str]) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_counterlab"))
+        .args(["run", scenario])
+        .args(args)
+        .env("COUNTERLAB_POSTGRES_URL", util::pg_url())
+        .env(var, url)
+        .output()
+        .expect("spawn counterlab");
+    assert_eq!(o.status.code(), Some(2), "{var}: {}", text(&o));
+    text(&o)
+}
+
+/// sqlx retries a refused connection until its acquire timeout and then says only "pool
+/// timed out": the message names the server and says what happened, without the password.
+#[test]
+fn a_refused_connection_says_connection_refused() {
+    let quick = ["--ops", "10"];
+    for (var, url, backend) in [
+        ("COUNTERLAB_POSTGRES_URL", "postgres://alice:hunter2@127.0.0.1:1/test", "postgres"),
+        ("COUNTERLAB_MYSQL_URL", "mysql://alice:hunter2@127.0.0.1:1/test", "mysql"),
+    ] {
+        let out = refused(var, url, "scenarios/quickstart.toml", &[&quick[..], &["--backend", backend]].concat());
+        let at = format!("cannot connect to {backend} at {}", url.replace("hunter2", "***"));
+        assert!(out.contains(&at) && out.contains("connection refused"), "{out}");
+        assert!(!out.contains("pool timed out") && !out.contains("hunter2"), "{out}");
+    }
+}
+
+#[test]
+fn a_refused_redis_connection_says_connection_refused() {
+    crate::require!(Postgres);
+    let dir = tempdir("refused-redis");
+    let f = dir.join("redis.toml");
+    std::fs::write(
+        &f,
+        "strategies = [\"zset-buffer\"]\nbackends = [\"postgres\"]\n[data]\nusers = 5\nnotifications_per_user = 2\n\
+         [workload]\nworkers = 1\nops = 10\n[workload.mix]\nmark_read = 1\n",
+    )
+    .unwrap();
+    let out = refused("COUNTERLAB_REDIS_URL", "redis://:hunter2@127.0.0.1:1", f.to_str().unwrap(), &[]);
+    assert!(out.contains("cannot connect to redis at redis://:***@127.0.0.1:1: connection refused"), "{out}");
+    assert!(out.contains("COUNTERLAB_REDIS_URL") && !out.contains("hunter2"), "{out}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_writes_reports_and_leaves_nothing_behind() {
     crate::require!(Postgres);

@@ -298,3 +298,41 @@ fn bad_handles_segments_and_agent_outputs_are_one_line_errors() {
     let e = err(&["check", "--handle", hs, "--from", fs, "--out", dir.join("r").to_str().unwrap()]);
     assert!(e.contains("not this handle's run 20261202t000000_abcd"), "{e}");
 }
+
+/// A second teardown of the same handle finds every cell gone and says so (exit 0), as
+/// does one after a cell's namespace was removed behind its back; nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_teardown_says_nothing_was_left() {
+    crate::require!(Postgres, Redis);
+    let dir = util::tempdir("dist-twice");
+    let scenario = dir.join("twice.toml");
+    std::fs::write(&scenario, SCENARIO.replace("ops = 2400", "ops = 50")).unwrap();
+    let handle = dir.join("handle.json");
+    let (s, h) = (scenario.to_str().unwrap(), handle.to_str().unwrap());
+    ok(&counterlab(&["prepare", s, "--handle", h]).output().unwrap(), "prepare");
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&handle).unwrap()).unwrap();
+    let run_id = json["run_id"].as_str().unwrap().to_string();
+    let cells: Vec<String> =
+        json["cells"].as_array().unwrap().iter().map(|c| c["namespace"].as_str().unwrap().to_string()).collect();
+    assert_eq!(cells.len(), 3);
+    // One cell removed before any teardown: the first teardown says so for it alone.
+    util::drop_schema(&util::admin().await, &cells[0]).await;
+    let first = teardown_log(h);
+    assert!(first.contains(&format!("nothing left to remove: {} already gone", cells[0])), "{first}");
+    for ns in &cells[1..] {
+        assert!(first.contains(&format!("dropped {ns}")), "{first}");
+    }
+    let second = teardown_log(h);
+    for ns in &cells {
+        assert!(second.contains(&format!("nothing left to remove: {ns} already gone")), "{second}");
+    }
+    assert!(!second.contains("left some behind") && !second.contains("dropped"), "{second}");
+    assert_eq!(leftovers(&run_id).await, Vec::<String>::new());
+}
+
+/// `teardown` on handle `h`, which must succeed: what it printed.
+fn teardown_log(h: &str) -> String {
+    let o = counterlab(&["teardown", "--handle", h]).output().unwrap();
+    ok(&o, "teardown");
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}

@@ -15,7 +15,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{AssertSqlSafe, Executor, MySqlPool, PgPool, SqlitePool};
 
 use crate::db::{Db, Dialect, Isolation};
-use crate::error::{BackendError, check_url, redact_url};
+use crate::error::{BackendError, REFUSED, check_url, redact_url};
 use crate::leftover::{Leftover, Marker, is_namespace_name};
 use crate::sandbox::{self, Identity};
 use crate::sqlfile::{after_seed, common, schema, statement};
@@ -86,12 +86,12 @@ impl Server {
         check_url(url, &["postgres", "postgresql"], "postgres://user[:password]@host[:port]/database").map_err(err)?;
         let options: PgConnectOptions = url.parse().map_err(|e: sqlx::Error| err(format!("invalid URL: {e}")))?;
         let options = options.application_name("counterlab");
-        let admin = PgPoolOptions::new()
-            .max_connections(2)
-            .acquire_timeout(timeout)
-            .connect_with(options.clone())
-            .await
-            .map_err(|e| err(e.to_string()))?;
+        let admin =
+            PgPoolOptions::new().max_connections(2).acquire_timeout(timeout).connect_with(options.clone()).await;
+        let admin = match admin {
+            Ok(a) => a,
+            Err(e) => return Err(err(connect_cause(e, &options, timeout).await)),
+        };
         let version: String =
             sqlx::query_scalar("SHOW server_version").fetch_one(&admin).await.map_err(|e| err(e.to_string()))?;
         let probe = sandbox::probe_name();
@@ -115,12 +115,12 @@ impl Server {
             |detail: String| BackendError::Connect { backend: "mysql", url: location.clone(), source: detail.into() };
         check_url(url, &["mysql", "mariadb"], "mysql://user[:password]@host[:port]/database").map_err(err)?;
         let options: MySqlConnectOptions = url.parse().map_err(|e: sqlx::Error| err(format!("invalid URL: {e}")))?;
-        let admin = MySqlPoolOptions::new()
-            .max_connections(2)
-            .acquire_timeout(timeout)
-            .connect_with(options.clone())
-            .await
-            .map_err(|e| err(e.to_string()))?;
+        let admin =
+            MySqlPoolOptions::new().max_connections(2).acquire_timeout(timeout).connect_with(options.clone()).await;
+        let admin = match admin {
+            Ok(a) => a,
+            Err(e) => return Err(err(connect_cause(e, &options, timeout).await)),
+        };
         let version: String =
             sqlx::query_scalar("SELECT VERSION()").fetch_one(&admin).await.map_err(|e| err(e.to_string()))?;
         let probe = sandbox::probe_name();
@@ -254,6 +254,44 @@ impl Server {
             Conn::Lite { .. } => {}
         }
         Ok(())
+    }
+
+    /// What of namespace `name` (its storage, its identity) is on this server, as
+    /// "schema and role", "role" ...; None: nothing (a second teardown finds it gone).
+    pub async fn namespace_left(&self, name: &str) -> Result<Option<&'static str>, BackendError> {
+        let err = |e: sqlx::Error| BackendError::Step {
+            backend: self.dialect().name(),
+            step: "look for what is left",
+            namespace: name.into(),
+            source: e.into(),
+        };
+        let (storage, identity, what) = match &self.conn {
+            Conn::Pg { admin, .. } => {
+                let sql = "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1), \
+                           EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)";
+                let (s, r): (bool, bool) = sqlx::query_as(sql).bind(name).fetch_one(admin).await.map_err(err)?;
+                (s, r, ["schema and role", "schema", "role"])
+            }
+            Conn::My { admin, .. } => {
+                let sql = "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?";
+                let db: i64 = sqlx::query_scalar(sql).bind(name).fetch_one(admin).await.map_err(err)?;
+                // An account that cannot read mysql.user: the user counts as left (the
+                // teardown's DROP USER IF EXISTS then runs).
+                let user: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM mysql.user WHERE user = ?")
+                    .bind(sandbox::mysql_user(name))
+                    .fetch_one(admin)
+                    .await
+                    .unwrap_or(1);
+                (db > 0, user > 0, ["database and user", "database", "user"])
+            }
+            Conn::Lite { dir } => (dir.join(format!("{name}.sqlite3")).exists(), false, ["file", "file", "file"]),
+        };
+        Ok(match (storage, identity) {
+            (true, true) => Some(what[0]),
+            (true, false) => Some(what[1]),
+            (false, true) => Some(what[2]),
+            (false, false) => None,
+        })
     }
 
     /// Whether each namespace gets its own least-privilege identity here (Err: why not;
@@ -1076,6 +1114,36 @@ impl Namespace {
             }
             Home::Lite(_) => Ok(()),
         }
+    }
+}
+
+/// Why a pool could not open its first connection. sqlx retries a refused connection
+/// until the acquire timeout and then says only "pool timed out", so one direct attempt
+/// (bounded by `timeout`) names the cause: refused, a bad password, an unknown database.
+async fn connect_cause<O>(e: sqlx::Error, options: &O, timeout: Duration) -> String
+where
+    O: sqlx::ConnectOptions,
+    O::Connection: Sized,
+{
+    use sqlx::Connection as _;
+    if !matches!(e, sqlx::Error::PoolTimedOut) {
+        return describe_connect(e);
+    }
+    match tokio::time::timeout(timeout, options.connect()).await {
+        Ok(Err(direct)) => describe_connect(direct),
+        Ok(Ok(c)) => {
+            let _ = c.close().await;
+            format!("{e} (a direct connection then succeeded: the server was slow to accept)")
+        }
+        Err(_) => format!("no answer within {} ms", timeout.as_millis()),
+    }
+}
+
+/// A connect error as the message says it: `REFUSED` when nothing listens.
+fn describe_connect(e: sqlx::Error) -> String {
+    match &e {
+        sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => REFUSED.into(),
+        _ => e.to_string(),
     }
 }
 

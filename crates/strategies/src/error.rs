@@ -27,6 +27,10 @@ pub enum BackendError {
     Refused(String),
 }
 
+/// What a connect error says when nothing listens at the address (the URL, password
+/// redacted, comes before it in `BackendError::Connect`).
+pub const REFUSED: &str = "connection refused (nothing listens there: is the server running?)";
+
 /// Replaces every password in a connection string with `***` so it never reaches output
 /// or reports: URL userinfo (parsed with the `url` crate; in malformed URLs such as
 /// `postgres//u:pw@h` or `mysql:/u:pw@h/db`, which no parser accepts, what sits between

@@ -11,6 +11,7 @@ mod post;
 mod replay;
 pub(crate) mod servers;
 mod status;
+mod stop;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -593,8 +593,9 @@ pub(super) async fn check(
     // Built-in designs' read_count writes nothing the check reads; a strategy file's
     // read steps might (a read repair), so its reads wait for the truth as before.
     let overlap = matches!(ns.db(), Db::Pg(_)) && !plan.custom.contains_key(name);
+    let stop = super::stop::Stop::new(cell.opts.cancel.clone(), cell.op_timeout());
     let (Checked { result: check, witnesses: rows, .. }, settled, truth_s, left_out) =
-        truth_and_settled(ns, l, cell, guarantee, overlap, log).await?;
+        truth_and_settled(ns, l, cell, guarantee, overlap, &stop, log).await?;
     let settled_s = started.elapsed().as_secs_f64() - truth_s;
     // The history's verdicts: reads against their bounds, what read_count showed once
     // settled, and the named anomalies that explain any mismatch.
@@ -681,6 +682,7 @@ async fn truth_and_settled(
     cell: &Cell<'_>,
     guarantee: Guarantee,
     overlap: bool,
+    stop: &super::stop::Stop,
     log: &mut dyn FnMut(&str),
 ) -> Result<(Checked, Vec<counterlab_core::SettledRead>, f64, usize), String> {
     let (started, n_users, bounds) = (Instant::now(), cell.t.seed.n_users, cell.bounds());
@@ -691,7 +693,8 @@ async fn truth_and_settled(
         let truth = retry_lost("read the truth", Some(ns.db()), log, || {
             ns.check_stream(n_users, guarantee, counters.as_ref(), SETTLED_READS)
         });
-        let reads = within("settled reads", bounds.settled_reads, async { Ok(shown_counts(&read, &users).await) });
+        let reads =
+            within("settled reads", bounds.settled_reads, async { Ok(shown_counts(&read, &users, stop).await) });
         if overlap {
             let ((checked, truth_s), shown) = tokio::join!(async { (truth.await, started.elapsed()) }, reads);
             Ok((checked?, shown, truth_s))
@@ -702,7 +705,7 @@ async fn truth_and_settled(
         }
     });
     let (checked, shown, truth_s) = counters.await?;
-    let settled = within("settled reads", bounds.settled_reads, settled_reads(&read, &checked.sample, shown?));
+    let settled = within("settled reads", bounds.settled_reads, settled_reads(&read, &checked.sample, shown?, stop));
     let (settled, left_out) = settled.await?;
     Ok((checked, settled, truth_s.as_secs_f64(), left_out))
 }

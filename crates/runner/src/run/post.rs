@@ -15,6 +15,7 @@ use counterlab_strategies::{Db, Isolation};
 use futures_util::StreamExt as _;
 
 use super::RunOptions;
+use super::stop::Stop;
 
 /// A scheduled fault: its report entry and the task that fires it (when it fired and
 /// when its injections were done, in µs from the start; what it did).
@@ -174,16 +175,19 @@ pub const SETTLED_READS: usize = 2000;
 
 /// After settle, what `read` (the strategy's `read_count`, bounded by the op timeout)
 /// shows for each of `users`, 8 reads at a time, in their order; None where the read
-/// errored (`settled_reads` tries those once more).
-pub(super) async fn shown_counts<F, Fut>(read: &F, users: &[i64]) -> Vec<(i64, Option<i64>)>
+/// errored (`settled_reads` tries those once more) or had not ended when `stop`'s grace
+/// ran out (an interrupted run).
+pub(super) async fn shown_counts<F, Fut>(read: &F, users: &[i64], stop: &Stop) -> Vec<(i64, Option<i64>)>
 where
     F: Fn(i64) -> Fut,
     Fut: std::future::Future<Output = Result<i64, OpError>>,
 {
-    futures_util::stream::iter(users.iter().map(|&u| async move { (u, read(u).await.ok()) }))
+    let reads = futures_util::stream::iter(users.iter().map(|&u| async move { (u, read(u).await.ok()) }))
         .buffered(8)
-        .collect()
-        .await
+        .take_until(stop.reached());
+    let mut shown: Vec<_> = reads.collect().await;
+    shown.extend(users[shown.len()..].iter().map(|&u| (u, None)));
+    shown
 }
 
 /// The settled reads: what each sampled user showed (`shown`, from `shown_counts` for the
@@ -194,6 +198,7 @@ pub(super) async fn settled_reads<F, Fut>(
     read: &F,
     sample: &[CheckInput],
     mut shown: Vec<(i64, Option<i64>)>,
+    stop: &Stop,
 ) -> Result<(Vec<SettledRead>, usize), String>
 where
     F: Fn(i64) -> Fut,
@@ -207,7 +212,7 @@ where
         ));
     }
     let failed: Vec<usize> = (0..shown.len()).filter(|&i| shown[i].1.is_none()).collect();
-    let again = shown_counts(read, &failed.iter().map(|&i| shown[i].0).collect::<Vec<_>>()).await;
+    let again = shown_counts(read, &failed.iter().map(|&i| shown[i].0).collect::<Vec<_>>(), stop).await;
     for (i, (_, v)) in failed.into_iter().zip(again) {
         shown[i].1 = v;
     }

@@ -102,7 +102,7 @@ impl RedisServer {
         let conns = tokio::time::timeout(timeout, target.node_conns(false))
             .await
             .map_err(|_| err(format!("no answer within {} ms", timeout.as_millis())))?
-            .map_err(|e| err(e.to_string()))?;
+            .map_err(|e| err(if e.is_connection_refusal() { crate::error::REFUSED.into() } else { e.to_string() }))?;
         let mut conn = conns.first().cloned().ok_or_else(|| err("the cluster lists no node".into()))?;
         let info: String =
             redis::cmd("INFO").arg("server").query_async(&mut conn).await.map_err(|e| err(e.to_string()))?;
@@ -285,6 +285,37 @@ impl RedisServer {
             space.release().await?;
         }
         Ok(deleted)
+    }
+
+    /// Whether anything of namespace `ns` is on this Redis: its ACL user on a node, or a
+    /// key under `cl:<ns>:` (false: a second teardown finds it gone).
+    pub async fn space_left(&self, ns: &str) -> Result<bool, BackendError> {
+        let err = |e: redis::RedisError| BackendError::Step {
+            backend: "redis",
+            step: "look for what is left",
+            namespace: ns.into(),
+            source: e.into(),
+        };
+        let pattern = format!("cl:{ns}:*");
+        for mut node in self.target.node_conns(false).await.map_err(err)? {
+            let user: redis::Value =
+                redis::cmd("ACL").arg("GETUSER").arg(ns).query_async(&mut node).await.map_err(err)?;
+            if user != redis::Value::Nil {
+                return Ok(true);
+            }
+            let mut cursor = 0;
+            for _ in 0..MAX_SCAN_ROUNDS {
+                let (next, batch) = scan_page(&mut node, cursor, &pattern, 1000).await.map_err(err)?;
+                if !batch.is_empty() {
+                    return Ok(true);
+                }
+                cursor = next;
+                if cursor == 0 {
+                    break;
+                }
+            }
+        }
+        Ok(false)
     }
 
     /// Creates the namespace's ACL user (`sandbox::redis_acl_rules`) on every node (a

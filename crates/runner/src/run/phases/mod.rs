@@ -500,6 +500,16 @@ pub async fn teardown(
     teardown_cells(plan, opts, &servers, h, secret, log).await
 }
 
+/// What of a cell is still there: on its SQL server (what, or None) and on Redis.
+async fn left_of(cell: &Cell<'_>) -> Result<(Option<&'static str>, bool), PhaseError> {
+    let sql = cell.t.server.namespace_left(&cell.ns_name).await?;
+    let redis = match cell.t.redis {
+        Some(r) => r.space_left(&cell.ns_name).await?,
+        None => false,
+    };
+    Ok((sql, redis))
+}
+
 async fn teardown_cells(
     plan: &RunPlan,
     opts: &RunOptions,
@@ -513,9 +523,15 @@ async fn teardown_cells(
         let pw = handle::password(secret, &hc.namespace);
         let t = target(plan, opts, servers, h, hc, (i + 1, h.cells.len()))?;
         let cell = cell(plan, opts, t, hc, &pw, true)?;
-        let ns = cell.t.server.attach_namespace(&cell.ns_name, cell.pool_spec(), &pw, true)?;
+        let (sql_left, redis_left) = left_of(&cell).await?;
+        if sql_left.is_none() && !redis_left {
+            log(&format!("{}: nothing left to remove: {} already gone", cell.label(), cell.ns_name));
+            continue;
+        }
+        // Only what is there is dropped (a role already gone cannot be dropped again).
+        let ns = cell.t.server.attach_namespace(&cell.ns_name, cell.pool_spec(), &pw, sql_left.is_some())?;
         let mut made = Made::default();
-        if let Some(r) = cell.t.redis {
+        if let Some(r) = cell.t.redis.filter(|_| redis_left) {
             let login = counterlab_strategies::SpaceLogin { password: &pw, attach: true };
             match r.space_with(&cell.ns_name, cell.op_timeout(), 1, Some(login)).await {
                 Ok(space) => made.space = Some(space),
