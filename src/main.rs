@@ -5,6 +5,7 @@
 //! (INCOMPLETE) and nothing failed, 128 + the signal when Ctrl-C, SIGTERM or SIGHUP
 //! interrupted it: 130, 143, 129).
 
+mod annotations;
 mod atomic;
 mod phases_cmd;
 mod render_cmd;
@@ -427,6 +428,10 @@ struct RunArgs {
     /// or was not checked in full (a capped history: the label's brackets).
     #[arg(long)]
     strict: bool,
+    /// Also write the verdicts as JUnit XML to FILE: one testcase per strategy x backend
+    /// x level, failed exactly when it makes the exit code non-zero.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
 }
 
 /// Creates `dir` if needed and proves it writable (a probe file, removed again).
@@ -504,6 +509,9 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     // that cannot be written is an error in seconds, not after the whole run.
     let (mut opts, sources) = args.servers.options(args.keep).map_err(|e| Failure::Input(anyhow::anyhow!(e)))?;
     writable_dir(&out).map_err(Failure::Input)?;
+    if let Some(dir) = args.junit.as_deref().and_then(|f| f.parent()).filter(|d| !d.as_os_str().is_empty()) {
+        writable_dir(dir).map_err(|e| Failure::Input(e.context("--junit")))?;
+    }
     // Histories are written as each strategy run ends, so their folder comes first.
     let history_dir = match args.history {
         false => None,
@@ -543,6 +551,14 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     match written {
         Ok(()) => say!("\nreport: {}", path.display()),
         Err(e) => return Err(Failure::Input(e)),
+    }
+    if let Some(file) = &args.junit {
+        let xml = counterlab_report::render_junit(&report, strict);
+        atomic::write(file, xml).with_context(|| format!("cannot write {}", file.display())).map_err(Failure::Input)?;
+        say!("junit: {}", file.display());
+    }
+    if annotations::enabled() {
+        annotations::lines(&report, strict).iter().for_each(|l| say!("{l}"));
     }
     let end = ending(&report, strict);
     if args.output.json {

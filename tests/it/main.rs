@@ -45,6 +45,9 @@ mod scenarios;
 /// mutant across agents, a skewed agent clock, bad handles and outputs.
 mod distributed;
 
+/// `--junit` (schema-valid, failing the rows the exit code fails) and GitHub annotations.
+mod junit;
+
 /// A strategy file's Redis keys capped per value and per namespace.
 mod caps;
 

@@ -5,6 +5,7 @@
 mod compare;
 pub mod decision;
 mod html;
+mod junit;
 mod markdown;
 mod render;
 mod repeats;
@@ -21,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 pub use compare::{Comparison, MIN_OPS_FOR_P99, compare, render_comparison, render_comparison_markdown};
 pub use html::render_html;
+pub use junit::{RowOutcome, case_name, render_junit, row_outcome};
 pub use markdown::render_markdown;
 pub use render::{FIXED_WIDTH, render_terminal, render_terminal_width, terminal_width};
 pub use repeats::{RepeatRun, merge_repeats, throughput_with_spread};
