@@ -7,6 +7,7 @@
 
 mod annotations;
 mod atomic;
+mod docs_cmd;
 mod phases_cmd;
 mod render_cmd;
 
@@ -72,6 +73,10 @@ enum Command {
     Check(phases_cmd::CheckArgs),
     /// A distributed run, step 4: drop the handle's namespaces and identities.
     Teardown(phases_cmd::TeardownArgs),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions(docs_cmd::CompletionsArgs),
+    /// Print the man page (roff) on stdout: `counterlab man > counterlab.1`.
+    Man,
 }
 
 #[derive(clap::Args)]
@@ -770,6 +775,8 @@ fn main() -> ExitCode {
         Command::Load(args) => phases_cmd::load(args),
         Command::Check(args) => phases_cmd::check(args),
         Command::Teardown(args) => phases_cmd::teardown(args),
+        Command::Completions(args) => docs_cmd::completions::<Cli>(args),
+        Command::Man => docs_cmd::man::<Cli>(),
         Command::Run(args) => {
             let Some(rt) = runtime() else { return ExitCode::from(2) };
             let json = args.output.json;

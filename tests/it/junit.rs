@@ -1,6 +1,7 @@
-//! CI formats of `run` (issue 35): `--junit FILE` validates against the JUnit schema
+//! CI formats (issue 35): `run --junit FILE` validates against the JUnit schema
 //! (tests/data/junit.xsd, with xmllint) and fails exactly the rows that make the exit
-//! code non-zero; with `GITHUB_ACTIONS=true` each such row is an `::error` line.
+//! code non-zero; with `GITHUB_ACTIONS=true` each such row is an `::error` line; shell
+//! completions and the man page generate.
 
 use std::process::Command;
 
@@ -66,4 +67,27 @@ fn junit_and_annotations_fail_exactly_the_rows_the_exit_code_fails() {
         "{}",
         errors[0]
     );
+}
+
+#[test]
+fn completions_for_bash_zsh_and_fish_and_a_man_page_are_generated() {
+    let bin = env!("CARGO_BIN_EXE_counterlab");
+    for shell in ["bash", "zsh", "fish"] {
+        let o = Command::new(bin).args(["completions", shell]).output().unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success() && text.contains("counterlab") && text.contains("junit"), "{shell}: {text}");
+        if shell == "bash" {
+            // bash parses what it would source.
+            let dir = util::tempdir("completions");
+            let f = dir.join("counterlab.bash");
+            std::fs::write(&f, text.as_bytes()).unwrap();
+            let n = Command::new("bash").arg("-n").arg(&f).output().unwrap();
+            assert!(n.status.success(), "{}", String::from_utf8_lossy(&n.stderr));
+        }
+    }
+    let bad = Command::new(bin).args(["completions", "tcsh"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let man = Command::new(bin).arg("man").output().unwrap();
+    let page = String::from_utf8_lossy(&man.stdout);
+    assert!(man.status.success() && page.contains(".TH counterlab 1") && page.contains("completions"), "{page}");
 }
