@@ -437,6 +437,10 @@ struct RunArgs {
     /// x level, failed exactly when it makes the exit code non-zero.
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
+    /// Also write the figures as CSV to FILE: one record per strategy x backend x level x
+    /// op kind (verdict, ops/s, count, errors, retries, latency quantiles in µs).
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
 }
 
 /// Creates `dir` if needed and proves it writable (a probe file, removed again).
@@ -514,8 +518,10 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     // that cannot be written is an error in seconds, not after the whole run.
     let (mut opts, sources) = args.servers.options(args.keep).map_err(|e| Failure::Input(anyhow::anyhow!(e)))?;
     writable_dir(&out).map_err(Failure::Input)?;
-    if let Some(dir) = args.junit.as_deref().and_then(|f| f.parent()).filter(|d| !d.as_os_str().is_empty()) {
-        writable_dir(dir).map_err(|e| Failure::Input(e.context("--junit")))?;
+    for (flag, file) in [("--junit", &args.junit), ("--csv", &args.csv)] {
+        if let Some(dir) = file.as_deref().and_then(|f| f.parent()).filter(|d| !d.as_os_str().is_empty()) {
+            writable_dir(dir).map_err(|e| Failure::Input(e.context(flag)))?;
+        }
     }
     // Histories are written as each strategy run ends, so their folder comes first.
     let history_dir = match args.history {
@@ -557,10 +563,15 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         Ok(()) => say!("\nreport: {}", path.display()),
         Err(e) => return Err(Failure::Input(e)),
     }
-    if let Some(file) = &args.junit {
-        let xml = counterlab_report::render_junit(&report, strict);
-        atomic::write(file, xml).with_context(|| format!("cannot write {}", file.display())).map_err(Failure::Input)?;
-        say!("junit: {}", file.display());
+    let extra = [
+        (&args.junit, "junit", counterlab_report::render_junit(&report, strict)),
+        (&args.csv, "csv", counterlab_report::render_csv(&report)),
+    ];
+    for (file, what, text) in extra.iter().filter_map(|(f, w, t)| f.as_ref().map(|f| (f, w, t))) {
+        atomic::write(file, text)
+            .with_context(|| format!("cannot write {}", file.display()))
+            .map_err(Failure::Input)?;
+        say!("{what}: {}", file.display());
     }
     if annotations::enabled() {
         annotations::lines(&report, strict).iter().for_each(|l| say!("{l}"));

@@ -41,6 +41,8 @@ fn junit_and_annotations_fail_exactly_the_rows_the_exit_code_fails() {
     let o = Command::new(env!("CARGO_BIN_EXE_counterlab"))
         .args(["run", scenario(&dir).to_str().unwrap(), "-q", "--out", dir.to_str().unwrap(), "--junit"])
         .arg(&xml)
+        .arg("--csv")
+        .arg(dir.join("figures.csv"))
         .env("GITHUB_ACTIONS", "true")
         .output()
         .unwrap();
@@ -60,6 +62,7 @@ fn junit_and_annotations_fail_exactly_the_rows_the_exit_code_fails() {
     let failed = case("delete-decrements");
     assert!(failed.contains(r#"<failure message="verdict FAIL: counters"#), "{failed}");
     assert!(failed.contains("anomaly wrong_delete_adjustment"), "the witnesses are in the failure: {failed}");
+    figures_match_the_report(&dir);
     let errors: Vec<&str> = out.lines().filter(|l| l.starts_with("::")).collect();
     assert_eq!(errors.len(), 1, "{out}");
     assert!(
@@ -67,6 +70,38 @@ fn junit_and_annotations_fail_exactly_the_rows_the_exit_code_fails() {
         "{}",
         errors[0]
     );
+}
+
+/// `--csv`: the header, then one record per row and op kind that ran, each with the
+/// row's verdict and the op's count as report.json has them.
+fn figures_match_the_report(dir: &std::path::Path) {
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    let mut want = Vec::new();
+    for s in json["strategies"].as_array().unwrap() {
+        for (op, o) in s["ops"].as_object().unwrap().iter().filter(|(_, o)| o["count"].as_u64() > Some(0)) {
+            let field = |k: &str| s[k].as_str().unwrap().to_string();
+            let verdict = s["check"]["verdict"].as_str().unwrap().to_string();
+            want.push([
+                field("strategy"),
+                field("backend"),
+                field("isolation"),
+                verdict,
+                op.clone(),
+                o["count"].to_string(),
+            ]);
+        }
+    }
+    let mut r = csv::Reader::from_path(dir.join("figures.csv")).unwrap();
+    assert_eq!(r.headers().unwrap().iter().collect::<Vec<_>>(), counterlab_report::CSV_HEADER);
+    let got: Vec<[String; 6]> = r
+        .records()
+        .map(|rec| {
+            let rec = rec.unwrap();
+            [1, 2, 3, 5, 8, 9].map(|i| rec[i].to_string())
+        })
+        .collect();
+    assert_eq!(got, want);
 }
 
 #[test]

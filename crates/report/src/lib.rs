@@ -3,6 +3,7 @@
 //! terminal table. Rendering returns strings; the CLI alone writes files.
 
 mod compare;
+mod csv_out;
 pub mod decision;
 mod html;
 mod junit;
@@ -21,6 +22,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 pub use compare::{Comparison, MIN_OPS_FOR_P99, compare, render_comparison, render_comparison_markdown};
+pub use csv_out::{CSV_HEADER, render_csv};
 pub use html::render_html;
 pub use junit::{RowOutcome, case_name, render_junit, row_outcome};
 pub use markdown::render_markdown;
