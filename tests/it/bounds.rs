@@ -1,7 +1,8 @@
 //! The servers' own bounds on a namespace's identity (issue 31), run for real: a runaway
 //! statement sent over the namespace's connections ends on the server at the op timeout
 //! (PostgreSQL `statement_timeout`, MariaDB `MAX_STATEMENT_TIME`, SQLite's progress
-//! handler), nothing of it still runs a second later, and the role's caps cannot be lifted.
+//! handler), nothing of it still runs a second later, and the role's caps cannot be lifted;
+//! what reaches other sessions is refused at load while sentinels see nothing.
 
 use std::time::{Duration, Instant};
 
@@ -400,4 +401,83 @@ async fn sigterm_ends_an_sqlite_run_mid_runaway_within_10s() {
     .unwrap();
     assert!(ns.starts_with("cl_"), "{ns}");
     assert_eq!(util::files_under(&dir), Vec::<std::path::PathBuf>::new(), "files of {ns} left");
+}
+
+/// A strategy file whose count read is `read`, on `backend`.
+fn reaching(backend: &str, read: &str) -> String {
+    format!(
+        r#"
+strategies = ["reaching"]
+backends = ["{backend}"]
+[data]
+users = 2
+notifications_per_user = 2
+[workload]
+workers = 1
+ops = 20
+[workload.mix]
+read_count = 1
+[strategy.reaching]
+guarantee = "exact"
+summary = "the count read reaches other sessions"
+transaction = false
+[[strategy.reaching.create]]
+name = "ins"
+sql = {{ postgres = "INSERT INTO notifications (user_id) VALUES (:user) RETURNING id", mysql = "INSERT INTO notifications (user_id) VALUES (:user)", sqlite = "INSERT INTO notifications (user_id) VALUES (:user)" }}
+[[strategy.reaching.mark_read]]
+name = "set"
+sql = "UPDATE notifications SET is_read = TRUE WHERE id = :id AND user_id = :user AND NOT is_read"
+[[strategy.reaching.delete]]
+name = "del"
+sql = "DELETE FROM notifications WHERE id = :id AND user_id = :user"
+[[strategy.reaching.mark_all_read]]
+name = "all"
+sql = "UPDATE notifications SET is_read = TRUE WHERE user_id = :user AND NOT is_read"
+[[strategy.reaching.read_count]]
+name = "n"
+sql = "{read}"
+[strategy.reaching.result]
+create = "ins.last_id"
+mark_read = "set.rows == 1"
+delete = "del.rows"
+mark_all_read = "all.rows"
+read_count = "n.value"
+"#
+    )
+}
+
+/// NOTIFY, advisory locks and GET_LOCK from a strategy file are refused at load, at the
+/// step's line; sentinel sessions see nothing of them: a LISTEN gets only the test's own
+/// control notification, and the locks stay free.
+#[tokio::test]
+async fn what_reaches_other_sessions_is_refused_at_load_and_a_sentinel_sees_nothing() {
+    crate::require!(Postgres, Mariadb);
+    let mut listener = sqlx::postgres::PgListener::connect(&util::pg_url()).await.unwrap();
+    listener.listen_all(["1", "cl_sentinel"]).await.unwrap();
+    let cases = [
+        // (No string literals: a step may not have any; the channel and lock are "1".)
+        ("postgres", "SELECT pg_notify(CAST(1 AS text), CAST(2 AS text))"),
+        ("postgres", "SELECT pg_advisory_lock(4242)"),
+        ("mysql", "SELECT GET_LOCK(1, 10)"),
+    ];
+    for (backend, read) in cases {
+        let toml = reaching(backend, read);
+        let known = util::known();
+        let e = counterlab::scenario::parse("reach.toml", &toml, "reach", &Default::default(), &known, 1)
+            .expect_err(read)
+            .to_string();
+        assert!(e.contains("reach.toml:") && e.contains("reaches outside"), "{read}: {e}");
+    }
+    let admin = util::admin().await;
+    sqlx::query("SELECT pg_notify('cl_sentinel', 'control')").execute(&admin).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), listener.recv()).await.unwrap().unwrap();
+    assert_eq!(first.payload(), "control", "the sentinel heard the strategy");
+    let held: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242")
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+    assert_eq!(held, 0);
+    let free: Option<i64> =
+        sqlx::query_scalar("SELECT IS_FREE_LOCK('1')").fetch_one(&util::mysql_admin().await).await.unwrap();
+    assert_eq!(free, Some(1));
 }
