@@ -686,8 +686,8 @@ fn ending(report: &counterlab_report::Report, strict: bool) -> Ending {
         let then = if strict { "--strict: exit 1" } else { "pass --strict to fail on it" };
         say!("{limited} strategy run(s) not checked in full (see the verdict's brackets; {then})");
     }
-    let failed = report.strategies.iter().any(|s| s.check.verdict_kind().is_fail());
-    let incomplete = report.strategies.iter().filter(|s| s.check.verdict_kind().is_incomplete()).count();
+    let failed = report.strategies.iter().any(|s| s.check.verdict.is_fail());
+    let incomplete = report.strategies.iter().filter(|s| s.check.verdict.is_incomplete()).count();
     if incomplete > 0 {
         say!("{incomplete} strategy run(s) INCOMPLETE: their check could not complete (exit 3 unless one FAILed)");
     }

@@ -16,10 +16,10 @@ pub fn json(report: &Report, report_json: &Path, exit_code: u8, strict: bool) ->
             let p99 = s.ops.values().map(|o| o.latency_us.p99).max().unwrap_or(0);
             json!({
                 "strategy": s.strategy,
-                "backend": s.backend,
-                "isolation": s.isolation,
-                "guarantee": s.guarantee,
-                "verdict": s.check.verdict,
+                "backend": s.backend.name(),
+                "isolation": s.isolation.name(),
+                "guarantee": s.guarantee.name(),
+                "verdict": s.check.label(),
                 "matches_guarantee": s.check.matches_guarantee,
                 "evidence": s.check.evidence,
                 "summary": s.check.summary,
@@ -44,7 +44,7 @@ pub fn json(report: &Report, report_json: &Path, exit_code: u8, strict: bool) ->
         "interrupted": report.interrupted,
         "strategies": rows,
         "skipped": report.skipped.iter().map(|k| json!({
-            "strategy": k.strategy, "backend": k.backend, "isolation": k.isolation, "reason": k.reason,
+            "strategy": k.strategy, "backend": k.backend.name(), "isolation": k.isolation.name(), "reason": k.reason,
         })).collect::<Vec<_>>(),
         "replay_command": report.replay_command,
     })

@@ -83,7 +83,7 @@ async fn a_value_over_the_cap_is_refused_and_fails_the_strategy_as_denied() {
     let report = tokio::time::timeout(Duration::from_secs(120), run).await.expect("the run ends").expect("a report");
     let row = &report.strategies[0];
     // (The settled reads are refused too, and say so in brackets.)
-    assert!(row.check.verdict.starts_with("FAIL: denied"), "{:?}", row.check);
+    assert!(row.check.label().starts_with("FAIL: denied"), "{:?}", row.check);
     assert!(row.check.summary.contains("over the cap of 33.6 MB per value"), "{}", row.check.summary);
     assert!(row.check.summary.contains(":big holds"), "{}", row.check.summary);
     // The watcher found it during the load: later Redis steps were refused as the

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use counterlab_core::{Event, Guarantee, OpKind, Outcome, UserDrift, Verdict, check_counters, check_reads};
+use counterlab_core::{
+    CounterVerdict as Verdict, Event, Guarantee, OpKind, Outcome, UserDrift, check_counters, check_reads,
+};
 use counterlab_sim::{DriverConfig, IdPool, Mix, Monitor, Stop, run_load};
 use counterlab_strategies::{Isolation, PoolSpec, SeedSpec, Server, build};
 use sqlx::AssertSqlSafe;

@@ -106,9 +106,7 @@ async fn run_on(redis_url: &str) -> Report {
 fn verdicts(r: &Report) -> Vec<(String, String, Vec<String>)> {
     r.strategies
         .iter()
-        .map(|s| {
-            (s.strategy.clone(), s.check.verdict.clone(), s.anomalies.iter().take(1).map(|a| a.name.clone()).collect())
-        })
+        .map(|s| (s.strategy.clone(), s.check.label(), s.anomalies.iter().take(1).map(|a| a.name.clone()).collect()))
         .collect()
 }
 
@@ -124,7 +122,7 @@ async fn the_redis_designs_get_the_same_verdicts_on_a_cluster() {
     let _heavy = util::heavy().await;
     let single = run_on(&crate::redis::redis_url()).await;
     let cluster = run_on(&url).await;
-    assert!(cluster.strategies.iter().all(|s| s.backend == "postgres+redis"), "{:?}", verdicts(&cluster));
+    assert!(cluster.strategies.iter().all(|s| s.backend.name() == "postgres+redis"), "{:?}", verdicts(&cluster));
     assert_eq!(verdicts(&cluster), verdicts(&single), "cluster (left) against one server (right)");
     // Not vacuous: the broken design drifted and named its cause; the others held.
     let v = verdicts(&cluster);
@@ -259,14 +257,14 @@ async fn a_failover_mid_load_loses_acknowledged_writes_named_with_witnesses() {
         let words: Vec<&str> = fault.outcome.split_whitespace().collect();
         let shard = [words[0], words[words.iter().position(|w| *w == "replica").unwrap() + 1]];
         let lost = s.anomalies.iter().find(|a| a.name == "lost_on_failover");
-        let lost = lost.unwrap_or_else(|| panic!("{}: {:?} {:?}", s.strategy, s.anomalies, s.check.verdict));
+        let lost = lost.unwrap_or_else(|| panic!("{}: {:?} {:?}", s.strategy, s.anomalies, s.check.label()));
         if s.strategy == "redis-counter" {
             // Its Redis counter only follows SQL: each lost write is one drifted user.
             assert_eq!(lost.count, s.check.users_mismatched, "{}: every drifted user explained", s.strategy);
         }
         // (lua-script decides in Redis: a lost mark_read's row is unread there again,
         // and a later mark_read claims it a second time, which is named as such.)
-        assert!(s.check.verdict.starts_with("FAIL"), "{}: {}", s.strategy, s.check.verdict);
+        assert!(s.check.label().starts_with("FAIL"), "{}: {}", s.strategy, s.check.label());
         for w in &lost.witnesses {
             assert!(!w.ops.is_empty());
             let slot = key_slot(&nodes[0], &format!("{{u:{}}}", w.user)).await;
@@ -288,7 +286,7 @@ async fn a_failover_mid_load_loses_acknowledged_writes_named_with_witnesses() {
     let plan = util::plan(&healing.replace(r#"["redis-counter", "lua-script"]"#, r#"["redis-counter"]"#));
     let healed = run_plan(&plan, &opts, &mut |_| {}).await.expect("run succeeds");
     for s in &healed.strategies {
-        assert_eq!((s.check.verdict.as_str(), s.anomalies.len()), ("pass", 0), "{}: {:?}", s.strategy, s.anomalies);
+        assert_eq!((s.check.label().as_str(), s.anomalies.len()), ("pass", 0), "{}: {:?}", s.strategy, s.anomalies);
         assert!(s.figures.get("heal_ms").is_some_and(|h| *h > 0.0), "{}: {:?}", s.strategy, s.figures);
         eprintln!("{}: heal_ms after the failover = {}", s.strategy, s.figures["heal_ms"]);
     }

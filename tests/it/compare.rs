@@ -161,7 +161,7 @@ async fn repeats_interleave_and_record_medians_and_spread() {
         assert_eq!(ns.len(), 3);
         let shown = counterlab_report::throughput_with_spread(row);
         assert!(shown.ends_with(&format!("({:.0}–{:.0}, n=3)", t[0], t[2])), "{shown}");
-        assert_eq!(row.check.verdict, "pass");
+        assert_eq!(row.check.label(), "pass");
     }
     assert!(report.replay_command.contains("--repeat 3"), "{}", report.replay_command);
 }
@@ -245,7 +245,7 @@ async fn a_guarantee_broken_in_any_repeat_is_broken_and_every_failing_repeat_s_a
     assert_eq!(row.repeats.len(), 3);
     let failing: Vec<u32> = row.repeats.iter().filter(|r| !r.matches_guarantee).map(|r| r.repeat).collect();
     assert!(!failing.is_empty(), "the race was hit in no repeat: {:?}", row.repeats);
-    assert!(row.check.verdict.starts_with("FAIL") && !row.check.matches_guarantee && !report.all_guarantees_held);
+    assert!(row.check.label().starts_with("FAIL") && !row.check.matches_guarantee && !report.all_guarantees_held);
     // Each failing repeat's anomalies are on the row, saying which repeat; no others.
     for a in &row.anomalies {
         let n: u32 = a.detail.strip_prefix("repeat ").and_then(|d| d.split(':').next()).unwrap().parse().unwrap();

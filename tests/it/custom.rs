@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use counterlab::scenario::{Overrides, load, parse};
+use counterlab_core::Verdict;
 
 use crate::util;
 
@@ -37,17 +38,20 @@ async fn the_file_twin_gives_the_built_in_verdict_and_the_racy_file_is_caught() 
     let report = util::run_kept(&plan, None).await;
     let mut stored = Vec::new();
     for s in &report.strategies {
-        let rows = util::stored_drift_and_drop(&s.backend, &s.namespace, None).await;
+        let rows = util::stored_drift_and_drop(&s.backend.name(), &s.namespace, None).await;
         let mismatched = rows.iter().filter(|(_, c, t)| c != t).count() as u64;
         assert_eq!(mismatched, s.check.users_mismatched, "{}: the checker and our own SQL disagree", s.strategy);
-        stored.push((s.strategy.as_str(), mismatched, s.check.verdict.as_str(), s.ops_total));
+        stored.push((s.strategy.as_str(), mismatched, &s.check.verdict, s.ops_total));
     }
     let [builtin, twin, lock, lock_twin, racy] = stored[..] else { panic!("{stored:?}") };
     for (b, t) in [(builtin, twin), (lock, lock_twin)] {
-        assert_eq!((b.1, b.2), (0, "pass"), "{stored:?}");
+        assert_eq!((b.1, b.2), (0, &Verdict::Pass), "{stored:?}");
         assert_eq!((t.1, t.2), (b.1, b.2), "the twin's verdict differs: {stored:?}");
     }
-    assert!(racy.1 > 0 && racy.2 == "drift-expected", "duplicate mark_reads did not catch the racy file: {stored:?}");
+    assert!(
+        racy.1 > 0 && racy.2 == &Verdict::DriftExpected,
+        "duplicate mark_reads did not catch the racy file: {stored:?}"
+    );
     // Same seed, same op plan: the same number of ops reached each strategy.
     let planned = |name: &str| {
         let s = report.strategies.iter().find(|s| s.strategy == name).unwrap();
@@ -63,7 +67,7 @@ async fn the_slotted_counter_is_exact_by_its_own_table() {
     let plan = byo(&["slotted-counter"], 2000);
     let report = util::run_kept(&plan, None).await;
     let s = &report.strategies[0];
-    assert_eq!(s.check.verdict, "pass", "{:?}", s.check);
+    assert_eq!(s.check.label(), "pass", "{:?}", s.check);
     assert_eq!(s.check.users_checked, 1000);
     // Our own SQL: the sum of each user's slots against the unread rows.
     let admin = util::admin().await;
@@ -396,17 +400,17 @@ async fn the_lua_twin_gives_the_built_in_verdict_and_redis_holds_what_the_check_
         let counters = redis_counters(&s.namespace, key, 1000).await;
         assert!(counters.iter().all(|c| c.is_some()), "{}: a user's counter key is missing", s.strategy);
         // The truth from our own SQL (this also deletes the run's keys and drops the schema).
-        let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, None).await;
+        let stored = util::stored_drift_and_drop(&s.backend.name(), &s.namespace, None).await;
         assert_eq!(stored.len(), 1000);
         let mismatched = stored.iter().zip(&counters).filter(|((_, _, truth), c)| Some(*truth) != **c).count() as u64;
         assert_eq!(mismatched, s.check.users_mismatched, "{}: the checker and Redis disagree", s.strategy);
-        seen.push((s.strategy.as_str(), mismatched, s.check.verdict.as_str()));
+        seen.push((s.strategy.as_str(), mismatched, &s.check.verdict));
     }
     let [builtin, twin, counter, unguarded] = seen[..] else { panic!("{seen:?}") };
-    assert_eq!((builtin.1, builtin.2), (0, "pass"), "{seen:?}");
+    assert_eq!((builtin.1, builtin.2), (0, &Verdict::Pass), "{seen:?}");
     assert_eq!((twin.1, twin.2), (builtin.1, builtin.2), "the twin's verdict differs: {seen:?}");
-    assert_eq!((counter.1, counter.2), (0, "pass"), "{seen:?}");
-    assert!(unguarded.1 > 0 && unguarded.2 == "drift-expected", "duplicate mark_reads missed: {seen:?}");
+    assert_eq!((counter.1, counter.2), (0, &Verdict::Pass), "{seen:?}");
+    assert!(unguarded.1 > 0 && unguarded.2 == &Verdict::DriftExpected, "duplicate mark_reads missed: {seen:?}");
     let twin_report = report.strategies.iter().find(|s| s.strategy == "lua-script-file").unwrap();
     assert!(twin_report.ops["mark_all_read"].transitioned > 0, "no mark_all_read changed anything: `each` unexercised");
     let planned = |name: &str| {
@@ -455,17 +459,17 @@ async fn the_watch_multi_and_redis_set_files_give_their_built_ins_verdicts() {
             Some(k) => redis_counters(&s.namespace, k, 10).await,
             None => redis_cards(&s.namespace, if s.strategy == "redis-set" { "{u:%}:unread_ids" } else { "s:%" }).await,
         };
-        let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, None).await;
+        let stored = util::stored_drift_and_drop(&s.backend.name(), &s.namespace, None).await;
         let mismatched = stored.iter().zip(&counters).filter(|((_, _, truth), c)| Some(*truth) != **c).count() as u64;
         assert_eq!(mismatched, s.check.users_mismatched, "{}: the checker and Redis disagree", s.strategy);
-        seen.push((s.strategy.as_str(), mismatched, s.check.verdict.as_str(), s.ops_total));
+        seen.push((s.strategy.as_str(), mismatched, &s.check.verdict, s.ops_total));
     }
     let [watch, watch_file, set, set_file, unwatched] = seen[..] else { panic!("{seen:?}") };
     for (b, t) in [(watch, watch_file), (set, set_file)] {
-        assert_eq!((b.1, b.2), (0, "pass"), "{seen:?}");
+        assert_eq!((b.1, b.2), (0, &Verdict::Pass), "{seen:?}");
         assert_eq!((t.1, t.2, t.3), (b.1, b.2, b.3), "the twin's verdict differs: {seen:?}");
     }
-    assert!(unwatched.1 > 0 && unwatched.2 == "drift-expected", "lost updates missed without WATCH: {seen:?}");
+    assert!(unwatched.1 > 0 && unwatched.2 == &Verdict::DriftExpected, "lost updates missed without WATCH: {seen:?}");
     let file = report.strategies.iter().find(|s| s.strategy == "watch-multi-file").unwrap();
     assert_eq!(file.figures["group_give_ups"], 0.0, "{:?}", file.figures);
     assert!(file.figures["group_retries"] > 0.0, "no nil EXEC was retried: {:?}", file.figures);
@@ -515,7 +519,7 @@ async fn faults_reach_file_defined_redis_strategies_and_their_keys_are_removed()
     let unknown: u64 = s.ops.values().map(|o| o.unknown).sum();
     assert_eq!(unknown, 3, "{:?}", s.ops);
     assert_eq!(s.figures["lost_replies"], 3.0);
-    assert_eq!(s.check.verdict, "pass", "{:?}", s.check);
+    assert_eq!(s.check.label(), "pass", "{:?}", s.check);
     assert_eq!(redis_counters(&s.namespace, "c:%", 1000).await.iter().flatten().count(), 0, "keys left behind");
 
     let extra = "\n[[faults]]\nkind = \"redis_data_loss\"\nat_ms = 0\nstrategies = [\"redis-counter-file\"]\n";
@@ -524,7 +528,7 @@ async fn faults_reach_file_defined_redis_strategies_and_their_keys_are_removed()
     let s = &report.strategies[0];
     assert!(s.faults[0].outcome.starts_with("deleted "), "{:?}", s.faults);
     assert!(
-        s.check.verdict.starts_with("FAIL: counters"),
+        s.check.label().starts_with("FAIL: counters"),
         "a data loss without a reconciler must break an exact claim: {:?}",
         s.check
     );
@@ -571,18 +575,18 @@ async fn the_cache_aside_files_give_their_built_ins_verdicts() {
         .unwrap_or_else(|e| panic!("{e}"));
     let report = util::run_kept(&plan, None).await;
     for s in &report.strategies {
-        let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, None).await;
+        let stored = util::stored_drift_and_drop(&s.backend.name(), &s.namespace, None).await;
         let mismatched = stored.iter().filter(|(_, c, t)| c != t).count() as u64;
         assert_eq!((mismatched, s.check.users_mismatched), (0, 0), "{}: the SQL counter is exact", s.strategy);
         let names: Vec<&str> = s.anomalies.iter().map(|a| a.name.as_str()).collect();
         let lag = s.figures.get("read_lag_allowed_ms").copied().unwrap_or(0.0);
         assert!(lag >= 100.0, "{}: reads judged with the declared lag: {:?}", s.strategy, s.figures);
         if s.strategy.starts_with("cache-aside") && !s.strategy.contains("delete-first") {
-            assert_eq!((s.check.verdict.as_str(), names.len()), ("pass", 0), "{}: {names:?}", s.strategy);
+            assert_eq!((s.check.label().as_str(), names.len()), ("pass", 0), "{}: {names:?}", s.strategy);
         } else {
             assert!(names.iter().all(|n| n.starts_with("stale_")), "{}: {names:?}", s.strategy);
             if !names.is_empty() {
-                assert_eq!(s.check.verdict, "FAIL: reads", "{}", s.strategy);
+                assert_eq!(s.check.label(), "FAIL: reads", "{}", s.strategy);
             }
         }
     }

@@ -127,7 +127,7 @@ fn strike(dialect: Dialect, ns: &str, for_s: f64, k: Arc<std::sync::Mutex<u64>>)
 /// The first strategy ran undisturbed: its verdict stands.
 fn first_intact(r: &Report) {
     let first = &r.strategies[0];
-    assert_eq!((first.strategy.as_str(), first.check.verdict.as_str()), ("conditional-update", "pass"), "{first:?}");
+    assert_eq!((first.strategy.as_str(), first.check.label().as_str()), ("conditional-update", "pass"), "{first:?}");
 }
 
 /// Nothing of the run is left: no schema, role, database or user named after it.
@@ -226,7 +226,7 @@ async fn connections_terminated_as_settle_starts_are_retried_and_the_buffer_drai
         let s = &r.strategies[1];
         assert_eq!(*stored.lock().unwrap(), Some((0, 0)), "{dialect}: drained into exact SQL counters");
         assert!(s.settle_error.is_none(), "{dialect}: {:?}", s.settle_error);
-        assert_eq!((s.check.verdict.as_str(), s.check.users_checked), ("pass", 30), "{dialect}: {:?}", s.check);
+        assert_eq!((s.check.label().as_str(), s.check.users_checked), ("pass", 30), "{dialect}: {:?}", s.check);
         assert!(s.figures["flushes"] > 0.0, "{dialect}: settle flushed: {:?}", s.figures);
         nothing_left(&r).await;
         let mut c =
@@ -245,7 +245,7 @@ async fn connections_terminated_as_the_check_starts_are_retried_on_both_servers(
         assert!(*killed.lock().unwrap() > 0, "{dialect}: the test terminated connections");
         first_intact(&r);
         let s = &r.strategies[1];
-        assert_eq!(s.check.verdict, "pass", "{dialect}: {:?}", s.check);
+        assert_eq!(s.check.label(), "pass", "{dialect}: {:?}", s.check);
         assert_eq!(s.check.users_checked, 30);
         nothing_left(&r).await;
     }
@@ -259,7 +259,7 @@ async fn a_check_whose_connections_keep_dying_is_incomplete_and_the_report_stand
     let (r, _) = run_breaking(Dialect::Postgres, Phase::Check, 12.0).await;
     first_intact(&r);
     let s = &r.strategies[1];
-    assert!(s.check.verdict.starts_with("INCOMPLETE: read the truth"), "{:?}", s.check);
+    assert!(s.check.label().starts_with("INCOMPLETE: read the truth"), "{:?}", s.check);
     assert!(!r.all_guarantees_held);
     nothing_left(&r).await;
 }
@@ -289,7 +289,7 @@ async fn redis_restarted_as_the_check_starts_leaves_an_incomplete_row_and_nothin
     let r = run_plan(&plan, &opts, &mut |l| eprintln!("{l}")).await.expect("the run completes");
     first_intact(&r);
     let s = &r.strategies[1];
-    assert!(s.check.verdict.starts_with("INCOMPLETE: read the counters"), "{:?}", s.check);
+    assert!(s.check.label().starts_with("INCOMPLETE: read the counters"), "{:?}", s.check);
     nothing_left(&r).await;
     let mut c = redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap();
     let keys: Vec<String> = redis::AsyncCommands::keys(&mut c, "cl:*").await.unwrap();
@@ -355,7 +355,7 @@ async fn redis_restarted_mid_load_with_its_data_leaves_a_report_and_nothing_behi
         restarter.join().expect("Redis restarted (within 5 s, or the thread panicked)");
         first_intact(&r);
         let s = &r.strategies[1];
-        let (verdict, summary) = (s.check.verdict.as_str(), s.check.summary.as_str());
+        let (verdict, summary) = (s.check.label(), s.check.summary.as_str());
         eprintln!("ACL saved {acl_saved}: {:.1} s, {verdict} ({summary})", started.elapsed().as_secs_f64());
         // The outage cut ops: connection errors, each op that had committed its SQL write
         // an unknown outcome (half applied), never a fail.

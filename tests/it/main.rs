@@ -84,6 +84,9 @@ mod deploy;
 /// Repository hygiene: doc lines, function length, import cycles, descriptions.
 mod tidy;
 
+/// The committed reports load into the typed row and render.
+mod reports;
+
 /// Generated concurrent cases against the real servers, shrunk and replayed.
 mod props;
 

@@ -20,15 +20,15 @@ async fn isolation_matrix_findings() {
     assert_eq!(report.strategies.len(), 28);
     assert_eq!(report.skipped.len(), 8, "two levels x four strategies skipped on SQLite");
     for s in &report.strategies {
-        let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, Some(&dir.to_path_buf())).await;
+        let stored = util::stored_drift_and_drop(&s.backend.name(), &s.namespace, Some(&dir.to_path_buf())).await;
         let mismatched = stored.iter().filter(|(_, c, t)| c != t).count() as u64;
         let at = format!("{} on {} at {} (server: {})", s.strategy, s.backend, s.isolation, s.isolation_in_effect);
         assert_eq!(mismatched, s.check.users_mismatched, "{at}: report agrees with the rows");
         assert!(
-            s.isolation_in_effect.to_lowercase().replace([' ', '-'], "") == s.isolation.replace('-', ""),
+            s.isolation_in_effect.to_lowercase().replace([' ', '-'], "") == s.isolation.name().replace('-', ""),
             "{at}: the level was applied for real"
         );
-        match (s.strategy.as_str(), s.backend.as_str(), s.isolation.as_str()) {
+        match (s.strategy.as_str(), s.backend.name().as_str(), s.isolation.name()) {
             ("select-for-update" | "conditional-update", _, _) => {
                 assert_eq!(mismatched, 0, "{at} drifted: {:?}", s.check.worst_users);
             }
@@ -68,7 +68,12 @@ async fn auto_falls_back_to_sqlite_when_no_postgres_answers() {
     let backends: Vec<&str> = report.servers.iter().map(|s| s.backend.as_str()).collect();
     assert_eq!(backends, vec!["sqlite", "redis", "rabbitmq"], "no PostgreSQL was used");
     assert!(lines.iter().any(|l| l.contains("running on embedded SQLite")), "{lines:?}");
-    assert!(report.strategies.iter().all(|s| s.backend.starts_with("sqlite") && s.isolation == "serializable"));
+    assert!(
+        report
+            .strategies
+            .iter()
+            .all(|s| s.backend.name().starts_with("sqlite") && s.isolation.name() == "serializable")
+    );
     // Every built-in ran but the PostgreSQL-only ones, which are listed as skipped.
     let only_pg: Vec<&str> = counterlab::BUILTINS
         .iter()

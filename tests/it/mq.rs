@@ -27,11 +27,11 @@ const CRASHES: f64 = 3.0;
 
 fn check_naive(s: &StrategyReport) {
     let f = &s.figures;
-    let on = &s.backend;
+    let on = &s.backend.name();
     assert_eq!(f["consumer_crashes"], CRASHES, "{on}: {f:?}");
     assert_eq!(f["double_applies_after_redelivery"], CRASHES, "{on}: every crash's message applied again: {f:?}");
     assert_eq!(s.check.drift_abs_total as f64, CRASHES, "{on}: drift is the doubled deltas: {:?}", s.check);
-    assert!(s.check.verdict.starts_with("FAIL: counters"), "{on}: {}", s.check.verdict);
+    assert!(s.check.label().starts_with("FAIL: counters"), "{on}: {}", s.check.label());
     let named = s.anomalies.iter().find(|a| a.name == "double_apply_after_redelivery").expect("named");
     assert_eq!(named.count, s.check.users_mismatched, "{on}: every drifted user named: {:?}", s.anomalies);
     assert!(s.settle_error.is_none(), "{on}: {:?}", s.settle_error);
@@ -40,11 +40,11 @@ fn check_naive(s: &StrategyReport) {
 
 fn check_idempotent(s: &StrategyReport) {
     let f = &s.figures;
-    let on = &s.backend;
+    let on = &s.backend.name();
     assert_eq!(f["consumer_crashes"], CRASHES, "{on}: {f:?}");
     assert_eq!(f["double_applies_after_redelivery"], 0.0, "{on}: {f:?}");
     assert_eq!(f["duplicates_skipped"], CRASHES, "{on}: each crash's redelivery skipped: {f:?}");
-    assert_eq!(s.check.verdict, "pass", "{on}: {:?}", s.check);
+    assert_eq!(s.check.label(), "pass", "{on}: {:?}", s.check);
     assert!(s.anomalies.is_empty(), "{on}: {:?}", s.anomalies);
     assert_eq!(f["applied"], f["published"], "{on}: every published delta applied: {f:?}");
     assert!(f["apply_lag_p99_ms"] >= f["apply_lag_p50_ms"] && f["apply_lag_p50_ms"] > 0.0, "{on}: {f:?}");
@@ -53,7 +53,7 @@ fn check_idempotent(s: &StrategyReport) {
 /// Whether the run's SQL namespace is still there.
 async fn namespace_left(s: &StrategyReport, sqlite: &std::path::Path) -> bool {
     let ns = s.namespace.as_str();
-    match s.backend.split('+').next().unwrap() {
+    match s.backend.name().split('+').next().unwrap() {
         "postgres" => util::schema_exists(&util::admin().await, ns).await,
         "mysql" => {
             let q = sqlx::query_scalar::<_, String>(
@@ -75,11 +75,11 @@ async fn a_lost_ack_doubles_deltas_only_without_the_idempotence_record() {
         .await
         .expect("run succeeds");
     // Only SQLite's note that it runs at serializable alone.
-    assert!(report.skipped.iter().all(|k| k.backend == "sqlite"), "{:?}", report.skipped);
+    assert!(report.skipped.iter().all(|k| k.backend.name() == "sqlite"), "{:?}", report.skipped);
     assert_eq!(report.strategies.len(), 6, "two strategies on three backends");
     let broker = AmqpServer::connect(&amqp_url(), Duration::from_secs(5)).await.expect("test RabbitMQ is up");
     for s in &report.strategies {
-        assert!(s.backend.ends_with("+rabbitmq"), "{}", s.backend);
+        assert!(s.backend.name().ends_with("+rabbitmq"), "{}", s.backend);
         match s.strategy.as_str() {
             "mq-consumer" => check_naive(s),
             _ => check_idempotent(s),

@@ -51,7 +51,7 @@ async fn a_stall_shows_from_the_intended_start_and_not_in_service_time() {
     opts.history_dir = Some(dir.to_path_buf());
     let report = counterlab::run::run_plan(&p, &opts, &mut |_| {}).await.expect("run succeeds");
     let s = &report.strategies[0];
-    let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, None).await;
+    let stored = util::stored_drift_and_drop(&s.backend.name(), &s.namespace, None).await;
     assert!(stored.iter().all(|(_, c, t)| c == t), "conditional-update drifted under a stall");
     assert_eq!(s.faults[0].fired_at_ms.map(|t| t >= 1500), Some(true), "{:?}", s.faults);
     let mr = &s.ops["mark_read"];
@@ -121,7 +121,7 @@ async fn the_achieved_rate_tracks_the_target_below_saturation() {
     );
     let report = util::run_kept(&p, None).await;
     let s = &report.strategies[0];
-    util::stored_drift_and_drop(&s.backend, &s.namespace, None).await;
+    util::stored_drift_and_drop(&s.backend.name(), &s.namespace, None).await;
     let names: Vec<&str> = s.stages.iter().map(|st| st.name.as_str()).collect();
     assert_eq!(names, ["warmup", "flat", "up"]);
     assert!(!s.stages[0].measured && s.stages[1].measured);

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use counterlab_core::{
-    CheckInput, Event, Guarantee, OpError, OpKind, Outcome, Strategy, Verdict, check_counters, check_reads_lagging,
+    CheckInput, CounterVerdict, Event, Guarantee, OpError, OpKind, Outcome, Strategy, check_counters,
+    check_reads_lagging,
 };
 use counterlab_strategies::{
     Isolation, Namespace, PoolSpec, RedisConfig, RedisServer, SeedSpec, Server, build, build_redis, needs_redis,
@@ -167,7 +168,7 @@ async fn run_case(server: &Server, redis: Option<&RedisServer>, name: &str, case
         return Err(format!("ops with an unknown outcome: {unknown:?}"));
     }
     let check = check_counters(&rows, Guarantee::Exact);
-    if check.verdict != Verdict::Pass {
+    if check.verdict != CounterVerdict::Pass {
         return Err(format!("counters {:?} against the rows", check.worst));
     }
     if f.strategy.info().guarantee == Guarantee::Exact {

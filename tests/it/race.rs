@@ -27,7 +27,7 @@ async fn duplicate_mark_read_drifts_only_direct_update() {
     let report = util::run_kept(&plan, None).await;
     assert_eq!(report.strategies.len(), 3);
     for s in &report.strategies {
-        let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, None).await;
+        let stored = util::stored_drift_and_drop(&s.backend.name(), &s.namespace, None).await;
         assert_eq!(stored.len(), 40, "{}: one counter row per user", s.strategy);
         let mismatched = stored.iter().filter(|(_, c, t)| c != t).count() as u64;
         let drift: u64 = stored.iter().map(|(_, c, t)| (c - t).unsigned_abs()).sum();
@@ -43,11 +43,11 @@ async fn duplicate_mark_read_drifts_only_direct_update() {
                 );
                 // Each lost race decrements once too often: only under-counts.
                 assert!(stored.iter().all(|(_, c, t)| c <= t), "direct-update over-counted: {stored:?}");
-                assert_eq!(s.check.verdict, "drift-expected");
+                assert_eq!(s.check.label(), "drift-expected");
             }
             _ => {
                 assert_eq!(mismatched, 0, "{} drifted: {stored:?}", s.strategy);
-                assert_eq!(s.check.verdict, "pass");
+                assert_eq!(s.check.label(), "pass");
             }
         }
     }

@@ -107,7 +107,7 @@ async fn flusher_crash_loses_deltas_only_in_the_seed_design() {
     // Conservation: all the drift comes from lost deltas (per user they may cancel).
     assert!(seed.check.drift_abs_total > 0);
     assert!(seed.check.drift_abs_total as f64 <= seed.figures["lost_flush_delta_abs"], "{:?}", seed.figures);
-    assert_eq!(seed.check.verdict, "drift-expected");
+    assert_eq!(seed.check.label(), "drift-expected");
     assert_eq!(seed.anomalies.len(), 1);
     assert_eq!(seed.anomalies[0].name, "lost_flush");
     assert_eq!(seed.anomalies[0].count as f64, seed.figures["lost_flush_claims"]);

@@ -60,12 +60,12 @@ async fn exact_on_every_backend(toml: &str, cells: usize) {
     let mut c = crate::redis::redis_conn().await;
     for s in &report.strategies {
         let what = format!("{} on {}", s.strategy, s.backend);
-        assert_eq!(s.check.verdict, "pass", "{what}: {:?} {:?}", s.check, s.anomalies);
+        assert_eq!(s.check.label(), "pass", "{what}: {:?} {:?}", s.check, s.anomalies);
         assert!(s.anomalies.is_empty(), "{what}: {:?}", s.anomalies);
         assert!(s.ops_total >= 600, "{what}: {} ops", s.ops_total);
         let shown = served(&mut c, s).await;
-        let sql = s.backend.trim_end_matches("+redis");
-        let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, Some(&dir.to_path_buf())).await;
+        let sql = s.backend.sql.name();
+        let stored = util::stored_drift_and_drop(&s.backend.name(), &s.namespace, Some(&dir.to_path_buf())).await;
         let truth: HashMap<i64, i64> = stored.iter().map(|(u, _, t)| (*u, *t)).collect();
         for (u, v) in shown {
             assert_eq!(v, truth.get(&u).copied().unwrap_or(0), "{what}: user {u}'s Redis count vs the {sql} rows");
@@ -99,7 +99,7 @@ async fn watch_multi_hash_and_set_leave_no_key_and_no_acl_user() {
     let users: Vec<String> = redis::cmd("ACL").arg("USERS").query_async(&mut c).await.unwrap();
     for s in &report.strategies {
         let what = format!("{} on {}", s.strategy, s.backend);
-        assert_eq!(s.check.verdict, "pass", "{what}: {:?} {:?}", s.check, s.anomalies);
+        assert_eq!(s.check.label(), "pass", "{what}: {:?} {:?}", s.check, s.anomalies);
         let left: Vec<String> = c.keys(format!("cl:{}:*", s.namespace)).await.unwrap();
         assert!(left.is_empty(), "{what}: {left:?}");
         assert!(s.identity.contains("Redis: ACL user"), "{what}: {}", s.identity);

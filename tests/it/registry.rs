@@ -72,7 +72,7 @@ async fn a_strategy_registered_in_one_row_runs_and_is_judged_like_a_built_in() {
     opts.registry = registry;
     let report = run_plan(&plan, &opts, &mut |_| {}).await.expect("the run completes");
     let row = report.strategies.iter().find(|s| s.strategy == "toy-exact").expect("the toy's row");
-    assert_eq!(row.check.verdict, "pass", "{:?}", row.check);
+    assert_eq!(row.check.label(), "pass", "{:?}", row.check);
     assert!(row.check_s > 0.0, "the check's time is recorded: {}", row.check_s);
     assert!(
         row.ops_total > 300 && row.check.users_checked == 20,
@@ -81,7 +81,7 @@ async fn a_strategy_registered_in_one_row_runs_and_is_judged_like_a_built_in() {
         row.check.users_checked
     );
     let twin = report.strategies.iter().find(|s| s.strategy == "conditional-update").unwrap();
-    assert_eq!(twin.check.verdict, row.check.verdict);
+    assert_eq!(twin.check.label(), row.check.label());
 }
 
 const RACY: StrategyInfo =
@@ -102,7 +102,7 @@ async fn a_registered_row_s_guarantee_is_what_its_verdict_holds_it_to() {
     opts.registry = registry;
     let report = run_plan(&plan, &opts, &mut |_| {}).await.expect("the run completes");
     let row = &report.strategies[0];
-    assert_eq!(row.guarantee, "exact");
-    assert!(row.check.verdict.starts_with("FAIL: counters"), "{:?}", row.check);
+    assert_eq!(row.guarantee, Guarantee::Exact);
+    assert!(row.check.label().starts_with("FAIL: counters"), "{:?}", row.check);
     assert!(row.anomalies.iter().any(|a| a.name == "double_decrement"), "{:?}", row.anomalies);
 }

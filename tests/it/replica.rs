@@ -70,7 +70,7 @@ pub async fn run_shipped(file: &std::path::Path, plan: &counterlab::scenario::Ru
         assert_eq!(s.check.users_mismatched, 0, "{}: {} broke its counters", file.display(), s.label());
         assert!(s.anomalies.iter().all(|a| a.name == "stale_read"), "{}: {:?}", file.display(), s.anomalies);
         assert_eq!(s.ops_total + s.ops.values().map(|o| o.skipped).sum::<u64>(), 300, "{}", s.label());
-        assert_eq!(s.staleness.is_some(), s.read_from != "primary", "{}", s.label());
+        assert_eq!(s.staleness.is_some(), s.read_from.name() != "primary", "{}", s.label());
     }
     assert_eq!(left_on_primary().await, 0, "{}: schemas or roles left on the primary", file.display());
 }
@@ -103,7 +103,10 @@ async fn run(strategy: &str, hold: Arc<dyn Fn() + Send + Sync>) -> Report {
 /// the distribution), and nothing that would blame the write path; the primary row none.
 fn assert_stale_only_on_the_replica(r: &Report) {
     let row = |from: &str| -> &StrategyReport {
-        r.strategies.iter().find(|s| s.read_from == from).unwrap_or_else(|| panic!("a {from} row: {:?}", r.skipped))
+        r.strategies
+            .iter()
+            .find(|s| s.read_from.name() == from)
+            .unwrap_or_else(|| panic!("a {from} row: {:?}", r.skipped))
     };
     let (primary, replica) = (row("primary"), row("replica"));
     assert!(primary.anomalies.is_empty() && primary.staleness.is_none(), "{:?}", primary.anomalies);
@@ -118,7 +121,7 @@ fn assert_stale_only_on_the_replica(r: &Report) {
     assert!(st.max_ms > 200.0 && st.max_counts > 0, "{st:?}");
     assert_eq!(st.buckets.iter().map(|b| b.count).sum::<u64>(), st.stale_reads, "{st:?}");
     assert!(replica.figures["replica_reads"] > 0.0, "{:?}", replica.figures);
-    assert!(replica.check.verdict.starts_with("FAIL"), "{}", replica.check.verdict);
+    assert!(replica.check.label().starts_with("FAIL"), "{}", replica.check.label());
 }
 
 /// PostgreSQL: replay paused on the private standby for HOLD_MS while the load runs.

@@ -352,7 +352,7 @@ async fn a_file_that_tries_to_escape_fails_visibly_and_a_misspelt_one_never_load
     // The refused step is read_count's, so no settled read could be compared either, and
     // the label says so rather than dropping them silently.
     let label = "FAIL: denied [20 of 20 settled reads errored twice and were not compared]";
-    assert!(s.permission_denied > 0 && s.check.verdict == label, "{} {}", s.permission_denied, s.check.verdict);
+    assert!(s.permission_denied > 0 && s.check.label() == label, "{} {}", s.permission_denied, s.check.label());
     assert_eq!(s.history.settled_reads, 0);
     assert!(!s.check.matches_guarantee && !report.all_guarantees_held);
     assert!(s.identity.starts_with("role cl_"), "{}", s.identity);
@@ -380,10 +380,10 @@ async fn a_lua_step_that_rebuilds_its_key_is_refused_by_redis() {
     let report = run_plan(&plan, &util::options(false, None), &mut |_| {}).await.unwrap();
     let s = &report.strategies[0];
     assert!(
-        s.permission_denied > 0 && s.check.verdict == "FAIL: denied",
+        s.permission_denied > 0 && s.check.label() == "FAIL: denied",
         "{} {}",
         s.permission_denied,
-        s.check.verdict
+        s.check.label()
     );
     assert!(s.identity.contains("Redis: ACL user cl_"), "{}", s.identity);
     let mut admin =
@@ -424,7 +424,7 @@ async fn without_the_right_to_create_roles_files_are_refused_unless_trusted() {
     let report = trusted.unwrap();
     let s = &report.strategies[0];
     assert!(report.trusted_strategy_files && s.identity.starts_with("the configured account"), "{}", s.identity);
-    assert_eq!(s.check.verdict, "pass");
+    assert_eq!(s.check.label(), "pass");
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use counterlab::scenario::{Overrides, load, parse};
+use counterlab_core::Guarantee;
 
 use crate::util;
 
@@ -40,15 +41,15 @@ async fn every_shipped_scenario_runs_small() {
         let report = util::run_kept(&plan, Some(dir.to_path_buf())).await;
         assert!(!report.strategies.is_empty());
         for s in &report.strategies {
-            let stored = util::stored_drift_and_drop(&s.backend, &s.namespace, Some(&dir.to_path_buf())).await;
+            let stored = util::stored_drift_and_drop(&s.backend.name(), &s.namespace, Some(&dir.to_path_buf())).await;
             // The stored `unread_counts` is the strategy's counter unless it keeps its own
             // (Redis, or a file-defined `counters` query such as slotted-counter's).
             let own_counter = plan.custom.get(&s.strategy).is_some_and(|c| c.counters.is_some());
-            if !s.backend.ends_with("+redis") && !own_counter {
+            if !s.backend.name().ends_with("+redis") && !own_counter {
                 let mismatched = stored.iter().filter(|(_, c, t)| c != t).count() as u64;
                 assert_eq!(mismatched, s.check.users_mismatched, "{}: {}", f.display(), s.strategy);
             }
-            if s.guarantee != "none" && !plan.expect_drift.contains(&s.strategy) {
+            if s.guarantee != Guarantee::None && !plan.expect_drift.contains(&s.strategy) {
                 assert_eq!(s.check.users_mismatched, 0, "{}: {} broke its guarantee", f.display(), s.strategy);
             }
             assert_eq!(s.ops_total + s.ops.values().map(|o| o.skipped).sum::<u64>(), 300);

@@ -30,7 +30,7 @@ impl UserDrift {
 
 /// How the check result relates to the declared guarantee.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum CounterVerdict {
     /// Guaranteed exact and exact.
     Pass,
     /// Guaranteed exact but drifted: the strategy broke its promise.
@@ -41,19 +41,19 @@ pub enum Verdict {
     NoDriftObserved,
 }
 
-impl Verdict {
+impl CounterVerdict {
     pub fn name(self) -> &'static str {
         match self {
-            Verdict::Pass => "pass",
-            Verdict::Fail => "FAIL",
-            Verdict::DriftExpected => "drift-expected",
-            Verdict::NoDriftObserved => "no-drift-observed",
+            CounterVerdict::Pass => "pass",
+            CounterVerdict::Fail => "FAIL",
+            CounterVerdict::DriftExpected => "drift-expected",
+            CounterVerdict::NoDriftObserved => "no-drift-observed",
         }
     }
 
     /// True when the result is consistent with what the strategy declared.
     pub fn matches_guarantee(self) -> bool {
-        !matches!(self, Verdict::Fail)
+        !matches!(self, CounterVerdict::Fail)
     }
 }
 
@@ -73,7 +73,7 @@ pub struct CheckResult {
     pub drift_net: i64,
     /// Up to five users with the largest |drift|, largest first, ties by user id.
     pub worst: Vec<UserDrift>,
-    pub verdict: Verdict,
+    pub verdict: CounterVerdict,
 }
 
 pub const WORST_USERS: usize = 5;
@@ -98,7 +98,7 @@ impl Tally {
                 drift_abs_total: 0,
                 drift_net: 0,
                 worst: Vec::new(),
-                verdict: Verdict::Pass,
+                verdict: CounterVerdict::Pass,
             },
         }
     }
@@ -138,10 +138,10 @@ impl Tally {
         let r = &mut self.result;
         let exact = r.users_mismatched == 0 && r.negative_counters == 0;
         r.verdict = match (guarantee, exact) {
-            (Guarantee::Exact | Guarantee::Eventual, true) => Verdict::Pass,
-            (Guarantee::Exact | Guarantee::Eventual, false) => Verdict::Fail,
-            (Guarantee::None, true) => Verdict::NoDriftObserved,
-            (Guarantee::None, false) => Verdict::DriftExpected,
+            (Guarantee::Exact | Guarantee::Eventual, true) => CounterVerdict::Pass,
+            (Guarantee::Exact | Guarantee::Eventual, false) => CounterVerdict::Fail,
+            (Guarantee::None, true) => CounterVerdict::NoDriftObserved,
+            (Guarantee::None, false) => CounterVerdict::DriftExpected,
         };
         self.result
     }
@@ -299,10 +299,10 @@ mod tests {
                 prop_assert_eq!(top.drift().abs(), max);
             }
             let exact = r.users_mismatched == 0 && r.negative_counters == 0;
-            prop_assert_eq!(r.verdict, if exact { Verdict::Pass } else { Verdict::Fail });
+            prop_assert_eq!(r.verdict, if exact { CounterVerdict::Pass } else { CounterVerdict::Fail });
             let none = check_counters(&rows, Guarantee::None);
             prop_assert_eq!(none.verdict,
-                if exact { Verdict::NoDriftObserved } else { Verdict::DriftExpected });
+                if exact { CounterVerdict::NoDriftObserved } else { CounterVerdict::DriftExpected });
             prop_assert!(none.verdict.matches_guarantee());
         }
     }
@@ -375,6 +375,6 @@ mod tests {
         assert_eq!(r.negative_counters, 1);
         assert_eq!(r.users_mismatched, 2);
         assert_eq!(r.worst[0], UserDrift { user: 1, counter: None, truth: 3 });
-        assert_eq!(r.verdict, Verdict::Fail);
+        assert_eq!(r.verdict, CounterVerdict::Fail);
     }
 }

@@ -148,23 +148,122 @@ impl fmt::Display for OpError {
 
 impl std::error::Error for OpError {}
 
-/// What a strategy promises about its counters; the checker judges against it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Guarantee {
-    /// Counter equals the truth whenever no operation is in flight.
-    Exact,
-    /// Counter equals the truth after settle (buffers drained).
-    Eventual,
-    /// Known racy: drift is expected and is reported, not failed.
-    None,
+crate::named_enum! {
+    /// What a strategy promises about its counters; the checker judges against it.
+    pub enum Guarantee {
+        /// Counter equals the truth whenever no operation is in flight.
+        Exact = "exact",
+        /// Counter equals the truth after settle (buffers drained).
+        Eventual = "eventual",
+        /// Known racy: drift is expected and is reported, not failed.
+        None = "none",
+    }
 }
 
-impl Guarantee {
-    pub fn name(self) -> &'static str {
+crate::named_enum! {
+    /// The SQL dialects, by the names scenarios and reports use.
+    pub enum Dialect {
+        Postgres = "postgres",
+        Mysql = "mysql",
+        Sqlite = "sqlite",
+    }
+}
+
+crate::named_enum! {
+    /// Transaction isolation a namespace's connections use by default.
+    pub enum Isolation {
+        ReadCommitted = "read-committed",
+        RepeatableRead = "repeatable-read",
+        Serializable = "serializable",
+    }
+}
+
+impl Isolation {
+    /// The SQL spelling, as in `SET TRANSACTION ISOLATION LEVEL <sql>`.
+    pub fn sql(self) -> &'static str {
         match self {
-            Guarantee::Exact => "exact",
-            Guarantee::Eventual => "eventual",
-            Guarantee::None => "none",
+            Isolation::ReadCommitted => "READ COMMITTED",
+            Isolation::RepeatableRead => "REPEATABLE READ",
+            Isolation::Serializable => "SERIALIZABLE",
         }
+    }
+}
+
+crate::named_enum! {
+    /// A server a strategy uses beside its SQL database.
+    pub enum Companion {
+        Redis = "redis",
+        Rabbitmq = "rabbitmq",
+    }
+}
+
+/// Where a report row ran: the SQL dialect and the companion server, if any
+/// (`postgres`, `postgres+redis`, `postgres+rabbitmq`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Backend {
+    pub sql: Dialect,
+    pub with: Option<Companion>,
+}
+
+impl Backend {
+    pub fn new(sql: Dialect, with: Option<Companion>) -> Backend {
+        Backend { sql, with }
+    }
+
+    /// `sql` alone.
+    pub fn sql(sql: Dialect) -> Backend {
+        Backend { sql, with: None }
+    }
+
+    /// The name reports print: `postgres`, `postgres+redis`.
+    pub fn name(self) -> String {
+        match self.with {
+            Some(c) => format!("{}+{}", self.sql.name(), c.name()),
+            None => self.sql.name().to_string(),
+        }
+    }
+
+    /// A name as `name()` writes it; None for any other text.
+    pub fn parse(name: &str) -> Option<Backend> {
+        let (sql, with) = match name.split_once('+') {
+            Some((sql, c)) => (sql, Some(Companion::from_name(c)?)),
+            None => (name, None),
+        };
+        Some(Backend { sql: Dialect::from_name(sql)?, with })
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// What a report row missing the field reads as (reports older than the field).
+impl Default for Guarantee {
+    /// The strictest: a row with no guarantee is judged as exact.
+    fn default() -> Guarantee {
+        Guarantee::Exact
+    }
+}
+
+impl Default for Isolation {
+    /// The level every run used before levels could be chosen.
+    fn default() -> Isolation {
+        Isolation::ReadCommitted
+    }
+}
+
+impl Default for ReadFrom {
+    /// Reads went to the primary before replicas could serve them.
+    fn default() -> ReadFrom {
+        ReadFrom::Primary
+    }
+}
+
+impl Default for Backend {
+    /// Reports older than the backend field ran on PostgreSQL.
+    fn default() -> Backend {
+        Backend::sql(Dialect::Postgres)
     }
 }

@@ -2,8 +2,9 @@
 //! counters, the reads against the history, errors, refusals and whether the mix really
 //! ran), and used by every output: terminal, Markdown, HTML, JSON and the exit code.
 
-use crate::check::{CheckResult, Verdict as CounterVerdict};
+use crate::check::{CheckResult, CounterVerdict};
 use crate::history::Anomaly;
+use crate::limit::Limit;
 use crate::model::{Guarantee, OpKind};
 
 /// What the scenario allows before the verdict fails or lacks evidence.
@@ -49,9 +50,8 @@ pub struct Findings<'a> {
     pub serialises_writers: Option<&'a str>,
     /// The lag a cache's reads were allowed, in milliseconds (None: reads see the counter).
     pub read_lag_ms: Option<f64>,
-    /// What the check did not cover, each in a few words ("history capped at 4000000
-    /// calls (12 not recorded): reads not checked"): shown in brackets after the label.
-    pub limits: Vec<String>,
+    /// What the check did not cover: shown in brackets after the label.
+    pub limits: Vec<Limit>,
 }
 
 crate::named_enum! {
@@ -75,6 +75,13 @@ pub enum Verdict {
     Fail(Vec<FailPart>),
     /// The check could not complete (the first words of why).
     Incomplete(String),
+}
+
+impl Default for Verdict {
+    /// A report row with no verdict never passes.
+    fn default() -> Verdict {
+        Verdict::Fail(Vec::new())
+    }
 }
 
 impl Verdict {
@@ -129,7 +136,7 @@ pub struct Judgement {
     pub evidence: bool,
     pub sentence: String,
     /// `Findings::limits`: never silent, in the label, the sentence and the JSON.
-    pub limits: Vec<String>,
+    pub limits: Vec<Limit>,
 }
 
 impl Judgement {
@@ -138,9 +145,9 @@ impl Judgement {
     }
 
     /// The judgement with what the check did not cover said in its label and sentence.
-    fn limited(mut self, limits: &[String]) -> Judgement {
+    fn limited(mut self, limits: &[Limit]) -> Judgement {
         if !limits.is_empty() {
-            let all = limits.join("; ");
+            let all = Limit::joined(limits);
             self.label = format!("{} [{all}]", self.label);
             self.sentence = format!("{}; not checked in full: {all}", self.sentence);
             self.limits = limits.to_vec();
@@ -194,7 +201,8 @@ fn judge_all(f: &Findings<'_>, rules: VerdictRules) -> Judgement {
             let lag =
                 f.read_lag_ms.map(|ms| format!(" (a cached read may lag {ms:.0} ms by design)")).unwrap_or_default();
             // Reads not checked (`limits`) are not claimed.
-            let reads = if f.limits.is_empty() { " and every read within its bounds" } else { "" };
+            let unchecked = f.limits.iter().any(Limit::leaves_reads_unchecked);
+            let reads = if unchecked { "" } else { " and every read within its bounds" };
             (Verdict::Pass, format!("all {} counters {}{reads}{lag}", c.users_checked, exact(f)))
         }
     };
@@ -274,7 +282,7 @@ pub fn with_refusal(j: Judgement, why: &str) -> Judgement {
         parts.insert(0, FailPart::Denied);
     }
     let limits = j.limits;
-    let suffix = format!("; not checked in full: {}", limits.join("; "));
+    let suffix = format!("; not checked in full: {}", Limit::joined(&limits));
     let said = j.sentence.strip_suffix(suffix.as_str()).filter(|_| !limits.is_empty()).unwrap_or(&j.sentence);
     let sentence = format!("{said}; refused: {why}");
     Judgement::new(Verdict::Fail(parts), false, j.evidence, sentence).limited(&limits)
@@ -355,7 +363,7 @@ mod tests {
     fn a_check_not_in_full_says_so_in_the_label_and_the_label_reads_back() {
         let ok = check_counters(&rows(false), Guarantee::Exact);
         let mut f = findings(Guarantee::Exact, &ok, &[]);
-        f.limits = vec!["history capped at 10 calls (3 not recorded): reads not checked".into()];
+        f.limits = vec![Limit::HistoryCapped { recorded: 10, dropped: 3 }];
         let j = judge(&f, VerdictRules::default());
         assert_eq!(j.label, "pass [history capped at 10 calls (3 not recorded): reads not checked]");
         assert!(
@@ -365,7 +373,7 @@ mod tests {
         assert_eq!((Verdict::parse(&j.label), j.limits.len()), (Some(Verdict::Pass), 1));
         let bad = check_counters(&rows(true), Guarantee::Exact);
         let mut f = findings(Guarantee::Exact, &bad, &[]);
-        f.limits = vec!["x".into()];
+        f.limits = vec![Limit::Other("x".into())];
         let j = judge(&f, VerdictRules::default());
         assert_eq!(
             (j.label.as_str(), Verdict::parse(&j.label)),
@@ -404,7 +412,7 @@ mod tests {
         assert_eq!(j.sentence, "s: exact; refused: over its cap");
         let failed = Judgement::new(Verdict::Fail(vec![FailPart::Counters]), false, true, "s: drift".into());
         assert_eq!(with_refusal(failed, "x").label, "FAIL: denied, counters");
-        let limited = Judgement::new(Verdict::Pass, true, true, "s".into()).limited(&["capped".into()]);
+        let limited = Judgement::new(Verdict::Pass, true, true, "s".into()).limited(&[Limit::Other("capped".into())]);
         let j = with_refusal(limited, "x");
         assert_eq!(
             (j.label.as_str(), j.sentence.as_str()),

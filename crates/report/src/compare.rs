@@ -10,6 +10,7 @@
 
 use std::fmt::Write as _;
 
+use counterlab_core::{Backend, Isolation, Verdict};
 use serde::Serialize;
 
 use crate::stats::{mann_whitney_greater_p, median, spread};
@@ -110,11 +111,13 @@ fn pct(a: f64, b: f64) -> f64 {
     if a > 0.0 { (b - a) / a * 100.0 } else { 0.0 }
 }
 
-fn key(s: &StrategyReport) -> (String, String, String) {
-    (s.strategy.clone(), s.backend.clone(), s.isolation.clone())
+type Key = (String, Backend, Isolation);
+
+fn key(s: &StrategyReport) -> Key {
+    (s.strategy.clone(), s.backend, s.isolation)
 }
 
-fn label(k: &(String, String, String)) -> String {
+fn label(k: &Key) -> String {
     format!("{} on {} at {}", k.0, k.1, k.2)
 }
 
@@ -236,20 +239,14 @@ fn beyond_spread(a: &[f64], b: &[f64]) -> bool {
 }
 
 /// The row's figures side by side (medians over repeats) and the throughput test's p.
-fn row_delta(
-    k: &(String, String, String),
-    sa: &StrategyReport,
-    sb: &StrategyReport,
-    rule: Rule,
-    ops: Vec<OpDelta>,
-) -> RowDelta {
+fn row_delta(k: &Key, sa: &StrategyReport, sb: &StrategyReport, rule: Rule, ops: Vec<OpDelta>) -> RowDelta {
     let ta = samples(sa, |r| Some(r.throughput_ops_per_s), sa.throughput_ops_per_s);
     let tb = samples(sb, |r| Some(r.throughput_ops_per_s), sb.throughput_ops_per_s);
     let sp = |s: &StrategyReport, xs: &[f64]| if s.repeats.is_empty() { None } else { spread(xs) };
     RowDelta {
         strategy: k.0.clone(),
-        backend: k.1.clone(),
-        isolation: k.2.clone(),
+        backend: k.1.name(),
+        isolation: k.2.name().into(),
         throughput: (sa.throughput_ops_per_s, sb.throughput_ops_per_s),
         throughput_spread: (sp(sa, &ta), sp(sb, &tb)),
         repeats: (ta.len(), tb.len()),
@@ -257,7 +254,7 @@ fn row_delta(
         throughput_change_pct: pct(sa.throughput_ops_per_s, sb.throughput_ops_per_s),
         throughput_p_value: if rule.measured { mann_whitney_greater_p(&ta, &tb) } else { None },
         throughput_beyond_spread: rule.measured.then(|| beyond_spread(&ta, &tb)),
-        verdict: (sa.check.verdict.clone(), sb.check.verdict.clone()),
+        verdict: (sa.check.label(), sb.check.label()),
         mismatched: (sa.check.users_mismatched, sb.check.users_mismatched),
         ops,
     }
@@ -266,7 +263,7 @@ fn row_delta(
 /// The latency changes of each op either run did, for the row `k`; an op whose p99 grew
 /// past the rule (with enough samples on both sides to trust it) adds a regression.
 fn op_deltas(
-    k: &(String, String, String),
+    k: &Key,
     sa: &StrategyReport,
     sb: &StrategyReport,
     rule: Rule,
@@ -319,7 +316,7 @@ fn op_deltas(
 /// percentage points; noise not measured for them), throughput down past the rule, a
 /// verdict that stopped matching its guarantee or lost its evidence (whatever the limit).
 fn row_regressions(r: &RowDelta, sa: &StrategyReport, sb: &StrategyReport, rule: Rule, regressions: &mut Vec<String>) {
-    let k = (r.strategy.clone(), r.backend.clone(), r.isolation.clone());
+    let k = key(sa);
     let drop_rate = |s: &StrategyReport| {
         s.open_loop.as_ref().map_or(0.0, |o| if o.scheduled > 0 { o.dropped as f64 / o.scheduled as f64 } else { 0.0 })
     };
@@ -342,14 +339,13 @@ fn row_regressions(r: &RowDelta, sa: &StrategyReport, sb: &StrategyReport, rule:
             r.throughput_change_pct
         ));
     }
-    let no_evidence =
-        |s: &StrategyReport| s.check.verdict.starts_with("NO EVIDENCE") || s.check.verdict.starts_with("INCOMPLETE");
+    let no_evidence = |s: &StrategyReport| matches!(s.check.verdict, Verdict::NoEvidence | Verdict::Incomplete(_));
     if sa.check.matches_guarantee && !sb.check.matches_guarantee {
         regressions.push(format!(
             "{}: verdict {} -> {} ({} of {} users mismatched; guarantee {})",
             label(&k),
-            sa.check.verdict,
-            sb.check.verdict,
+            sa.check.label(),
+            sb.check.label(),
             sb.check.users_mismatched,
             sb.check.users_checked,
             sb.guarantee
@@ -358,8 +354,8 @@ fn row_regressions(r: &RowDelta, sa: &StrategyReport, sb: &StrategyReport, rule:
         regressions.push(format!(
             "{}: verdict {} -> {} (B could not be judged)",
             label(&k),
-            sa.check.verdict,
-            sb.check.verdict
+            sa.check.label(),
+            sb.check.label()
         ));
     }
 }
@@ -541,15 +537,16 @@ fn ops_table(w: &mut String, c: &Comparison) {
 mod tests {
     use super::*;
     use crate::{RepeatRun, StrategyReport};
+    use counterlab_core::Dialect;
 
     fn row(tputs: &[f64]) -> StrategyReport {
         let mut s = StrategyReport {
             strategy: "s".into(),
-            backend: "sqlite".into(),
-            isolation: "serializable".into(),
+            backend: Backend::sql(Dialect::Sqlite),
+            isolation: Isolation::Serializable,
             ..Default::default()
         };
-        s.check.verdict = "pass".into();
+        s.check.verdict = Verdict::Pass;
         s.check.matches_guarantee = true;
         s.repeats = tputs
             .iter()

@@ -4,7 +4,7 @@
 //! carries), one plain sentence per group, and the tie rule: throughput differences
 //! within the noise band are ties, not wins. Pure functions over `Report`.
 
-use counterlab_core::VerdictLabel as V;
+use counterlab_core::{Dialect, Guarantee, Isolation, Limit, Verdict as V};
 
 use crate::units::latency;
 use crate::{Report, StrategyReport};
@@ -51,8 +51,8 @@ pub struct Ranked<'a> {
 #[derive(Clone, Debug)]
 pub struct Group<'a> {
     /// The SQL backend (`postgres`, `mysql`, `sqlite`), without `+redis`/`+rabbitmq`.
-    pub backend: String,
-    pub isolation: String,
+    pub backend: Dialect,
+    pub isolation: Isolation,
     pub rows: Vec<Ranked<'a>>,
     pub sentence: String,
 }
@@ -99,12 +99,12 @@ pub fn noise_note(r: &Report) -> String {
 }
 
 /// The SQL backend a row ran on (`postgres+redis` is `postgres`).
-pub fn sql_backend(s: &StrategyReport) -> &str {
-    s.backend.split('+').next().unwrap_or(&s.backend)
+pub fn sql_backend(s: &StrategyReport) -> Dialect {
+    s.backend.sql
 }
 
 fn standing(s: &StrategyReport) -> Standing {
-    match s.check.verdict_kind() {
+    match s.check.verdict {
         V::Pass if s.check.matches_guarantee => Standing::Held,
         V::Pass | V::Fail(_) => Standing::Failed,
         V::NoDriftObserved => Standing::NoDriftSeen,
@@ -120,13 +120,14 @@ fn wrong(s: &StrategyReport) -> String {
 
 /// The verdict in words, as a verb phrase that reads in a table and in the sentence.
 pub fn verdict_words(s: &StrategyReport) -> String {
-    let held = match s.guarantee.as_str() {
-        "eventual" => "converged to exact counts",
+    let held = match s.guarantee {
+        Guarantee::Eventual => "converged to exact counts",
         _ => "kept exact counts",
     };
-    // A check not in full says so here too (never a silent pass).
-    let limited = if s.check.limits.is_empty() { String::new() } else { " (reads not checked: history capped)".into() };
-    match s.check.verdict_kind() {
+    // A check not in full says so here too (never a silent pass), each limit in its words.
+    let limits: Vec<String> = s.check.limits.iter().map(Limit::short).collect();
+    let limited = if limits.is_empty() { String::new() } else { format!(" ({})", limits.join("; ")) };
+    match &s.check.verdict {
         V::Pass if s.check.matches_guarantee => format!("{held}{limited}"),
         V::Pass => format!("broke its {} guarantee", s.guarantee),
         V::DriftExpected => format!("lost {} (no guarantee)", wrong(s)),
@@ -161,9 +162,9 @@ pub fn cost(s: &StrategyReport) -> String {
 
 /// The groups of a report, in the order their first row ran, each ranked.
 pub fn decide(r: &Report) -> Vec<Group<'_>> {
-    let mut keys: Vec<(String, String)> = Vec::new();
+    let mut keys: Vec<(Dialect, Isolation)> = Vec::new();
     for s in &r.strategies {
-        let k = (sql_backend(s).to_string(), s.isolation.clone());
+        let k = (sql_backend(s), s.isolation);
         if !keys.contains(&k) {
             keys.push(k);
         }
@@ -173,7 +174,7 @@ pub fn decide(r: &Report) -> Vec<Group<'_>> {
             let rows: Vec<&StrategyReport> =
                 r.strategies.iter().filter(|s| sql_backend(s) == backend && s.isolation == isolation).collect();
             let rows = rank(&rows);
-            let sentence = sentence(&backend, &isolation, &rows);
+            let sentence = sentence(backend, isolation, &rows);
             Group { backend, isolation, rows, sentence }
         })
         .collect()
@@ -226,7 +227,7 @@ pub fn relative_text(r: &Ranked<'_>) -> String {
 
 /// The group's sentence: which design that kept its guarantee to pick and by how much
 /// (or the tie), then what the others did.
-fn sentence(backend: &str, isolation: &str, rows: &[Ranked<'_>]) -> String {
+fn sentence(backend: Dialect, isolation: Isolation, rows: &[Ranked<'_>]) -> String {
     let mut out = format!("On {backend} at {isolation}, ");
     let held: Vec<&Ranked<'_>> = rows.iter().filter(|r| r.standing == Standing::Held).collect();
     match held.as_slice() {
@@ -269,7 +270,11 @@ fn winner(best: &Ranked<'_>, rest: &[&Ranked<'_>]) -> String {
     let kept = if same { best.verdict.clone() } else { "kept its guarantee".into() };
     let next = rest[0];
     let ratio = next.relative.filter(|x| *x > 0.0).map_or("-".to_string(), |x| format!("{:.2}×", 1.0 / x));
-    let of = if same && best.row.guarantee == "exact" { "the exact designs" } else { "the designs that kept theirs" };
+    let of = if same && best.row.guarantee == Guarantee::Exact {
+        "the exact designs"
+    } else {
+        "the designs that kept theirs"
+    };
     format!(
         "{} {kept} and was fastest of {of}: {ratio} {}, p99 {} vs {}.",
         named(best),

@@ -3,6 +3,7 @@
 //! (`row_outcome`, the same rule `ending` applies), with the verdict and the first
 //! witnesses in the failure's text.
 
+use counterlab_core::ReadFrom;
 use quick_junit::{NonSuccessKind, Property, Report as Junit, TestCase, TestCaseStatus, TestSuite};
 
 use crate::{Report, StrategyReport};
@@ -20,28 +21,24 @@ pub enum RowOutcome {
 
 /// The row's outcome, by the rule the exit code follows.
 pub fn row_outcome(s: &StrategyReport, strict: bool) -> RowOutcome {
-    let kind = s.check.verdict_kind();
+    let (kind, label) = (&s.check.verdict, s.check.label());
     if kind.is_incomplete() {
-        return RowOutcome::Incomplete(s.check.verdict.clone());
+        return RowOutcome::Incomplete(label);
     }
     let breached = s.thresholds.iter().filter(|t| !t.passed).map(|t| t.detail.clone());
     let unmet = s.expectations.iter().filter(|e| e.judged && !e.met).map(|e| e.detail.clone());
     let mut why: Vec<String> = breached.chain(unmet).collect();
     if kind.is_fail() || !s.check.matches_guarantee {
-        why.insert(0, format!("verdict {}", s.check.verdict));
+        why.insert(0, format!("verdict {label}"));
     } else if strict && (!s.check.evidence || !s.check.limits.is_empty()) {
-        why.insert(0, format!("verdict {} (--strict)", s.check.verdict));
+        why.insert(0, format!("verdict {label} (--strict)"));
     }
     if why.is_empty() { RowOutcome::Passed } else { RowOutcome::Failed(why.join("; ")) }
 }
 
 /// The testcase's name: the row's strategy, backend, level and read source.
 pub fn case_name(s: &StrategyReport) -> String {
-    let reads = if s.read_from.is_empty() || s.read_from == "primary" {
-        String::new()
-    } else {
-        format!(", reads from {}", s.read_from)
-    };
+    let reads = if s.read_from == ReadFrom::Primary { String::new() } else { format!(", reads from {}", s.read_from) };
     format!("{} on {} at {}{reads}", s.strategy, s.backend, s.isolation)
 }
 
@@ -68,8 +65,8 @@ fn case(s: &StrategyReport, strict: bool) -> TestCase {
     let mut c = TestCase::new(case_name(s), status);
     c.set_classname(format!("counterlab.{}", s.backend));
     c.set_time(std::time::Duration::from_secs_f64((s.seed_s + s.load_s + s.settle_s + s.check_s).max(0.0)));
-    c.add_property(Property::new("verdict", s.check.verdict.as_str()));
-    c.add_property(Property::new("guarantee", s.guarantee.as_str()));
+    c.add_property(Property::new("verdict", s.check.label()));
+    c.add_property(Property::new("guarantee", s.guarantee.name()));
     c.add_property(Property::new("namespace", s.namespace.as_str()));
     c.add_property(Property::new("ops", s.ops_total.to_string()));
     c
@@ -78,7 +75,7 @@ fn case(s: &StrategyReport, strict: bool) -> TestCase {
 fn non_success(kind: NonSuccessKind, why: String, s: &StrategyReport) -> TestCaseStatus {
     let mut status = TestCaseStatus::non_success(kind);
     status.set_message(why);
-    status.set_type(s.check.verdict.as_str());
+    status.set_type(s.check.label());
     status.set_description(evidence(s));
     status
 }
@@ -105,10 +102,12 @@ pub fn render_junit(r: &Report, strict: bool) -> String {
 mod tests {
     use super::*;
     use crate::ThresholdResult;
+    use counterlab_core::{Backend, Dialect, Verdict};
 
     fn row(verdict: &str, held: bool) -> StrategyReport {
-        let mut s = StrategyReport { strategy: "s".into(), backend: "sqlite".into(), ..Default::default() };
-        (s.check.verdict, s.check.matches_guarantee, s.check.evidence) = (verdict.into(), held, true);
+        let mut s =
+            StrategyReport { strategy: "s".into(), backend: Backend::sql(Dialect::Sqlite), ..Default::default() };
+        (s.check.verdict, s.check.matches_guarantee, s.check.evidence) = (Verdict::parse(verdict).unwrap(), held, true);
         s
     }
 

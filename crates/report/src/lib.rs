@@ -2,6 +2,7 @@
 //! results), built from simulator and checker output, rendered as JSON, Markdown and a
 //! terminal table. Rendering returns strings; the CLI alone writes files.
 
+mod check;
 mod compare;
 mod csv_out;
 pub mod decision;
@@ -13,14 +14,16 @@ mod repeats;
 pub mod stats;
 mod thresholds;
 pub mod units;
+mod wire;
 
 use std::collections::BTreeMap;
 
-use counterlab_core::{CheckResult, ErrorClass, Event, OpKind, StrategyInfo};
+use counterlab_core::{Backend, CheckResult, ErrorClass, Event, Guarantee, Isolation, OpKind, ReadFrom, StrategyInfo};
 use counterlab_sim::{LoadModel, LoadResult, Sample, StageResult, Stop};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub use check::{CheckReport, WorstUser};
 pub use compare::{Comparison, MIN_OPS_FOR_P99, compare, render_comparison, render_comparison_markdown};
 pub use csv_out::{CSV_HEADER, render_csv};
 pub use html::render_html;
@@ -88,8 +91,10 @@ pub struct ServerInfo {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Skipped {
     pub strategy: String,
-    pub backend: String,
-    pub isolation: String,
+    #[serde(with = "wire::backend")]
+    pub backend: Backend,
+    #[serde(with = "wire::named")]
+    pub isolation: Isolation,
     pub reason: String,
 }
 
@@ -98,12 +103,15 @@ pub struct Skipped {
 #[serde(default)]
 pub struct StrategyReport {
     pub strategy: String,
-    pub backend: String,
+    #[serde(with = "wire::backend")]
+    pub backend: Backend,
     /// The level the namespace's connections were set to.
-    pub isolation: String,
+    #[serde(with = "wire::named")]
+    pub isolation: Isolation,
     /// The level the server reported for those connections.
     pub isolation_in_effect: String,
-    pub guarantee: String,
+    #[serde(with = "wire::named")]
+    pub guarantee: Guarantee,
     /// What the design needs beyond the SQL database (`Redis`, `flusher`, `reconciler`,
     /// `RabbitMQ`, `consumer`, `eventual reads`...): the operational cost the decision
     /// view shows. Declared next to the strategy's registry row; empty for plain SQL.
@@ -179,8 +187,8 @@ pub struct StrategyReport {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repeats: Vec<RepeatRun>,
     /// Where `read_count` read: `primary`, `replica` or `replica-fallback`.
-    #[serde(default = "primary")]
-    pub read_from: String,
+    #[serde(with = "wire::named")]
+    pub read_from: ReadFrom,
     /// Replica reads: how stale they were (None when reads went to the primary).
     #[serde(default)]
     pub staleness: Option<StalenessReport>,
@@ -241,10 +249,6 @@ impl AgentsReport {
             shares.join("; ")
         )
     }
-}
-
-fn primary() -> String {
-    "primary".into()
 }
 
 /// How stale a row's replica reads were: a read outside the history's bounds whose value
@@ -597,41 +601,6 @@ pub struct Latency {
     pub curve: Vec<[f64; 2]>,
 }
 
-/// Fields missing from older reports (schema 1) read as their defaults.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct CheckReport {
-    pub users_checked: u64,
-    pub users_mismatched: u64,
-    pub over_counted: u64,
-    pub under_counted: u64,
-    pub negative_counters: u64,
-    pub missing_counters: u64,
-    pub drift_abs_total: u64,
-    pub drift_net: i64,
-    pub worst_users: Vec<WorstUser>,
-    /// The one verdict (`counterlab_core::judge`): `pass`, `drift-expected`,
-    /// `no-drift-observed`, `NO EVIDENCE`, or `FAIL: <parts>`.
-    pub verdict: String,
-    pub matches_guarantee: bool,
-    /// False when an operation kind the mix asks for ran fewer times than required.
-    pub evidence: bool,
-    /// The verdict in words, one sentence.
-    pub summary: String,
-    /// What the check did not cover (the history capped, reads not checked): also in
-    /// brackets after the verdict's label. `--strict` fails a run with any.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub limits: Vec<String>,
-}
-
-impl CheckReport {
-    /// The verdict read back from its label; a label no verdict prints (a hand-edited
-    /// report) reads as a failure, so it can never pass unnoticed.
-    pub fn verdict_kind(&self) -> counterlab_core::VerdictLabel {
-        counterlab_core::VerdictLabel::parse(&self.verdict).unwrap_or(counterlab_core::VerdictLabel::Fail(Vec::new()))
-    }
-}
-
 /// One `[[expect]]` entry judged on one strategy row.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ExpectationResult {
@@ -648,16 +617,6 @@ pub struct ExpectationResult {
 
 fn judged_by_default() -> bool {
     true
-}
-
-/// Fields missing from older reports (schema 1) read as their defaults.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct WorstUser {
-    pub user: i64,
-    /// None when the user had no counter at all.
-    pub counter: Option<i64>,
-    pub truth: i64,
 }
 
 /// The quantiles of a latency curve (1.0 is the max).
@@ -828,8 +787,8 @@ fn errors_by_class(load: &LoadResult) -> BTreeMap<String, u64> {
 /// What the CLI knows about one strategy run beyond the load and the check.
 pub struct StrategyRun<'a> {
     pub info: StrategyInfo,
-    pub backend: &'a str,
-    pub isolation: &'a str,
+    pub backend: Backend,
+    pub isolation: Isolation,
     pub isolation_in_effect: &'a str,
     pub namespace: &'a str,
     pub namespace_kept: bool,
@@ -854,16 +813,19 @@ pub struct StrategyRun<'a> {
 impl StrategyReport {
     /// `<strategy> on <backend> at <isolation>`: how every renderer names a row.
     pub fn label(&self) -> String {
-        let reads =
-            if self.read_from == "primary" { String::new() } else { format!(", reads from {}", self.read_from) };
+        let reads = if self.read_from == ReadFrom::Primary {
+            String::new()
+        } else {
+            format!(", reads from {}", self.read_from)
+        };
         format!("{} on {} at {}{reads}", self.strategy, self.backend, self.isolation)
     }
 
     /// The strategy's name as the decision view shows it: `<strategy>` or, when its reads
     /// went to a replica, `<strategy> (reads: replica)`.
     pub fn display_name(&self) -> String {
-        match self.read_from.as_str() {
-            "primary" | "" => self.strategy.clone(),
+        match self.read_from {
+            ReadFrom::Primary => self.strategy.clone(),
             from => format!("{} (reads: {from})", self.strategy),
         }
     }
@@ -880,10 +842,10 @@ impl StrategyReport {
         let figures: BTreeMap<String, f64> = run.figures.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         StrategyReport {
             strategy: run.info.name.to_string(),
-            backend: run.backend.to_string(),
-            isolation: run.isolation.to_string(),
+            backend: run.backend,
+            isolation: run.isolation,
             isolation_in_effect: run.isolation_in_effect.to_string(),
-            guarantee: run.info.guarantee.name().to_string(),
+            guarantee: run.info.guarantee,
             moving_parts: Vec::new(),
             namespace: run.namespace.to_string(),
             namespace_kept: run.namespace_kept,
@@ -916,7 +878,7 @@ impl StrategyReport {
             series: run.series.iter().map(series_point).collect(),
             hdr_log: run.hdr_log,
             repeats: Vec::new(),
-            read_from: primary(),
+            read_from: ReadFrom::Primary,
             staleness: None,
             agents: None,
             check: CheckReport {
@@ -933,7 +895,7 @@ impl StrategyReport {
                     .iter()
                     .map(|w| WorstUser { user: w.user, counter: w.counter, truth: w.truth })
                     .collect(),
-                verdict: run.judgement.label.clone(),
+                verdict: run.judgement.verdict.clone(),
                 matches_guarantee: run.judgement.held,
                 evidence: run.judgement.evidence,
                 summary: run.judgement.sentence.clone(),

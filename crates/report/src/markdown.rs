@@ -30,7 +30,7 @@ pub fn render_markdown(r: &Report) -> String {
     details(w, "Every verdict in words", |w| {
         for s in &r.strategies {
             let at = s.label().split_once(" on ").map_or(String::new(), |x| x.1.to_string());
-            line(w, format!("- `{}` {at}: {}", s.check.verdict, s.check.summary));
+            line(w, format!("- `{}` {at}: {}", s.check.label(), s.check.summary));
         }
     });
     let repeats = crate::repeats::repeats_block(r, "Repeats (", "- ");
@@ -100,7 +100,7 @@ fn markdown_summary(w: &mut String, r: &Report) {
                 s.throughput_ops_per_s,
                 s.errors_total,
                 mismatched(s),
-                s.check.verdict
+                s.check.label()
             ),
         );
     }
@@ -203,7 +203,8 @@ fn markdown_strategy(w: &mut String, s: &StrategyReport) {
             w,
             format!(
                 "  - {} operations were refused for lack of a privilege: verdict `{}`",
-                s.permission_denied, s.check.verdict
+                s.permission_denied,
+                s.check.label()
             ),
         );
     }

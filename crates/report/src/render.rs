@@ -62,7 +62,7 @@ pub fn render_terminal_width(r: &Report, width: u16) -> String {
     writeln!(notes, "\nverdicts:").unwrap();
     for s in &r.strategies {
         let at = s.label().split_once(" on ").map_or(String::new(), |x| x.1.to_string());
-        writeln!(notes, "  {:<20} {at}: {}", s.check.verdict, s.check.summary).unwrap();
+        writeln!(notes, "  {:<20} {at}: {}", s.check.label(), s.check.summary).unwrap();
     }
     for l in notes.lines() {
         let text = l.trim_start();
@@ -149,12 +149,12 @@ fn terminal_summary(w: &mut String, r: &Report, width: u16) {
     for s in &r.strategies {
         t.add_row(vec![
             s.strategy.clone(),
-            s.backend.clone(),
-            s.isolation.clone(),
+            s.backend.name(),
+            s.isolation.name().into(),
             format!("{:.0}", s.throughput_ops_per_s),
             s.errors_total.to_string(),
             mismatched(s),
-            s.check.verdict.clone(),
+            s.check.label(),
         ]);
     }
     keep_whole(&mut t, 0);
@@ -281,6 +281,7 @@ pub(crate) fn history_line(h: &crate::HistoryReport) -> String {
 mod tests {
     use super::*;
     use crate::decision::tests::{report, row};
+    use counterlab_core::Isolation;
 
     /// The decision view, the summary and the latency table of `r` at `width` columns.
     fn tables(r: &Report, width: u16) -> String {
@@ -302,7 +303,7 @@ mod tests {
                 ("conditional-update-unguarded", "none", "drift-expected"),
             ] {
                 let mut s = row(name, backend, g, v, 1000.0 + rows.len() as f64 * 97.0, 12_345);
-                s.isolation = "repeatable-read".into();
+                s.isolation = Isolation::RepeatableRead;
                 rows.push(s);
             }
         }

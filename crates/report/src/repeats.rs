@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use counterlab_core::VerdictLabel;
+use counterlab_core::Verdict;
 use serde::{Deserialize, Serialize};
 
 use crate::stats::{median, spread};
@@ -42,7 +42,7 @@ impl RepeatRun {
             throughput_ops_per_s: r.throughput_ops_per_s,
             ops_total: r.ops_total,
             errors_total: r.errors_total,
-            verdict: r.check.verdict.clone(),
+            verdict: r.check.label(),
             matches_guarantee: r.check.matches_guarantee,
             p99_us: r.ops.iter().map(|(k, o)| (k.clone(), o.latency_us.p99)).collect(),
             op_counts: r.ops.iter().map(|(k, o)| (k.clone(), o.count)).collect(),
@@ -57,12 +57,12 @@ const BROKEN: u8 = 4;
 /// incomplete check, then no evidence, then drift where none was promised (the race was
 /// hit), then the rest.
 fn severity(r: &StrategyReport) -> u8 {
-    match r.check.verdict_kind() {
+    match r.check.verdict {
         _ if !r.check.matches_guarantee => BROKEN,
-        VerdictLabel::Fail(_) => BROKEN,
-        VerdictLabel::Incomplete(_) => 3,
-        VerdictLabel::NoEvidence => 2,
-        VerdictLabel::DriftExpected => 1,
+        Verdict::Fail(_) => BROKEN,
+        Verdict::Incomplete(_) => 3,
+        Verdict::NoEvidence => 2,
+        Verdict::DriftExpected => 1,
         _ => 0,
     }
 }
@@ -165,7 +165,7 @@ mod tests {
         let mut op = OpReport { count: 500, ..Default::default() };
         op.latency_us.p99 = p99;
         r.ops.insert("create".into(), op);
-        r.check.verdict = verdict.into();
+        r.check.verdict = Verdict::parse(verdict).unwrap();
         r.check.matches_guarantee = held;
         r
     }
@@ -193,7 +193,7 @@ mod tests {
         let mut bad3 = run(160.0, 5, "FAIL: counters", false);
         bad3.anomalies.push(Anomaly { name: "lost_update".into(), detail: "u2".into(), ..Default::default() });
         let row = merge_repeats(vec![run(100.0, 5, "pass", true), bad2, bad3], 1).unwrap();
-        assert_eq!(row.check.verdict, "FAIL: counters");
+        assert_eq!(row.check.label(), "FAIL: counters");
         assert!(!row.check.matches_guarantee);
         let details: Vec<&str> = row.anomalies.iter().map(|a| a.detail.as_str()).collect();
         assert_eq!(details, ["repeat 2: u1", "repeat 3: u2"]);
@@ -208,7 +208,7 @@ mod tests {
             run(95.0, 5, "no-drift-observed", true),
         ];
         let row = merge_repeats(runs, 1).unwrap();
-        assert_eq!((row.check.verdict.as_str(), row.throughput_ops_per_s), ("drift-expected", 95.0));
+        assert_eq!((row.check.label().as_str(), row.throughput_ops_per_s), ("drift-expected", 95.0));
     }
 
     #[test]

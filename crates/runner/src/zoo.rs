@@ -107,7 +107,7 @@ fn judge(file: &Path, expected: &str, seed: u64, report: &Report) -> Vec<ZooRow>
             ZooRow {
                 file: name.clone(),
                 strategy: s.strategy.clone(),
-                backend: s.backend.clone(),
+                backend: s.backend.name(),
                 seed,
                 expected: expected.to_string(),
                 result: result.into(),
@@ -115,7 +115,7 @@ fn judge(file: &Path, expected: &str, seed: u64, report: &Report) -> Vec<ZooRow>
                     .anomalies
                     .iter()
                     .map(|a| format!("{} x{}", a.name, a.count))
-                    .chain((!held).then(|| format!("verdict {}", s.check.verdict)))
+                    .chain((!held).then(|| format!("verdict {}", s.check.label())))
                     .collect(),
                 ops_to_detect: hit.map(|a| a.ops_to_detect),
                 calls: s.history.events,
@@ -128,7 +128,7 @@ fn judge(file: &Path, expected: &str, seed: u64, report: &Report) -> Vec<ZooRow>
     rows.extend(report.skipped.iter().map(|k| ZooRow {
         file: name.clone(),
         strategy: k.strategy.clone(),
-        backend: k.backend.clone(),
+        backend: k.backend.name(),
         seed,
         expected: expected.to_string(),
         result: "skipped".into(),

@@ -8,34 +8,7 @@ use sqlx_core::transaction::TransactionManager as _;
 
 use crate::held::{self, Conn, Lease, Take};
 
-counterlab_core::named_enum! {
-    /// The SQL dialects, by the names scenarios and reports use.
-    pub enum Dialect {
-        Postgres = "postgres",
-        Mysql = "mysql",
-        Sqlite = "sqlite",
-    }
-}
-
-counterlab_core::named_enum! {
-    /// Transaction isolation a namespace's connections use by default.
-    pub enum Isolation {
-        ReadCommitted = "read-committed",
-        RepeatableRead = "repeatable-read",
-        Serializable = "serializable",
-    }
-}
-
-impl Isolation {
-    /// The SQL spelling, as in `SET TRANSACTION ISOLATION LEVEL <sql>`.
-    pub fn sql(self) -> &'static str {
-        match self {
-            Isolation::ReadCommitted => "READ COMMITTED",
-            Isolation::RepeatableRead => "REPEATABLE READ",
-            Isolation::Serializable => "SERIALIZABLE",
-        }
-    }
-}
+pub use counterlab_core::{Dialect, Isolation};
 
 /// A namespace's connection pool, whichever the driver.
 #[derive(Clone, Debug)]

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::{CheckReport, Latency, OpReport};
+use counterlab_core::{Backend, Named};
 
 pub(crate) fn row(
     strategy: &str,
@@ -20,15 +21,15 @@ pub(crate) fn row(
     let mismatched = if verdict == "pass" || verdict == "no-drift-observed" { 0 } else { 426 };
     StrategyReport {
         strategy: strategy.into(),
-        backend: backend.into(),
-        isolation: "read-committed".into(),
-        guarantee: guarantee.into(),
+        backend: Backend::parse(backend).unwrap(),
+        isolation: Isolation::ReadCommitted,
+        guarantee: Named::parse(guarantee).unwrap(),
         throughput_ops_per_s: ops_s,
         ops,
         check: CheckReport {
             users_checked: 1000,
             users_mismatched: mismatched,
-            verdict: verdict.into(),
+            verdict: counterlab_core::Verdict::parse(verdict).unwrap(),
             matches_guarantee: !verdict.starts_with("FAIL"),
             evidence: verdict != "NO EVIDENCE",
             ..Default::default()
@@ -113,7 +114,7 @@ fn groups_are_per_sql_backend_and_level_and_failures_rank_last() {
     cache.figures.insert("stale_read_max_ms".into(), 40.0);
     cache.figures.insert("read_lag_allowed_ms".into(), 100.0);
     let mut sqlite = row("direct-update", "sqlite", "none", "no-drift-observed", 500.0, 400);
-    sqlite.isolation = "serializable".into();
+    sqlite.isolation = Isolation::Serializable;
     let r = report(vec![redis, cache, row("conditional-update", "postgres", "exact", "pass", 800.0, 2000), sqlite]);
     let groups = decide(&r);
     assert_eq!(groups.len(), 2);
@@ -168,4 +169,15 @@ fn repeated_rows_tie_by_their_measured_ranges() {
     assert!(tied(&throughput_samples(&a), &throughput_samples(&b)));
     assert!(!tied(&throughput_samples(&a), &throughput_samples(&c)));
     assert!(noise_note(&report(vec![a, c])).contains("min-max ranges overlap"));
+}
+
+#[test]
+fn each_limit_is_named_in_the_words_and_only_a_capped_history_says_reads_were_not_checked() {
+    let mut left_out = row("conditional-update", "postgres", "exact", "pass", 1000.0, 900);
+    left_out.check.limits = vec![counterlab_core::Limit::SettledReadsLeftOut { left_out: 3, sampled: 2000 }];
+    let words = verdict_words(&left_out);
+    assert_eq!(words, "kept exact counts (3 of 2000 settled reads not compared)");
+    let mut capped = left_out.clone();
+    capped.check.limits = vec![counterlab_core::Limit::HistoryCapped { recorded: 10, dropped: 3 }];
+    assert_eq!(verdict_words(&capped), "kept exact counts (reads not checked: history capped)");
 }

@@ -26,12 +26,12 @@ fn yes_no(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
 
-pub(super) fn verdict_class(v: &str) -> &'static str {
-    use counterlab_core::VerdictLabel as V;
-    match V::parse(v) {
-        Some(V::Pass) => "v-pass",
-        Some(V::Fail(_) | V::Incomplete(_) | V::NoEvidence) | None => "v-fail",
-        Some(V::DriftExpected | V::NoDriftObserved) => "v-other",
+pub(super) fn verdict_class(v: &counterlab_core::Verdict) -> &'static str {
+    use counterlab_core::Verdict as V;
+    match v {
+        V::Pass => "v-pass",
+        V::Fail(_) | V::Incomplete(_) | V::NoEvidence => "v-fail",
+        V::DriftExpected | V::NoDriftObserved => "v-other",
     }
 }
 
@@ -186,9 +186,9 @@ fn header(w: &mut String, r: &Report) {
             w,
             "<li><span class=\"{}\">{}</span> {} at {}: {}</li>",
             verdict_class(&s.check.verdict),
-            esc(&s.check.verdict),
-            esc(&s.backend),
-            esc(&s.isolation),
+            esc(&s.check.label()),
+            esc(&s.backend.to_string()),
+            esc(s.isolation.name()),
             esc(&s.check.summary)
         )
         .unwrap();
@@ -248,9 +248,9 @@ fn comparison(w: &mut String, r: &Report) {
         .map(|s| {
             vec![
                 cell(esc(&s.strategy)),
-                cell(esc(&s.backend)),
-                cell(esc(&s.isolation)),
-                cell(esc(&s.guarantee)),
+                cell(esc(&s.backend.to_string())),
+                cell(esc(s.isolation.name())),
+                cell(esc(s.guarantee.name())),
                 classed("wide", esc(&s.load_model)),
                 num(s.ops_total),
                 num(fig(s.throughput_ops_per_s, 1)),
@@ -260,7 +260,7 @@ fn comparison(w: &mut String, r: &Report) {
                 num(s.open_loop.as_ref().map_or(0, |o| o.dropped)),
                 num(format!("{}/{}", s.check.users_mismatched, s.check.users_checked)),
                 num(s.check.drift_abs_total),
-                classed(verdict_class(&s.check.verdict), esc(&s.check.verdict)),
+                classed(verdict_class(&s.check.verdict), esc(&s.check.label())),
             ]
         })
         .collect();
@@ -315,8 +315,8 @@ fn latency_table(w: &mut String, r: &Report) {
             let (l, u) = (&o.latency_us, &o.uncorrected_latency_us);
             rows.push(vec![
                 cell(esc(&s.strategy)),
-                cell(esc(&s.backend)),
-                cell(esc(&s.isolation)),
+                cell(esc(&s.backend.to_string())),
+                cell(esc(s.isolation.name())),
                 cell(esc(op)),
                 num(o.count),
                 num(o.errors),
@@ -618,8 +618,8 @@ fn skipped(w: &mut String, r: &Report) {
         .map(|k| {
             vec![
                 cell(esc(&k.strategy)),
-                cell(esc(&k.backend)),
-                cell(esc(&k.isolation)),
+                cell(esc(&k.backend.to_string())),
+                cell(esc(k.isolation.name())),
                 classed("wide", esc(&k.reason)),
             ]
         })
@@ -636,6 +636,7 @@ mod tests {
         Anomaly, CheckReport, FaultEvent, Latency, OpReport, OpenLoopReport, SeriesPoint, ServerInfo, Skipped,
         StageReport, StrategyReport, ThresholdResult,
     };
+    use counterlab_core::{Backend, Dialect, Guarantee, Isolation, ReadFrom, Verdict};
 
     const QS: [f64; 12] = [0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 1.0];
 
@@ -685,10 +686,10 @@ mod tests {
         ops.insert("delete".to_string(), op(0, 0.0));
         StrategyReport {
             strategy: name.into(),
-            backend: "postgres".into(),
-            isolation: "read-committed".into(),
+            backend: Backend::sql(Dialect::Postgres),
+            isolation: Isolation::ReadCommitted,
             isolation_in_effect: "read committed".into(),
-            guarantee: "exact".into(),
+            guarantee: Guarantee::Exact,
             moving_parts: Vec::new(),
             namespace: "cl_test".into(),
             namespace_kept: false,
@@ -736,14 +737,14 @@ mod tests {
                 drift_abs_total: 0,
                 drift_net: 0,
                 worst_users: Vec::new(),
-                verdict: verdict.into(),
+                verdict: crate::wire::parse_label(verdict),
                 matches_guarantee: !verdict.starts_with("FAIL"),
                 evidence: true,
                 summary: format!("{name}: {verdict}"),
                 limits: Vec::new(),
             },
             load_model: "open loop, 200 -> 400 ops/s".into(),
-            read_from: "primary".into(),
+            read_from: ReadFrom::Primary,
             staleness: None,
             agents: None,
             stages: vec![StageReport {
@@ -797,8 +798,8 @@ mod tests {
             strategies,
             skipped: vec![Skipped {
                 strategy: "select-for-update".into(),
-                backend: "sqlite".into(),
-                isolation: "serializable".into(),
+                backend: Backend::sql(Dialect::Sqlite),
+                isolation: Isolation::Serializable,
                 reason: "SQLite has no row locks".into(),
             }],
             all_guarantees_held: false,
@@ -844,7 +845,7 @@ mod tests {
         ];
         report(vec![
             strategy("conditional-update", "pass", series, faults),
-            strategy("<script>alert('x&y')</script>", "FAIL", Vec::new(), Vec::new()),
+            strategy("<script>alert('x&y')</script>", "FAIL: counters", Vec::new(), Vec::new()),
         ])
     }
 
@@ -909,7 +910,7 @@ mod tests {
         assert!(p99.ends_with(" ms") && top.contains(&format!(">{p99}<")), "{top}");
         // Several groups: the grid, one verdict per row.
         let mut r = two_strategies();
-        r.strategies[1].backend = "mysql".into();
+        r.strategies[1].backend = Backend::sql(Dialect::Mysql);
         let html = render_html(&r);
         let top = &html[html.find("<section id=\"decision\">").unwrap()..html.find("</section>").unwrap()];
         assert!(top.contains("<table class=\"grid\">") && top.matches("data-row=").count() == 2, "{top}");
@@ -941,11 +942,11 @@ mod tests {
             assert!(html.contains(text), "{text} missing");
         }
         assert!(html.contains("<td class=\"v-pass\">pass</td>"));
-        assert!(html.contains("<td class=\"v-fail\">FAIL</td>"));
+        assert!(html.contains("<td class=\"v-fail\">FAIL: counters</td>"));
         // Dropped comes from the open-loop report.
         assert!(html.contains("<td class=\"num\">10</td>"));
         let mut r = two_strategies();
-        r.strategies[1].check.verdict = "drift-expected".into();
+        r.strategies[1].check.verdict = Verdict::DriftExpected;
         assert!(render_html(&r).contains("<td class=\"v-other\">drift-expected</td>"));
     }
 }

@@ -46,16 +46,16 @@ pub(super) fn ranked_tables(w: &mut String, r: &Report) {
     }
     writeln!(w, "<h2>Ranked per backend and level</h2>").unwrap();
     for g in &groups {
-        writeln!(w, "<h3>{} at {}</h3>", esc(&g.backend), esc(&g.isolation)).unwrap();
+        writeln!(w, "<h3>{} at {}</h3>", esc(g.backend.name()), esc(g.isolation.name())).unwrap();
         ranked_table(w, g, false);
     }
 }
 
 /// A verdict cell's content: its label, coloured, then the words.
 fn verdict_html(x: &Ranked<'_>, top: bool) -> String {
-    let v = &x.row.check.verdict;
     let data = if top { format!(" data-row=\"{}\"", esc(&x.row.label())) } else { String::new() };
-    format!("<span class=\"verdict {}\"{data}>{}</span> {}", verdict_class(v), esc(v), esc(&x.verdict))
+    let (class, label) = (verdict_class(&x.row.check.verdict), x.row.check.label());
+    format!("<span class=\"verdict {class}\"{data}>{}</span> {}", esc(&label), esc(&x.verdict))
 }
 
 /// One group's rows: rank, strategy, verdict, throughput vs best, p99, retries/give-ups,
@@ -83,7 +83,7 @@ fn ranked_table(w: &mut String, g: &Group<'_>, top: bool) {
 /// A short verdict for a grid cell (the ranked tables below have the words).
 fn short(x: &Ranked<'_>) -> String {
     match x.standing {
-        Standing::Held if x.row.guarantee == "eventual" => "converged".into(),
+        Standing::Held if x.row.guarantee == counterlab_core::Guarantee::Eventual => "converged".into(),
         Standing::Held => "exact".into(),
         Standing::NoDriftSeen => "no drift seen".into(),
         Standing::Drifted => format!("lost {}/{}", x.row.check.users_mismatched, x.row.check.users_checked),
@@ -103,7 +103,7 @@ fn grid(w: &mut String, groups: &[Group<'_>]) {
     }
     write!(w, "<div class=\"scroll\"><table class=\"grid\">\n<thead><tr><th>strategy</th>").unwrap();
     for g in groups {
-        write!(w, "<th>{}<br>{}</th>", esc(&g.backend), esc(&g.isolation)).unwrap();
+        write!(w, "<th>{}<br>{}</th>", esc(g.backend.name()), esc(g.isolation.name())).unwrap();
     }
     writeln!(w, "</tr></thead>\n<tbody>").unwrap();
     for name in names {
@@ -116,7 +116,7 @@ fn grid(w: &mut String, groups: &[Group<'_>]) {
                     "<td><span class=\"verdict {}\" data-row=\"{}\" title=\"{}\">{}</span> <span class=\"rel\">{}</span></td>",
                     verdict_class(&x.row.check.verdict),
                     esc(&x.row.label()),
-                    esc(&format!("{}: {}", x.row.check.verdict, x.verdict)),
+                    esc(&format!("{}: {}", x.row.check.label(), x.verdict)),
                     esc(&short(x)),
                     esc(&relative_text(x))
                 )

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use counterlab_core::{ReadFrom, StrategyInfo};
+use counterlab_core::{Backend, Companion, ReadFrom, StrategyInfo};
 use counterlab_plan::RunPlan;
 use counterlab_report::{REPORT_SCHEMA_VERSION, Report, Skipped, StrategyReport};
 use counterlab_sim::DriverConfig;
@@ -249,8 +249,8 @@ fn replica_skip(
     let why = one::no_replica(opts, server, redis, name, read_from)?;
     Some(Skipped {
         strategy: name.to_string(),
-        backend: format!("{}{}", server.dialect().name(), if redis { "+redis" } else { "" }),
-        isolation: isolation.name().into(),
+        backend: Backend::new(server.dialect(), redis.then_some(Companion::Redis)),
+        isolation,
         reason: format!("read_from = {}: {why}", read_from.name()),
     })
 }
@@ -268,11 +268,11 @@ fn cells_of<'a>(
     skipped: &mut Vec<Skipped>,
 ) -> Result<Option<Cell<'a>>, BackendError> {
     let levels: Vec<Isolation> = plan.isolation_for(name).to_vec();
-    let mut skip = |backend: String, levels: &[Isolation], reason: &str| {
-        skipped.extend(levels.iter().map(|l| Skipped {
+    let mut skip = |with: Option<Companion>, levels: &[Isolation], reason: &str| {
+        skipped.extend(levels.iter().map(|&isolation| Skipped {
             strategy: name.to_string(),
-            backend: backend.clone(),
-            isolation: l.name().into(),
+            backend: Backend::new(server.dialect(), with),
+            isolation,
             reason: reason.to_string(),
         }))
     };
@@ -289,7 +289,7 @@ fn cells_of<'a>(
         (false, _) => None,
         (true, Ok(r)) => Some(r),
         (true, Err(why)) => {
-            skip(format!("{sql}+redis"), &levels, why);
+            skip(Some(Companion::Redis), &levels, why);
             return Ok(None);
         }
     };
@@ -297,29 +297,25 @@ fn cells_of<'a>(
         (false, _) => None,
         (true, Ok(r)) => Some(r),
         (true, Err(why)) => {
-            skip(format!("{sql}+rabbitmq"), &levels, why);
+            skip(Some(Companion::Rabbitmq), &levels, why);
             return Ok(None);
         }
     };
     if let Some(spec) = custom.filter(|c| !c.dialects().contains(&server.dialect())) {
-        skip(sql.into(), &levels, &format!("{} has no {sql} statements", spec.name));
+        skip(None, &levels, &format!("{} has no {sql} statements", spec.name));
         return Ok(None);
     }
     if let Some(why) =
         custom.is_none().then(|| opts.registry.find(name)).flatten().and_then(|r| r.unsupported_on(server.dialect()))
     {
-        skip(sql.into(), &levels, why);
+        skip(None, &levels, why);
         return Ok(None);
     }
     if server.dialect() != Dialect::Sqlite {
         return Ok(Some((info, (redis, amqp), levels)));
     }
     let unsupported: Vec<Isolation> = levels.iter().copied().filter(|l| !server.supports(*l)).collect();
-    skip(
-        "sqlite".into(),
-        &unsupported,
-        "SQLite transactions are always serializable; run once at serializable instead",
-    );
+    skip(None, &unsupported, "SQLite transactions are always serializable; run once at serializable instead");
     Ok(Some((info, (redis, amqp), vec![Isolation::Serializable])))
 }
 
@@ -331,15 +327,12 @@ fn not_judged(plan: &RunPlan, reports: &[StrategyReport]) -> Vec<String> {
         let d = e.describe();
         let mut applied = false;
         for r in reports {
-            let dialect = Dialect::from_name(r.backend.split('+').next().unwrap_or_default());
-            let level = Isolation::from_name(&r.isolation);
-            let (Some(dialect), Some(level)) = (dialect, level) else { continue };
-            if !e.applies_to(&r.strategy, dialect, level) {
+            if !e.applies_to(&r.strategy, r.backend.sql, r.isolation) {
                 continue;
             }
             applied = true;
             if !r.expectations.iter().any(|x| x.expected == d && x.judged) {
-                out.push(format!("{d} ({} on {} at {}: {})", r.strategy, r.backend, r.isolation, r.check.verdict));
+                out.push(format!("{d} ({} on {} at {}: {})", r.strategy, r.backend, r.isolation, r.check.label()));
             }
         }
         if !applied {

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use counterlab_core::{
-    CheckFold, CheckResult, Checked, Context, ErrorClass, Fault, Findings, Guarantee, Outcome, ReadFrom, ReadSource,
-    Strategy, check_reads_parts, classify_parts, judge,
+    Backend, CheckFold, CheckResult, Checked, Companion, Context, ErrorClass, Fault, Findings, Guarantee, Limit,
+    Outcome, ReadFrom, ReadSource, Strategy, check_reads_parts, classify_parts, judge,
 };
 use counterlab_plan::{Expected, RunPlan};
 use counterlab_report::{ExpectationResult, FaultEvent, HistoryReport, StrategyReport, StrategyRun, evaluate};
@@ -38,7 +38,7 @@ pub(super) struct Cell<'a> {
     pub(super) t: Target<'a>,
     /// `postgres`, or `postgres+redis` / `postgres+rabbitmq` when the strategy also uses
     /// Redis or the broker.
-    pub(super) backend: String,
+    pub(super) backend: Backend,
     pub(super) ns_name: String,
     /// The namespace without the run's prefix: the HDR log's and history's file name.
     pub(super) short: String,
@@ -166,12 +166,12 @@ impl<'a> Cell<'a> {
     /// The cell's names: its backend label and namespace (from the run id, the backend,
     /// the level, the strategy and the repeat).
     pub(super) fn new(plan: &'a RunPlan, opts: &'a RunOptions, t: Target<'a>) -> Cell<'a> {
-        let sql_backend = t.server.dialect().name();
-        let backend = match (t.redis, t.amqp) {
-            (Some(_), _) => format!("{sql_backend}+redis"),
-            (None, Some(_)) => format!("{sql_backend}+rabbitmq"),
-            (None, None) => sql_backend.to_string(),
+        let companion = match (t.redis, t.amqp) {
+            (Some(_), _) => Some(Companion::Redis),
+            (None, Some(_)) => Some(Companion::Rabbitmq),
+            (None, None) => None,
         };
+        let backend = Backend::new(t.server.dialect(), companion);
         let tagged = format!("{}{}", t.name, read_tag(t.read_from));
         let ns_name = match plan.repeat {
             1 => scoped_namespace(t.run_id, t.server.dialect(), t.isolation, &tagged),
@@ -184,7 +184,7 @@ impl<'a> Cell<'a> {
                 cell: t.index.0,
                 cells: t.index.1,
                 strategy: t.name.to_string(),
-                backend: backend.clone(),
+                backend: backend.name(),
                 isolation: t.isolation.name().to_string(),
                 phase: "seed".into(),
                 elapsed_s: 0.0,
@@ -300,7 +300,7 @@ pub(super) fn incomplete_row(
     log: &mut dyn FnMut(&str),
 ) -> Row {
     let run =
-        Incomplete { info: cell.t.info, backend: &cell.backend, isolation: cell.t.isolation, ns: &cell.ns_name, load };
+        Incomplete { info: cell.t.info, backend: cell.backend, isolation: cell.t.isolation, ns: &cell.ns_name, load };
     let errors = judged_errors(cell.plan, cell.t.name, load);
     let rules = cell.plan.verdict.rules();
     let judgement =
@@ -652,7 +652,7 @@ pub(super) async fn check(
         cell.label(),
         settled.len()
     ));
-    let mut limits = history_limits(history.len(), l.load.history_dropped);
+    let mut limits: Vec<Limit> = history_limit(history.len(), l.load.history_dropped).into_iter().collect();
     limits.extend(settled_limit(left_out, settled.len() + left_out));
     let lag_ms = lag_us.map(|us| us as f64 / 1e3);
     let judgement = verdict(cell, &l.load, guarantee, &check, &anomalies, lag_ms, limits);
@@ -736,7 +736,7 @@ fn verdict(
     check: &CheckResult,
     anomalies: &[counterlab_core::Anomaly],
     load_lag_ms: Option<f64>,
-    limits: Vec<String>,
+    limits: Vec<Limit>,
 ) -> counterlab_core::Judgement {
     let permission_denied = permission_denied(load);
     let lone_writer = (cell.t.server.dialect() == Dialect::Sqlite && cell.t.redis.is_none())
@@ -777,18 +777,15 @@ fn unsettled(
     )
 }
 
-/// What a capped history leaves unchecked, for the verdict's label (empty: nothing).
-fn history_limits(recorded: u64, dropped: u64) -> Vec<String> {
-    match dropped {
-        0 => Vec::new(),
-        n => vec![format!("history capped at {recorded} calls ({n} not recorded): reads not checked")],
-    }
+/// What a capped history leaves unchecked, for the verdict's label (None: nothing).
+fn history_limit(recorded: u64, dropped: u64) -> Option<Limit> {
+    (dropped > 0).then_some(Limit::HistoryCapped { recorded, dropped })
 }
 
 /// Settled reads left out (they errored twice) for the verdict's label: fewer users were
 /// compared after settle than the sample holds (empty: none left out).
-fn settled_limit(left_out: usize, sampled: usize) -> Option<String> {
-    (left_out > 0).then(|| format!("{left_out} of {sampled} settled reads errored twice and were not compared"))
+fn settled_limit(left_out: usize, sampled: usize) -> Option<Limit> {
+    (left_out > 0).then_some(Limit::SettledReadsLeftOut { left_out: left_out as u64, sampled: sampled as u64 })
 }
 
 /// Writes the cell's history (JSON Lines) when asked; returns its path in the report.
@@ -831,8 +828,8 @@ pub(super) fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log:
     let hdr_name = format!("hdr/{}.hlog", cell.short);
     let mut report = StrategyReport::new(StrategyRun {
         info: cell.t.info,
-        backend: &cell.backend,
-        isolation: cell.t.isolation.name(),
+        backend: cell.backend,
+        isolation: cell.t.isolation,
         isolation_in_effect: &cx.in_effect,
         namespace: &cell.ns_name,
         namespace_kept: cell.opts.keep,
@@ -853,7 +850,7 @@ pub(super) fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log:
     });
     report.drift_note = l.series.drift_note;
     report.moving_parts = moving_parts(cell, &report);
-    report.read_from = cell.t.read_from.name().to_string();
+    report.read_from = cell.t.read_from;
     report.staleness = f.staleness.as_ref().map(counterlab_report::StalenessReport::from_core);
     report.thresholds = cell.plan.thresholds.iter().filter_map(|t| evaluate(t, &report)).collect();
     report.expectations = expectations(cell, &report);
@@ -871,7 +868,7 @@ pub(super) fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log:
 fn moving_parts(cell: &Cell<'_>, report: &StrategyReport) -> Vec<String> {
     let mut parts = match cell.opts.registry.find(cell.t.name) {
         Some(b) if !cell.plan.custom.contains_key(cell.t.name) => b.moving_parts(),
-        _ if cell.backend.contains("+redis") => vec!["Redis".to_string()],
+        _ if cell.backend.with == Some(Companion::Redis) => vec!["Redis".to_string()],
         _ => Vec::new(),
     };
     if report.figures.contains_key("reconcile_passes") && !parts.iter().any(|p| p == "reconciler") {
@@ -893,7 +890,7 @@ fn expectations(cell: &Cell<'_>, report: &StrategyReport) -> Vec<ExpectationResu
             let found = if found.is_empty() { "none".to_string() } else { found.join(", ") };
             let (met, showed) = match e.expected {
                 Expected::Verdict(v) => {
-                    (report.check.verdict_kind().label() == v.name(), format!("verdict {}", report.check.verdict))
+                    (report.check.verdict.label() == v.name(), format!("verdict {}", report.check.label()))
                 }
                 Expected::Anomaly(k) => {
                     (report.anomalies.iter().any(|a| a.name == k.name()), format!("anomalies: {found}"))
@@ -994,7 +991,7 @@ mod tests {
     fn reads_left_out_after_settle_qualify_the_verdict_and_none_left_out_do_not() {
         assert_eq!(settled_limit(0, 2000), None);
         assert_eq!(
-            settled_limit(3, 2000).as_deref(),
+            settled_limit(3, 2000).map(|l| l.text()).as_deref(),
             Some("3 of 2000 settled reads errored twice and were not compared")
         );
     }

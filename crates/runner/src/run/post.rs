@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use counterlab_core::{
-    CheckInput, ErrorClass, ErrorFigures, Judgement, OpError, OpKind, SettledRead, Strategy, StrategyInfo,
+    Backend, CheckInput, ErrorClass, ErrorFigures, Judgement, OpError, OpKind, SettledRead, Strategy, StrategyInfo,
     check_counters,
 };
 use counterlab_plan::RunPlan;
@@ -132,7 +132,7 @@ where
 /// What an incomplete row reports: the load ran, its check did not complete.
 pub(super) struct Incomplete<'a> {
     pub info: StrategyInfo,
-    pub backend: &'a str,
+    pub backend: Backend,
     pub isolation: Isolation,
     pub ns: &'a str,
     pub load: &'a counterlab_sim::LoadResult,
@@ -149,7 +149,7 @@ pub(super) fn incomplete_report(
     StrategyReport::new(StrategyRun {
         info: r.info,
         backend: r.backend,
-        isolation: r.isolation.name(),
+        isolation: r.isolation,
         isolation_in_effect: "",
         namespace: r.ns,
         namespace_kept: opts.keep,
