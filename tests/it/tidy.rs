@@ -189,9 +189,9 @@ fn use_targets(file: &Path, src_root: &Path, text: &str) -> Vec<PathBuf> {
         .skip(1)
         .chain(text.split("\npub use ").skip(1))
         .chain(text.split("\npub(crate) use ").skip(1));
-    for u in uses {
-        let stmt = &u[..u.find(';').unwrap_or(u.len())];
-        let paths: Vec<String> = expand_use(stmt);
+    let stmts = uses.map(|u| &u[..u.find(';').unwrap_or(u.len())]);
+    let paths = stmts.flat_map(expand_use).chain(inline_paths(text));
+    {
         for p in paths {
             let segs: Vec<&str> = p.split("::").collect();
             let target = match segs.first() {
@@ -210,6 +210,24 @@ fn use_targets(file: &Path, src_root: &Path, text: &str) -> Vec<PathBuf> {
                 None => None,
             };
             out.extend(target.filter(|t| t != file));
+        }
+    }
+    out
+}
+
+/// Paths written inline in code (`crate::run::one::Cell`, `super::post::x(..)`), which
+/// import a module as surely as a `use` line does.
+fn inline_paths(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for start in ["crate::", "super::"] {
+        for (i, _) in text.match_indices(start) {
+            let before = text[..i].chars().next_back().unwrap_or(' ');
+            if before.is_alphanumeric() || before == '_' || before == ':' {
+                continue;
+            }
+            let path: String =
+                text[i..].chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
+            out.push(path.trim_end_matches(':').to_string());
         }
     }
     out
@@ -307,4 +325,56 @@ fn every_cargo_description_matches_the_code_map() {
         let first = section.trim_start().split("\n\n").next().unwrap().replace('\n', " ");
         assert!(first.starts_with(&description), "{name}: Cargo says {description:?}, ARCHITECTURE.md says {first:?}");
     }
+}
+
+/// Files that turn a closed set's text into its type (reading reports and scenarios):
+/// the only places a verdict, guarantee, backend, level or read source is a string.
+const PARSERS: [&str; 6] = [
+    "crates/plan/src/resolve/sections.rs",
+    "crates/report/src/wire.rs",
+    "crates/report/src/check.rs",
+    "crates/core/src/verdict.rs",
+    "crates/core/src/model.rs",
+    "crates/core/src/limit.rs",
+];
+
+/// The verdict, guarantee, backend, isolation and read source are typed from the run to
+/// every renderer: no library line outside `PARSERS` compares them, or takes them apart,
+/// as strings (once `guarantee == "exact"` and `verdict.starts_with("NO EVIDENCE")`).
+#[test]
+fn no_closed_set_is_compared_as_a_string() {
+    use counterlab_core::{Dialect, Guarantee, Isolation, Named, ReadFrom};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut names: Vec<String> = Guarantee::ALL.iter().map(|g| g.name().to_string()).collect();
+    names.extend(ReadFrom::ALL.iter().map(|r| r.name().to_string()));
+    names.extend(Isolation::ALL.iter().map(|i| i.name().to_string()));
+    names.extend(Dialect::ALL.iter().map(|d| d.name().to_string()));
+    names.extend(["pass", "drift-expected", "no-drift-observed", "NO EVIDENCE"].map(String::from));
+    let mut banned: Vec<String> = names.iter().flat_map(|n| [format!("== \"{n}\""), format!("!= \"{n}\"")]).collect();
+    banned.extend(
+        [
+            "starts_with(\"FAIL",
+            "starts_with(\"NO EVIDENCE",
+            "starts_with(\"INCOMPLETE",
+            "\"+redis\"",
+            "\"+rabbitmq\"",
+            "split('+')",
+            "VerdictLabel",
+            "Verdict::parse(",
+        ]
+        .map(String::from),
+    );
+    let mut found = Vec::new();
+    for f in library_sources(root) {
+        let rel = f.strip_prefix(root).unwrap().to_string_lossy().to_string();
+        if PARSERS.contains(&rel.as_str()) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (n, line) in non_test_lines(&text) {
+            let code = line.split("//").next().unwrap_or("");
+            found.extend(banned.iter().filter(|b| code.contains(b.as_str())).map(|b| format!("{rel}:{n}: {b}")));
+        }
+    }
+    assert!(found.is_empty(), "closed sets compared as strings: {found:#?}");
 }

@@ -13,7 +13,7 @@ use counterlab_strategies::{
     Server, is_namespace_name, queue_name,
 };
 
-use crate::run::RunOptions;
+use crate::run::{RunOptions, SQLITE_MARKER};
 
 /// One leftover and what happened to it: `kept (run alive)`, `kept (younger than ...)`,
 /// `would remove` (dry run), `removed`, or `failed: ...`.
@@ -113,9 +113,6 @@ async fn remove_queues(opts: &RunOptions, out: &mut [Cleaned], log: &mut dyn FnM
     }
     Ok(())
 }
-
-/// The marker file of a run's temporary SQLite folder.
-pub const SQLITE_MARKER: &str = "counterlab.meta";
 
 /// Most folders `clean` looks at in the temporary directory (a bound, not a hope).
 const MAX_TEMP_ENTRIES: usize = 100_000;

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 
 use super::Event;
-use super::classify::{Acc, Context, Witness};
 use super::evidence::{
     deletes_of_read_rows, overlap, overlapped_writes, overlapping_writes, racing_creates, transitions, zeroing_race,
 };
+use super::found::{Acc, Context, Witness};
 use crate::anomaly::AnomalyKind;
 use crate::check::CheckInput;
 use crate::model::{NotificationId, OpKind, Outcome, UserId};

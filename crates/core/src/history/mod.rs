@@ -5,11 +5,13 @@
 mod classify;
 mod drift;
 mod evidence;
+mod found;
 mod parts;
 
 use std::collections::BTreeMap;
 
-pub use classify::{Anomaly, Context, MAX_WITNESSES, SettledRead, Witness, classify, classify_parts};
+pub use classify::{classify, classify_parts};
+pub use found::{Anomaly, Context, MAX_WITNESSES, SettledRead, Witness};
 pub use parts::{HistoryParts, OnePart, check_reads_parts, sort_history};
 
 use crate::model::{NotificationId, OpKind, Outcome, UserId};

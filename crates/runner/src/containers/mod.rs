@@ -2,7 +2,7 @@
 //! healthchecks that docker-compose.yml and `--servers containers` share (a test checks
 //! the compose file against it), and the per-server `auto` decision.
 
-mod probe;
+pub(crate) mod probe;
 mod provide;
 #[cfg(feature = "containers")]
 mod start;

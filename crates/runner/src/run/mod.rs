@@ -25,7 +25,7 @@ use counterlab_sim::DriverConfig;
 use counterlab_strategies::{AmqpServer, BackendError, Dialect, Isolation, RedisServer, Registry, SeedSpec, Server};
 
 use crate::clock;
-pub use names::{namespace_name, new_run_id};
+pub use names::{SQLITE_MARKER, namespace_name, new_run_id};
 pub use post::{POST_LOAD_ATTEMPTS, POST_LOAD_BACKOFF, SETTLED_READS};
 pub use replay::{replay_command, server_flags};
 use servers::{Servers, uses_amqp, uses_redis};

@@ -5,6 +5,9 @@ use counterlab_strategies::{Dialect, Isolation};
 
 use crate::clock;
 
+/// The marker file of a run's temporary SQLite folder (`clean` looks for it).
+pub const SQLITE_MARKER: &str = "counterlab.meta";
+
 /// A run id: UTC time plus 16 random-enough bits, a valid identifier fragment.
 pub fn new_run_id() -> String {
     let (s, nanos) = clock::now_unix();

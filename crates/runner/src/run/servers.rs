@@ -39,7 +39,7 @@ impl SqliteHome<'_> {
             };
             let dir = made.map_err(failed)?;
             // The folder's marker: a killed run's folder is found and removed by `clean`.
-            let path = dir.path().join(crate::clean::SQLITE_MARKER);
+            let path = dir.path().join(super::names::SQLITE_MARKER);
             std::fs::write(&path, Marker::now().text()).map_err(failed)?;
             let lock = std::fs::File::open(&path).map_err(failed)?;
             lock.lock_shared().map_err(failed)?;
@@ -118,7 +118,7 @@ fn answering(default_url: &str, default_port: u16) -> Result<(), BackendError> {
     let parsed = url::Url::parse(default_url).ok();
     let host = parsed.as_ref().and_then(|u| u.host_str().map(str::to_string)).unwrap_or_else(|| "127.0.0.1".into());
     let port = parsed.as_ref().and_then(|u| u.port()).unwrap_or(default_port);
-    match crate::containers::tcp_answers(&host, port, PROBE) {
+    match crate::containers::probe::tcp_answers(&host, port, PROBE) {
         true => Ok(()),
         false => Err(BackendError::Refused(format!("nothing accepts connections at {host}:{port} within {PROBE:?}"))),
     }
@@ -280,7 +280,7 @@ impl Servers {
         if let Some(dir) = self.temp_dir.take() {
             let kept: PathBuf = dir.keep();
             let note = "kept by counterlab run --keep: remove this folder when done with it\n";
-            std::fs::write(kept.join(crate::clean::SQLITE_MARKER), note).ok();
+            std::fs::write(kept.join(super::names::SQLITE_MARKER), note).ok();
         }
     }
 
