@@ -343,7 +343,7 @@ const PARSERS: [&str; 6] = [
 /// as strings (once `guarantee == "exact"` and `verdict.starts_with("NO EVIDENCE")`).
 #[test]
 fn no_closed_set_is_compared_as_a_string() {
-    use counterlab_core::{Dialect, Guarantee, Isolation, Named, ReadFrom};
+    use counterlab_core::{Dialect, Guarantee, Isolation, ReadFrom};
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut names: Vec<String> = Guarantee::ALL.iter().map(|g| g.name().to_string()).collect();
     names.extend(ReadFrom::ALL.iter().map(|r| r.name().to_string()));
