@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 
 use counterlab::run::validate::{Outcome, Validated, validate_plan};
 use counterlab::scenario::Overrides;
@@ -63,6 +64,7 @@ async fn validate_all(args: ValidateArgs) -> Result<u8, Failure> {
     let (mut opts, sources) = args.servers.options(false).map_err(|e| Failure::Input(anyhow::anyhow!(e)))?;
     let mut log = |l: &str| eprintln!("{l}");
     log(&sources);
+    super::watch_ctrl_c(opts.cancel.clone(), "the namespace being validated (cl_*)");
     let containers = counterlab::containers::provide(plan.servers, &plan, &mut opts, &super::run_id(), &mut log)
         .await
         .map_err(|e| Failure::Input(anyhow::anyhow!(e)))?;
@@ -70,7 +72,8 @@ async fn validate_all(args: ValidateArgs) -> Result<u8, Failure> {
     containers.remove(&mut log).await;
     let validated = validated.map_err(backend_failure)?;
     validated.iter().for_each(|v| println!("{}", line(v)));
-    Ok(summary(&validated, args.strict))
+    let code = summary(&validated, args.strict);
+    Ok(if opts.cancel.load(Ordering::Relaxed) { super::exit_interrupted() } else { code })
 }
 
 /// `<strategy> on <backend>: ok`, `...: FAILED: <why>` or `...: skipped: <why>`, and a

@@ -41,7 +41,8 @@ pub struct Validated {
 
 /// Validates every strategy of `plan` on every backend it names (at the first level it
 /// runs at there: statements do not depend on the level). Connecting the servers is the
-/// only error; each pair's own problem is its line.
+/// only error; each pair's own problem is its line. Once `opts.cancel` is set (Ctrl-C)
+/// the pair in flight is still cleaned up and the rest are skipped.
 pub async fn validate_plan(
     plan: &RunPlan,
     opts: &RunOptions,
@@ -53,6 +54,10 @@ pub async fn validate_plan(
     let mut out = Vec::new();
     for server in &servers.sql {
         for name in &plan.strategies {
+            if opts.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+                out.push(skip(name, server.dialect().name().to_string(), "interrupted: not validated".into()));
+                continue;
+            }
             let mut skipped = Vec::new();
             let found = super::cells_of(plan, opts, server, &servers, name, &mut skipped)?;
             let Some((info, (redis, amqp), levels)) = found else {
