@@ -8,8 +8,11 @@
 mod annotations;
 mod atomic;
 mod docs_cmd;
+mod init_cmd;
+mod list_cmd;
 mod phases_cmd;
 mod render_cmd;
+mod validate_cmd;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -45,9 +48,17 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Write a commented starter scenario (counterlab.toml) and the strategy file it runs
+    /// (strategies/my-counter.toml) into DIR; never over an existing file (exit 2).
+    Init(init_cmd::InitArgs),
+    /// Check a scenario without load: parse it, then on the servers set up every strategy
+    /// x backend (namespace, seed, setup, every step prepared) and drop it again. One line
+    /// each; exit 0 all ok, 1 one failed, 2 bad input or unreachable server.
+    Validate(Box<validate_cmd::ValidateArgs>),
     /// Run a scenario file: every strategy in its own namespace, checked against the truth.
     Run(Box<RunArgs>),
-    /// List the strategies and their declared guarantees.
+    /// List the strategies and their declared guarantees: the designs, then the bug zoo's
+    /// mutants (deliberately wrong).
     List(ListArgs),
     /// Compare two runs' report.json: throughput and latency changes, verdict changes.
     /// Exit 1 when a verdict stopped matching its guarantee or, with --fail-if-slower, on
@@ -464,16 +475,9 @@ fn dir_name(name: &str) -> String {
     if safe.is_empty() { "scenario".into() } else { safe.chars().take(64).collect() }
 }
 
-enum Failure {
+pub(crate) enum Failure {
     /// Bad input or unreachable backend.
     Input(anyhow::Error),
-}
-
-fn list() {
-    for row in counterlab_strategies::BUILTINS {
-        let s = row.info;
-        println!("{:<29} guarantee: {:<8} needs: {:<14} {}", s.name, s.guarantee.name(), row.family(), s.summary);
-    }
 }
 
 /// With `--json`, stdout holds the summary only: the human-readable lines go to stderr.
@@ -590,22 +594,28 @@ fn run_id() -> String {
 
 /// The scenario with the flags' overrides, resolved against the built-in strategies.
 fn load_plan(args: &RunArgs, default_seed: u64) -> Result<scenario::RunPlan, Failure> {
-    let p = &args.plan;
-    let overrides = Overrides {
-        strategies: p.strategies.clone(),
-        backends: p.backends.clone(),
-        servers: args.servers_mode.clone(),
-        isolation: p.isolation.clone(),
-        seed: p.seed,
-        workers: p.workers,
-        duration_s: p.duration_s,
-        ops: p.ops,
-        rate: p.rate,
-        repeat: args.repeat,
-        sets: p.sets.clone(),
-    };
+    let overrides = args.plan.overrides(args.servers_mode.clone(), args.repeat);
     let known = Registry::builtin().names();
     scenario::load(&args.scenario, &overrides, &known, default_seed).map_err(|e| Failure::Input(e.into()))
+}
+
+impl PlanArgs {
+    /// These flags as the plan's overrides, with `--servers` and `--repeat`.
+    pub(crate) fn overrides(&self, servers: Option<String>, repeat: Option<u32>) -> Overrides {
+        Overrides {
+            strategies: self.strategies.clone(),
+            backends: self.backends.clone(),
+            servers,
+            isolation: self.isolation.clone(),
+            seed: self.seed,
+            workers: self.workers,
+            duration_s: self.duration_s,
+            ops: self.ops,
+            rate: self.rate,
+            repeat,
+            sets: self.sets.clone(),
+        }
+    }
 }
 
 fn backend_failure(e: BackendError) -> Failure {
@@ -768,10 +778,12 @@ fn main() -> ExitCode {
         Command::List(args) => {
             match args.json {
                 true => println!("{}", summary::list_json()),
-                false => list(),
+                false => print!("{}", list_cmd::render()),
             }
             ExitCode::SUCCESS
         }
+        Command::Init(args) => init_cmd::init(args),
+        Command::Validate(args) => validate_cmd::validate(*args),
         Command::Compare(args) => compare_cmd(args),
         Command::Report(args) => render_cmd::report_cmd(args),
         Command::Clean(args) => match runtime() {

@@ -50,13 +50,15 @@ pub fn json(report: &Report, report_json: &Path, exit_code: u8, strict: bool) ->
     })
 }
 
-/// The built-in strategies: name, declared guarantee, what they need, summary.
+/// The built-in strategies: name, declared guarantee, what they need, whether it is a
+/// bug zoo mutant, summary.
 pub fn list_json() -> Value {
     let rows: Vec<Value> = counterlab_strategies::BUILTINS
         .iter()
         .map(|row| {
             let s = row.info;
-            json!({"name": s.name, "guarantee": s.guarantee.name(), "needs": row.family(), "summary": s.summary})
+            let (name, needs, mutant) = (s.name, row.family(), row.is_mutant());
+            json!({"name": name, "guarantee": s.guarantee.name(), "needs": needs, "mutant": mutant, "summary": s.summary})
         })
         .collect();
     Value::Array(rows)

@@ -57,6 +57,10 @@ mod deadlines;
 /// The binary: exit codes, redacted URLs, report files, and namespace hygiene.
 mod cli;
 
+/// `init`'s files validated and run, `validate`'s located errors and clean servers, and
+/// `list`'s designs and mutants.
+mod init;
+
 /// The run as it runs: the live view in 80 columns (tmux), plain lines, --json,
 /// --metrics-addr scraped mid-run, --set, ${VAR} and the conventional URL variables.
 mod live;

@@ -106,7 +106,8 @@ pub(crate) struct RawWorkload {
     pub(crate) connections: Option<Spanned<u32>>,
     pub(crate) skew: Option<Spanned<String>>,
     pub(crate) zipf_exponent: Option<Spanned<f64>>,
-    pub(crate) mix: Spanned<RawMix>,
+    /// None: `DEFAULT_MIX`.
+    pub(crate) mix: Option<Spanned<RawMix>>,
     pub(crate) rate: Option<Spanned<f64>>,
     pub(crate) warmup_s: Option<Spanned<f64>>,
     pub(crate) arrival: Option<Spanned<String>>,

@@ -80,6 +80,10 @@ pub const DEFAULT_SAMPLE_INTERVAL_MS: u64 = 1_000;
 /// per interval, whose measured cost docs/running.md states.
 pub const DEFAULT_SAMPLE_DRIFT: bool = true;
 pub const DEFAULT_DUP_K: u32 = 4;
+/// The mix of a scenario without `[workload.mix]` (the quickstart's): create 20,
+/// mark_read 35, mark_read_dup 10, delete 10, mark_all_read 5, read_count 20, so every
+/// op kind is exercised and duplicate mark_reads race.
+pub const DEFAULT_MIX: MixPlan = MixPlan { weights: [20, 35, 10, 10, 5, 20] };
 pub const DEFAULT_ISOLATION: Isolation = Isolation::ReadCommitted;
 pub const DEFAULT_REDIS: RedisPlan = RedisPlan {
     flush_interval_ms: 100,

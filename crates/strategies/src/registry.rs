@@ -60,6 +60,12 @@ impl Builtin {
         UNSUPPORTED.iter().find(|(n, ds, _)| *n == self.info.name && ds.contains(&dialect)).map(|(_, _, why)| *why)
     }
 
+    /// A deliberately wrong variant of a design, kept for the bug zoo (`scenarios/zoo/`)
+    /// to prove the checker: its summary opens with `mutant:`.
+    pub fn is_mutant(&self) -> bool {
+        self.info.summary.starts_with(MUTANT)
+    }
+
     /// `SQL`, `SQL + Redis` or `SQL + RabbitMQ`, for listings.
     pub fn family(&self) -> &'static str {
         match self.build {
@@ -69,6 +75,9 @@ impl Builtin {
         }
     }
 }
+
+/// How a mutant's summary opens (`Builtin::is_mutant`).
+pub const MUTANT: &str = "mutant:";
 
 const fn row(name: &'static str, guarantee: Guarantee, summary: &'static str, build: Build) -> Builtin {
     Builtin { info: StrategyInfo { name, guarantee, summary }, build }

@@ -11,7 +11,7 @@ use crate::overrides::Overrides;
 use crate::raw::{RawFault, RawWorkload};
 use crate::types::limits::*;
 use crate::types::{
-    Arrival, DEFAULT_DUP_K, DEFAULT_MAX_WAIT_MS, DEFAULT_OP_TIMEOUT_MS, DEFAULT_SAMPLE_DRIFT,
+    Arrival, DEFAULT_DUP_K, DEFAULT_MAX_WAIT_MS, DEFAULT_MIX, DEFAULT_OP_TIMEOUT_MS, DEFAULT_SAMPLE_DRIFT,
     DEFAULT_SAMPLE_INTERVAL_MS, MixPlan, SkewKind, WorkloadPlan,
 };
 
@@ -105,12 +105,38 @@ fn skew(src: &Src<'_>, w: &RawWorkload) -> Result<(SkewKind, Option<f64>), Scena
     }
 }
 
+/// The file's `[workload.mix]` (a weight it leaves out is 0), or `DEFAULT_MIX` when the
+/// table is absent.
 fn mix(src: &Src<'_>, w: &RawWorkload) -> Result<MixPlan, ScenarioError> {
-    let m = w.mix.get_ref();
+    let Some(mix) = &w.mix else { return Ok(DEFAULT_MIX) };
+    let m = mix.get_ref();
     let weights =
         [m.create, m.mark_read, m.mark_read_dup, m.delete, m.mark_all_read, m.read_count].map(|w| w.unwrap_or(0));
     if weights.iter().all(|w| *w == 0) {
-        return Err(src.at(w.mix.span(), "every mix weight is 0: give at least one operation a positive weight"));
+        return Err(src.at(mix.span(), "every mix weight is 0: give at least one operation a positive weight"));
     }
     Ok(MixPlan { weights })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{DEFAULT_MIX, Overrides, RunPlan, parse};
+
+    const KNOWN: [&str; 3] = ["direct-update", "select-for-update", "conditional-update"];
+
+    fn plan(text: &str) -> RunPlan {
+        parse("t.toml", text, "t", &Overrides::default(), &KNOWN, 1).expect("a valid scenario")
+    }
+
+    #[test]
+    fn a_scenario_without_a_mix_gets_the_quickstarts() {
+        let minimal = "strategies = [\"direct-update\"]\n[data]\nusers = 10\nnotifications_per_user = 2\n\
+                       [workload]\nworkers = 1\nops = 10\n";
+        assert_eq!(plan(minimal).workload.mix, DEFAULT_MIX);
+        let quickstart = include_str!("../../../../scenarios/quickstart.toml");
+        assert_eq!(plan(quickstart).workload.mix, DEFAULT_MIX, "the default is the quickstart's mix");
+        // A table that is there is taken as written: what it leaves out is 0.
+        let partial = plan(&format!("{minimal}[workload.mix]\nmark_read = 1\n"));
+        assert_eq!(partial.workload.mix.weights, [0, 1, 0, 0, 0, 0]);
+    }
 }

@@ -12,6 +12,7 @@ mod replay;
 pub(crate) mod servers;
 mod status;
 mod stop;
+pub mod validate;
 
 use std::path::PathBuf;
 use std::sync::Arc;
