@@ -62,8 +62,7 @@ pub async fn validate_plan(
             let found = super::cells_of(plan, opts, server, &servers, name, &mut skipped)?;
             let Some((info, (redis, amqp), levels)) = found else {
                 let why = skipped.first().map_or_else(|| "not run here".to_string(), |s| s.reason.clone());
-                let backend =
-                    skipped.first().map_or_else(|| server.dialect().name().to_string(), |s| s.backend.clone());
+                let backend = skipped.first().map_or_else(|| server.dialect().name().to_string(), |s| s.backend.name());
                 out.push(skip(name, backend, why));
                 continue;
             };
@@ -108,7 +107,7 @@ async fn validate_one(plan: &RunPlan, opts: &RunOptions, t: Target<'_>, log: &mu
     let cell = Cell::new(plan, opts, t);
     let mut v = Validated {
         strategy: cell.t.name.to_string(),
-        backend: cell.backend.clone(),
+        backend: cell.backend.name(),
         namespace: Some(cell.ns_name.clone()),
         outcome: Outcome::Ok,
         cleanup_error: None,
