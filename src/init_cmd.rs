@@ -2,6 +2,7 @@
 //! the strategy file it runs (`strategies/my-counter.toml`) beside two built-ins, never
 //! over an existing file, then says what to run next.
 
+use crate::exit::Exit;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -38,11 +39,11 @@ pub fn init(args: InitArgs) -> ExitCode {
             println!("next:");
             println!("  counterlab validate {scenario}   # parse, then prepare every step on the servers (no load)");
             println!("  counterlab run {scenario}        # the load, the checks, the report");
-            ExitCode::SUCCESS
+            Exit::Ok.into()
         }
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::from(2)
+            Exit::BadInput.into()
         }
     }
 }

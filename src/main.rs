@@ -8,6 +8,7 @@
 mod annotations;
 mod atomic;
 mod docs_cmd;
+mod exit;
 mod init_cmd;
 mod list_cmd;
 mod phases_cmd;
@@ -15,6 +16,8 @@ mod render_cmd;
 mod validate_cmd;
 
 use std::io::Write as _;
+
+use exit::Exit;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -26,7 +29,7 @@ use clap::{Parser, Subcommand};
 use counterlab::clock;
 use counterlab::run::{RunOptions, run_plan};
 use counterlab::scenario::{self, Overrides};
-use counterlab_report::{render_html, render_json, render_markdown, render_terminal};
+use counterlab_report::{RowOutcome, render_html, render_json, render_markdown, render_terminal, row_outcome};
 use counterlab_strategies::BackendError;
 use counterlab_strategies::Registry;
 
@@ -114,14 +117,14 @@ async fn clean_cmd(args: CleanArgs) -> ExitCode {
         Ok(a) => a,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return Exit::BadInput.into();
         }
     };
     let opts = match args.servers.options(false) {
         Ok((opts, _)) => opts,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return Exit::BadInput.into();
         }
     };
     match counterlab::clean::clean(&opts, age, args.yes, &mut |l| eprintln!("{l}")).await {
@@ -136,11 +139,11 @@ async fn clean_cmd(args: CleanArgs) -> ExitCode {
             }
             println!("{} leftover namespace(s)", found.len());
             let failed = found.iter().any(|c| c.action.starts_with("failed"));
-            if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
+            Exit::failed_if(failed).into()
         }
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::from(2)
+            Exit::BadInput.into()
         }
     }
 }
@@ -245,7 +248,7 @@ async fn zoo_cmd(args: ZooArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return Exit::BadInput.into();
         }
     };
     eprintln!("{sources}");
@@ -255,7 +258,7 @@ async fn zoo_cmd(args: ZooArgs) -> ExitCode {
         Ok(rows) => rows,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return Exit::BadInput.into();
         }
     };
     let table = counterlab::zoo::render(&rows);
@@ -277,15 +280,15 @@ async fn zoo_cmd(args: ZooArgs) -> ExitCode {
         Ok(()) => println!("zoo: {}", out.join("zoo.json").display()),
         Err(e) => {
             eprintln!("error: cannot write {}: {e}", out.display());
-            return ExitCode::from(2);
+            return Exit::BadInput.into();
         }
     }
     if opts.cancel.load(Ordering::Relaxed) {
         println!("interrupted: the table covers the runs that finished");
-        return ExitCode::from(exit_interrupted());
+        return interrupted().into();
     }
     let failed = rows.iter().any(|r| r.failed()) || (args.strict && rows.iter().any(|r| r.result == "skipped"));
-    if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
+    Exit::failed_if(failed).into()
 }
 
 #[derive(clap::Args)]
@@ -307,9 +310,6 @@ struct CompareArgs {
     json: Option<PathBuf>,
 }
 
-/// `compare`'s exit code when the two reports share no row: nothing was judged.
-const EXIT_NOTHING_TO_COMPARE: u8 = 4;
-
 fn read_report(path: &std::path::Path) -> anyhow::Result<counterlab_report::Report> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
@@ -329,13 +329,13 @@ fn read_report(path: &std::path::Path) -> anyhow::Result<counterlab_report::Repo
 fn compare_cmd(args: CompareArgs) -> ExitCode {
     if let Some(p) = args.fail_if_slower.filter(|p| !(p.is_finite() && *p >= 0.0)) {
         eprintln!("error: --fail-if-slower must be a percentage >= 0, got {p}");
-        return ExitCode::from(2);
+        return Exit::BadInput.into();
     }
     let (a, b) = match (read_report(&args.a), read_report(&args.b)) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => {
             eprintln!("error: {e:#}");
-            return ExitCode::from(2);
+            return Exit::BadInput.into();
         }
     };
     let c = counterlab_report::compare(
@@ -353,14 +353,14 @@ fn compare_cmd(args: CompareArgs) -> ExitCode {
             && let Err(e) = atomic::write(path, text)
         {
             eprintln!("error: cannot write {}: {e}", path.display());
-            return ExitCode::from(2);
+            return Exit::BadInput.into();
         }
     }
     if c.nothing_in_common() {
         eprintln!("error: nothing to compare: the two reports share no strategy x backend x isolation row");
-        return ExitCode::from(EXIT_NOTHING_TO_COMPARE);
+        return Exit::NothingToCompare.into();
     }
-    if c.regressions.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    Exit::failed_if(!c.regressions.is_empty()).into()
 }
 
 /// The flags that shape a scenario's plan, shared by `run` and `prepare` (where the
@@ -503,11 +503,12 @@ impl Ending {
     /// The exit code (see the file's opening comment).
     fn code(&self) -> u8 {
         match self {
-            Ending::Held => 0,
-            Ending::Broken => 1,
-            Ending::Incomplete => 3,
-            Ending::Interrupted => exit_interrupted(),
+            Ending::Held => Exit::Ok,
+            Ending::Broken => Exit::Failed,
+            Ending::Incomplete => Exit::Incomplete,
+            Ending::Interrupted => interrupted(),
         }
+        .code()
     }
 }
 
@@ -683,7 +684,8 @@ fn ending(report: &counterlab_report::Report, strict: bool) -> Ending {
         say!("interrupted: the report covers the strategies that ran");
         return Ending::Interrupted;
     }
-    if !report.all_guarantees_held {
+    // An INCOMPLETE row holds no guarantee but broke none: it is said below, not here.
+    if report.strategies.iter().any(|s| !s.check.matches_guarantee && !s.check.verdict.is_incomplete()) {
         say!("a strategy broke its declared guarantee; replay with: {}", report.replay_command);
     }
     let no_evidence = report.strategies.iter().filter(|s| !s.check.evidence).count();
@@ -696,26 +698,26 @@ fn ending(report: &counterlab_report::Report, strict: bool) -> Ending {
         let then = if strict { "--strict: exit 1" } else { "pass --strict to fail on it" };
         say!("{limited} strategy run(s) not checked in full (see the verdict's brackets; {then})");
     }
-    let failed = report.strategies.iter().any(|s| s.check.verdict.is_fail());
     let incomplete = report.strategies.iter().filter(|s| s.check.verdict.is_incomplete()).count();
     if incomplete > 0 {
         say!("{incomplete} strategy run(s) INCOMPLETE: their check could not complete (exit 3 unless one FAILed)");
     }
-    let limits_broken = report.thresholds_breached > 0 || report.expectations_unmet > 0;
-    let held = report.all_guarantees_held && !limits_broken && !(strict && no_evidence + limited > 0);
-    match (held, failed || limits_broken, incomplete > 0) {
-        (true, _, _) => Ending::Held,
-        (false, false, true) => Ending::Incomplete,
-        _ => Ending::Broken,
+    let outcomes: Vec<RowOutcome> = report.strategies.iter().map(|s| row_outcome(s, strict)).collect();
+    if outcomes.iter().any(|o| matches!(o, RowOutcome::Failed(_))) {
+        Ending::Broken
+    } else if outcomes.iter().any(|o| matches!(o, RowOutcome::Incomplete(_))) {
+        Ending::Incomplete
+    } else {
+        Ending::Held
     }
 }
 
 /// The signal that interrupted the run (2 SIGINT, 15 SIGTERM, 1 SIGHUP); 0: none.
 static INTERRUPTED_BY: AtomicI32 = AtomicI32::new(0);
 
-/// The exit code of an interrupted run: 128 + the signal, as shells report it.
-fn exit_interrupted() -> u8 {
-    128 + INTERRUPTED_BY.load(Ordering::Relaxed).clamp(1, 31) as u8
+/// How an interrupted run exits: 128 + the signal, as shells report it.
+fn interrupted() -> Exit {
+    Exit::Signal(INTERRUPTED_BY.load(Ordering::Relaxed).clamp(1, 31) as u8)
 }
 
 /// The first Ctrl-C, SIGTERM (what `timeout`, `docker stop` and CI cancellation send) or
@@ -780,7 +782,7 @@ fn main() -> ExitCode {
                 true => println!("{}", summary::list_json()),
                 false => print!("{}", list_cmd::render()),
             }
-            ExitCode::SUCCESS
+            Exit::Ok.into()
         }
         Command::Init(args) => init_cmd::init(args),
         Command::Validate(args) => validate_cmd::validate(*args),
@@ -788,11 +790,11 @@ fn main() -> ExitCode {
         Command::Report(args) => render_cmd::report_cmd(args),
         Command::Clean(args) => match runtime() {
             Some(rt) => rt.block_on(clean_cmd(args)),
-            None => ExitCode::from(2),
+            None => Exit::BadInput.into(),
         },
         Command::Zoo(args) => match runtime() {
             Some(rt) => rt.block_on(zoo_cmd(args)),
-            None => ExitCode::from(2),
+            None => Exit::BadInput.into(),
         },
         Command::Prepare(args) => phases_cmd::prepare(*args),
         Command::Load(args) => phases_cmd::load(args),
@@ -801,7 +803,7 @@ fn main() -> ExitCode {
         Command::Completions(args) => docs_cmd::completions::<Cli>(args),
         Command::Man => docs_cmd::man::<Cli>(),
         Command::Run(args) => {
-            let Some(rt) = runtime() else { return ExitCode::from(2) };
+            let Some(rt) = runtime() else { return Exit::BadInput.into() };
             let json = args.output.json;
             match rt.block_on(run(*args)) {
                 Ok(end) => ExitCode::from(end.code()),
@@ -810,7 +812,7 @@ fn main() -> ExitCode {
                     if json {
                         println!("{}", serde_json::json!({"exit_code": 2, "error": format!("{e:#}")}));
                     }
-                    ExitCode::from(2)
+                    Exit::BadInput.into()
                 }
             }
         }

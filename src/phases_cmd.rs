@@ -4,6 +4,7 @@
 //! `COUNTERLAB_AGENTS`, `COUNTERLAB_OUT`) and exit codes; the work is in
 //! `counterlab_runner::run::phases`.
 
+use crate::exit::Exit;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -107,13 +108,13 @@ fn open(handle: Option<PathBuf>) -> Result<(Handle, counterlab::scenario::RunPla
 
 fn fail(e: impl std::fmt::Display) -> ExitCode {
     eprintln!("error: {e}");
-    ExitCode::from(2)
+    Exit::BadInput.into()
 }
 
 fn block_on<F: std::future::Future<Output = ExitCode>>(f: F) -> ExitCode {
     match super::runtime() {
         Some(rt) => rt.block_on(f),
-        None => ExitCode::from(2),
+        None => Exit::BadInput.into(),
     }
 }
 
@@ -166,7 +167,7 @@ pub fn prepare(args: PrepareArgs) -> ExitCode {
             Ok(h) => match h.write(&args.handle) {
                 Ok(()) => {
                     println!("{}", args.handle.display());
-                    ExitCode::SUCCESS
+                    Exit::Ok.into()
                 }
                 Err(e) => fail(format!("{e} (the namespaces stay: `counterlab clean --yes` removes them)")),
             },
@@ -197,7 +198,7 @@ pub fn load(args: LoadArgs) -> ExitCode {
         match phases::load(&h, &plan, seg, &out, &opts, &secret, &mut |l| eprintln!("{l}")).await {
             Ok(run) => {
                 println!("{}", run.dir.display());
-                ExitCode::SUCCESS
+                Exit::Ok.into()
             }
             Err(e) => fail(e),
         }
@@ -251,7 +252,7 @@ pub fn teardown(args: TeardownArgs) -> ExitCode {
             Err(e) => return fail(e),
         };
         match phases::teardown(&h, &plan, &opts, &secret, &mut |l| eprintln!("{l}")).await {
-            Ok(()) => ExitCode::SUCCESS,
+            Ok(()) => Exit::Ok.into(),
             Err(e) => fail(e),
         }
     })

@@ -1,6 +1,7 @@
 //! `counterlab report <report.json>`: re-renders a saved report (report.md, report.html
 //! and the terminal view) with this build's renderers, without running anything.
 
+use crate::exit::Exit;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -22,11 +23,11 @@ pub fn report_cmd(args: ReportArgs) -> ExitCode {
     match render(&args) {
         Ok(out) => {
             println!("\nreport: {}", out.join("report.md").display());
-            ExitCode::SUCCESS
+            Exit::Ok.into()
         }
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(2)
+            Exit::BadInput.into()
         }
     }
 }

@@ -4,6 +4,7 @@
 //! line each, exit 0 when all are ok, 1 when one failed, 2 on bad input or a server
 //! that does not answer.
 
+use crate::exit::Exit;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -38,12 +39,12 @@ pub struct ValidateArgs {
 }
 
 pub fn validate(args: ValidateArgs) -> ExitCode {
-    let Some(rt) = super::runtime() else { return ExitCode::from(2) };
+    let Some(rt) = super::runtime() else { return Exit::BadInput.into() };
     match rt.block_on(validate_all(args)) {
         Ok(code) => ExitCode::from(code),
         Err(Failure::Input(e)) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(2)
+            Exit::BadInput.into()
         }
     }
 }
@@ -73,7 +74,7 @@ async fn validate_all(args: ValidateArgs) -> Result<u8, Failure> {
     let validated = validated.map_err(backend_failure)?;
     validated.iter().for_each(|v| println!("{}", line(v)));
     let code = summary(&validated, args.strict);
-    Ok(if opts.cancel.load(Ordering::Relaxed) { super::exit_interrupted() } else { code })
+    Ok(if opts.cancel.load(Ordering::Relaxed) { super::interrupted().code() } else { code })
 }
 
 /// `<strategy> on <backend>: ok`, `...: FAILED: <why>` or `...: skipped: <why>`, and a

@@ -19,21 +19,26 @@ pub enum RowOutcome {
     Incomplete(String),
 }
 
-/// The row's outcome, by the rule the exit code follows.
+/// The row's outcome: the rule the exit code follows (`counterlab run` fails when any row
+/// fails, else exits 3 when any is incomplete). A breached threshold or an unmet
+/// expectation fails a row whatever its verdict; an INCOMPLETE verdict alone does not.
 pub fn row_outcome(s: &StrategyReport, strict: bool) -> RowOutcome {
-    let (kind, label) = (&s.check.verdict, s.check.label());
-    if kind.is_incomplete() {
-        return RowOutcome::Incomplete(label);
-    }
+    let (verdict, label) = (&s.check.verdict, s.check.label());
     let breached = s.thresholds.iter().filter(|t| !t.passed).map(|t| t.detail.clone());
     let unmet = s.expectations.iter().filter(|e| e.judged && !e.met).map(|e| e.detail.clone());
     let mut why: Vec<String> = breached.chain(unmet).collect();
-    if kind.is_fail() || !s.check.matches_guarantee {
-        why.insert(0, format!("verdict {label}"));
-    } else if strict && (!s.check.evidence || !s.check.limits.is_empty()) {
-        why.insert(0, format!("verdict {label} (--strict)"));
+    if !verdict.is_incomplete() {
+        if verdict.is_fail() || !s.check.matches_guarantee {
+            why.insert(0, format!("verdict {label}"));
+        } else if strict && (!s.check.evidence || !s.check.limits.is_empty()) {
+            why.insert(0, format!("verdict {label} (--strict)"));
+        }
     }
-    if why.is_empty() { RowOutcome::Passed } else { RowOutcome::Failed(why.join("; ")) }
+    match (why.is_empty(), verdict.is_incomplete()) {
+        (false, _) => RowOutcome::Failed(why.join("; ")),
+        (true, true) => RowOutcome::Incomplete(label),
+        (true, false) => RowOutcome::Passed,
+    }
 }
 
 /// The testcase's name: the row's strategy, backend, level and read source.
@@ -128,6 +133,9 @@ mod tests {
             detail: "p99 over".into(),
         });
         assert_eq!(row_outcome(&breached, false), RowOutcome::Failed("p99 over".into()));
+        let mut inc_breached = row("INCOMPLETE: settle", false);
+        inc_breached.thresholds = breached.thresholds.clone();
+        assert_eq!(row_outcome(&inc_breached, false), RowOutcome::Failed("p99 over".into()), "a breach fails it");
         let mut thin = row("NO EVIDENCE", true);
         thin.check.evidence = false;
         assert_eq!(row_outcome(&thin, false), RowOutcome::Passed);
