@@ -47,6 +47,7 @@ pub fn json(report: &Report, report_json: &Path, exit_code: u8, strict: bool) ->
             "strategy": k.strategy, "backend": k.backend.name(), "isolation": k.isolation.name(), "reason": k.reason,
         })).collect::<Vec<_>>(),
         "replay_command": report.replay_command,
+        "decision": counterlab_report::decision::decision_json(report),
     })
 }
 

@@ -130,6 +130,8 @@ fn plain_lines_in_a_pipe_json_on_stdout_and_quiet() {
         assert_eq!((&s["verdict"], &s["ops"]), (&r["check"]["verdict"], &r["ops_total"]));
     }
     assert_eq!(summary["strategies"].as_array().unwrap().len(), 2);
+    assert_eq!(summary["decision"], report["decision"], "the decision is the same in both");
+    assert_eq!(summary["decision"]["groups"][0]["rows"].as_array().map(Vec::len), Some(2));
 
     let o = counterlab(&["run", f, "--out", out, "--quiet"], &[]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));

@@ -160,6 +160,49 @@ pub fn cost(s: &StrategyReport) -> String {
     if parts.is_empty() { "none".into() } else { parts.join(", ") }
 }
 
+impl Standing {
+    /// The name report.json's `decision` gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Standing::Held => "held",
+            Standing::NoDriftSeen => "no-drift-seen",
+            Standing::Drifted => "drifted",
+            Standing::NotJudged => "not-judged",
+            Standing::Failed => "failed",
+        }
+    }
+}
+
+/// The decision as data (report.json's and `run --json`'s `decision`): per backend x
+/// level its sentence and its rows in rank order, as the terminal and HTML show them.
+pub fn decision_json(r: &Report) -> serde_json::Value {
+    let groups: Vec<serde_json::Value> = decide(r)
+        .iter()
+        .map(|g| {
+            let rows: Vec<serde_json::Value> = g
+                .rows
+                .iter()
+                .map(|x| {
+                    serde_json::json!({
+                        "strategy": x.row.display_name(),
+                        "standing": x.standing.name(),
+                        "verdict": x.row.check.label(),
+                        "in_words": x.verdict,
+                        "throughput_vs_best": x.relative,
+                        "tie": x.tie,
+                        "p99": x.p99,
+                        "moving_parts": x.cost,
+                    })
+                })
+                .collect();
+            serde_json::json!({
+                "backend": g.backend.name(), "isolation": g.isolation.name(), "sentence": g.sentence, "rows": rows,
+            })
+        })
+        .collect();
+    serde_json::json!({ "groups": groups, "noise": noise_note(r) })
+}
+
 /// The groups of a report, in the order their first row ran, each ranked.
 pub fn decide(r: &Report) -> Vec<Group<'_>> {
     let mut keys: Vec<(Dialect, Isolation)> = Vec::new();

@@ -905,8 +905,12 @@ impl StrategyReport {
     }
 }
 
+/// report.json: the report, and the decision every view opens with (`decision`,
+/// derived: it is not read back).
 pub fn render_json(report: &Report) -> String {
-    serde_json::to_string_pretty(report).expect("report serializes")
+    let mut v = serde_json::to_value(report).expect("report serializes");
+    v["decision"] = decision::decision_json(report);
+    serde_json::to_string_pretty(&v).expect("report serializes")
 }
 
 #[cfg(test)]

@@ -181,3 +181,20 @@ fn each_limit_is_named_in_the_words_and_only_a_capped_history_says_reads_were_no
     capped.check.limits = vec![counterlab_core::Limit::HistoryCapped { recorded: 10, dropped: 3 }];
     assert_eq!(verdict_words(&capped), "kept exact counts (reads not checked: history capped)");
 }
+
+#[test]
+fn the_decision_is_in_report_json_as_every_view_shows_it() {
+    let r = report(vec![
+        row("conditional-update", "postgres", "exact", "pass", 1000.0, 900),
+        row("direct-update", "postgres", "none", "drift-expected", 1500.0, 700),
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&crate::render_json(&r)).unwrap();
+    let g = &json["decision"]["groups"][0];
+    assert_eq!(g["sentence"], decide(&r)[0].sentence.as_str());
+    assert_eq!((g["backend"].as_str(), g["isolation"].as_str()), (Some("postgres"), Some("read-committed")));
+    let names: Vec<&str> = g["rows"].as_array().unwrap().iter().map(|x| x["strategy"].as_str().unwrap()).collect();
+    assert_eq!(names, ["conditional-update", "direct-update"], "rank order");
+    assert_eq!((g["rows"][0]["standing"].as_str(), g["rows"][1]["standing"].as_str()), (Some("held"), Some("drifted")));
+    let back: Report = serde_json::from_value(json).unwrap();
+    assert_eq!(back.strategies.len(), 2, "a report with its decision still loads");
+}
