@@ -18,7 +18,7 @@ mod validate_cmd;
 use std::io::Write as _;
 
 use exit::Exit;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -173,7 +173,7 @@ struct ZooArgs {
 }
 
 /// Where the servers are (the same flags as `run`).
-#[derive(clap::Args)]
+#[derive(Clone, clap::Args)]
 struct ServerArgs {
     /// PostgreSQL URL; else COUNTERLAB_POSTGRES_URL, else DATABASE_URL when postgres(ql):// (DATABASE_URL goes to the server its scheme names), else postgres://postgres@127.0.0.1:5432/test.
     #[arg(long, value_name = "URL")]
@@ -521,25 +521,10 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     });
     // The servers' flags and the output folder are checked before any load: a report
     // that cannot be written is an error in seconds, not after the whole run.
-    let (mut opts, sources) = args.servers.options(args.keep).map_err(|e| Failure::Input(anyhow::anyhow!(e)))?;
-    writable_dir(&out).map_err(Failure::Input)?;
-    for (flag, file) in [("--junit", &args.junit), ("--csv", &args.csv)] {
-        if let Some(dir) = file.as_deref().and_then(|f| f.parent()).filter(|d| !d.as_os_str().is_empty()) {
-            writable_dir(dir).map_err(|e| Failure::Input(e.context(flag)))?;
-        }
-    }
-    // Histories are written as each strategy run ends, so their folder comes first.
-    let history_dir = match args.history {
-        false => None,
-        true => {
-            let dir = out.join("history");
-            std::fs::create_dir_all(&dir)
-                .with_context(|| format!("cannot create {}", dir.display()))
-                .map_err(Failure::Input)?;
-            Some(dir)
-        }
-    };
-    opts.history_dir = history_dir;
+    let (mut opts, sources) =
+        args.servers.clone().options(args.keep).map_err(|e| Failure::Input(anyhow::anyhow!(e)))?;
+    writable_outputs(&args, &out)?;
+    opts.history_dir = history_dir(&args, &out)?;
     opts.history_limit = args.history_limit;
     watch_ctrl_c(opts.cancel.clone(), "this run's namespaces (schemas cl_*)");
     let mut served = args.metrics_addr.as_deref().map(metrics::serve).transpose().map_err(Failure::Input)?;
@@ -568,16 +553,7 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         Ok(()) => say!("\nreport: {}", path.display()),
         Err(e) => return Err(Failure::Input(e)),
     }
-    let extra = [
-        (&args.junit, "junit", counterlab_report::render_junit(&report, strict)),
-        (&args.csv, "csv", counterlab_report::render_csv(&report)),
-    ];
-    for (file, what, text) in extra.iter().filter_map(|(f, w, t)| f.as_ref().map(|f| (f, w, t))) {
-        atomic::write(file, text)
-            .with_context(|| format!("cannot write {}", file.display()))
-            .map_err(Failure::Input)?;
-        say!("{what}: {}", file.display());
-    }
+    write_ci_formats(&args, &report)?;
     if annotations::enabled() {
         annotations::lines(&report, strict).iter().for_each(|l| say!("{l}"));
     }
@@ -586,6 +562,46 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
         println!("{}", summary::json(&report, &path, end.code(), strict));
     }
     Ok(end)
+}
+
+/// The output folder and the folders of `--junit` and `--csv` can be written to.
+fn writable_outputs(args: &RunArgs, out: &Path) -> Result<(), Failure> {
+    writable_dir(out).map_err(Failure::Input)?;
+    for (flag, file) in [("--junit", &args.junit), ("--csv", &args.csv)] {
+        if let Some(dir) = file.as_deref().and_then(|f| f.parent()).filter(|d| !d.as_os_str().is_empty()) {
+            writable_dir(dir).map_err(|e| Failure::Input(e.context(flag)))?;
+        }
+    }
+    Ok(())
+}
+
+/// `--history`'s folder, made first: histories are written as each strategy run ends.
+fn history_dir(args: &RunArgs, out: &Path) -> Result<Option<PathBuf>, Failure> {
+    if !args.history {
+        return Ok(None);
+    }
+    let dir = out.join("history");
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("cannot create {}", dir.display()))
+        .map_err(Failure::Input)?;
+    Ok(Some(dir))
+}
+
+/// `--junit` and `--csv`, each rendered only when asked for.
+fn write_ci_formats(args: &RunArgs, report: &counterlab_report::Report) -> Result<(), Failure> {
+    if let Some(file) = &args.junit {
+        write_format(file, "junit", counterlab_report::render_junit(report, args.strict))?;
+    }
+    if let Some(file) = &args.csv {
+        write_format(file, "csv", counterlab_report::render_csv(report))?;
+    }
+    Ok(())
+}
+
+fn write_format(file: &Path, what: &str, text: String) -> Result<(), Failure> {
+    atomic::write(file, text).with_context(|| format!("cannot write {}", file.display())).map_err(Failure::Input)?;
+    say!("{what}: {}", file.display());
+    Ok(())
 }
 
 /// The label of the containers a run starts.

@@ -225,6 +225,22 @@ fn markdown_strategy(w: &mut String, s: &StrategyReport) {
         line(w, format!("  - {n}"));
     }
     line(w, format!("  - history: {}", history_line(&s.history)));
+    markdown_anomalies(w, s);
+    for e in &s.expectations {
+        let result = match (e.judged, e.met) {
+            (false, _) => "not judged",
+            (true, true) => "met",
+            (true, false) => "**NOT MET**",
+        };
+        line(w, format!("  - expected {result}: {}", e.detail));
+    }
+    for t in &s.thresholds {
+        line(w, format!("  - threshold {}: {}", if t.passed { "ok" } else { "**BREACHED**" }, t.detail));
+    }
+}
+
+/// Each anomaly of a row with its witnesses.
+fn markdown_anomalies(w: &mut String, s: &StrategyReport) {
     for a in &s.anomalies {
         line(
             w,
@@ -243,17 +259,6 @@ fn markdown_strategy(w: &mut String, s: &StrategyReport) {
                 ),
             );
         }
-    }
-    for e in &s.expectations {
-        let result = match (e.judged, e.met) {
-            (false, _) => "not judged",
-            (true, true) => "met",
-            (true, false) => "**NOT MET**",
-        };
-        line(w, format!("  - expected {result}: {}", e.detail));
-    }
-    for t in &s.thresholds {
-        line(w, format!("  - threshold {}: {}", if t.passed { "ok" } else { "**BREACHED**" }, t.detail));
     }
 }
 

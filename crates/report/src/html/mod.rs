@@ -566,31 +566,7 @@ fn details(w: &mut String, r: &Report) {
         if let Some(n) = &s.drift_note {
             writeln!(w, "<li>{}</li>", esc(n)).unwrap();
         }
-        let c = &s.check;
-        writeln!(
-            w,
-            "<li>check: {}/{} users mismatched, over {}, under {}, negative {}, missing {}, drift |{}| net {}</li>",
-            c.users_mismatched,
-            c.users_checked,
-            c.over_counted,
-            c.under_counted,
-            c.negative_counters,
-            c.missing_counters,
-            c.drift_abs_total,
-            c.drift_net
-        )
-        .unwrap();
-        if !c.worst_users.is_empty() {
-            let worst: Vec<String> = c
-                .worst_users
-                .iter()
-                .map(|u| match u.counter {
-                    Some(v) => format!("u{}: {} vs {}", u.user, v, u.truth),
-                    None => format!("u{}: missing vs {}", u.user, u.truth),
-                })
-                .collect();
-            writeln!(w, "<li>worst users (counter vs truth): {}</li>", esc(&worst.join(", "))).unwrap();
-        }
+        check_items(w, &s.check);
         let classes: Vec<String> =
             s.errors_by_class.iter().filter(|(_, n)| **n > 0).map(|(k, n)| format!("{k}={n}")).collect();
         if !classes.is_empty() {
@@ -607,6 +583,34 @@ fn details(w: &mut String, r: &Report) {
             writeln!(w, "<li>error: <code>{}</code></li>", esc(e)).unwrap();
         }
         writeln!(w, "</ul>").unwrap();
+    }
+}
+
+/// The check's line and its worst users.
+fn check_items(w: &mut String, c: &crate::CheckReport) {
+    writeln!(
+        w,
+        "<li>check: {}/{} users mismatched, over {}, under {}, negative {}, missing {}, drift |{}| net {}</li>",
+        c.users_mismatched,
+        c.users_checked,
+        c.over_counted,
+        c.under_counted,
+        c.negative_counters,
+        c.missing_counters,
+        c.drift_abs_total,
+        c.drift_net
+    )
+    .unwrap();
+    if !c.worst_users.is_empty() {
+        let worst: Vec<String> = c
+            .worst_users
+            .iter()
+            .map(|u| match u.counter {
+                Some(v) => format!("u{}: {} vs {}", u.user, v, u.truth),
+                None => format!("u{}: missing vs {}", u.user, u.truth),
+            })
+            .collect();
+        writeln!(w, "<li>worst users (counter vs truth): {}</li>", esc(&worst.join(", "))).unwrap();
     }
 }
 

@@ -152,80 +152,34 @@ async fn run_cells(
     rows: &mut Rows,
     log: &mut dyn FnMut(&str),
 ) -> Result<(), BackendError> {
-    // With `repeat` > 1 the cells run interleaved (A B C A B C): each round runs every cell
-    // once, so a slow spell of the machine lands on every cell alike. The cells are counted
-    // first for the progress display's `i/N`.
-    let mut per_round = 0;
-    for server in &servers.sql {
-        for name in &plan.strategies {
-            let levels = cells_of(plan, opts, server, servers, name, &mut Vec::new())?.map_or(0, |c| c.2.len());
-            per_round += levels * plan.replica.read_from.len();
-        }
+    let (cells, skipped, replica_skipped) = plan_cells(plan, opts, servers)?;
+    for k in &replica_skipped {
+        log(&format!("skipped: {} on {}: {}", k.strategy, k.backend, k.reason));
     }
-    let total = per_round * plan.repeat as usize;
+    rows.skipped = skipped.into_iter().chain(replica_skipped).collect();
+    // With `repeat` > 1 the cells run interleaved (A B C A B C): each round runs every cell
+    // once, so a slow spell of the machine lands on every cell alike.
+    let total = cells.len() * plan.repeat as usize;
+    let mut runs: Vec<Vec<StrategyReport>> = vec![Vec::new(); cells.len()];
     let mut index = 0;
-    let mut cells: Vec<Vec<StrategyReport>> = Vec::new();
     for round in 0..plan.repeat {
         if plan.repeat > 1 {
             log(&format!("repeat {}/{}", round + 1, plan.repeat));
         }
-        let mut skipped = Vec::new();
-        let mut i = 0;
-        for server in &servers.sql {
-            for name in &plan.strategies {
-                let Some((info, (redis, amqp), levels)) = cells_of(plan, opts, server, servers, name, &mut skipped)?
-                else {
-                    continue;
-                };
-                for (isolation, read_from) in
-                    levels.iter().flat_map(|l| plan.replica.read_from.iter().map(|r| (*l, *r)))
-                {
-                    if cells.len() <= i {
-                        cells.push(Vec::new());
-                    }
-                    i += 1;
-                    if opts.cancel.load(Ordering::Relaxed) {
-                        let b = server.dialect().name();
-                        log(&format!("interrupted: {name} on {b} at {} not run", isolation.name()));
-                        continue;
-                    }
-                    if let Some(skip) = replica_skip(opts, server, redis.is_some(), name, isolation, read_from) {
-                        log(&format!(
-                            "skipped: {name} on {} reading from {}: {}",
-                            skip.backend,
-                            read_from.name(),
-                            skip.reason
-                        ));
-                        skipped.push(skip);
-                        continue;
-                    }
-                    let seed = plan.data.seed_spec();
-                    index += 1;
-                    let at = (index, total.max(index));
-                    let target = Target {
-                        server,
-                        redis,
-                        amqp,
-                        run_id,
-                        name,
-                        info,
-                        isolation,
-                        seed,
-                        read_from,
-                        repeat: round,
-                        index: at,
-                    };
-                    let (report, files) = one::run_one(plan, opts, cfg, target, log).await?;
-                    cells[i - 1].push(report);
-                    rows.side_files.extend(files);
-                }
+        for (c, done) in cells.iter().zip(runs.iter_mut()) {
+            if opts.cancel.load(Ordering::Relaxed) {
+                let b = c.server.dialect().name();
+                log(&format!("interrupted: {} on {b} at {} not run", c.name, c.isolation.name()));
+                continue;
             }
-        }
-        if round == 0 {
-            rows.skipped = skipped;
+            index += 1;
+            let target = c.target(run_id, plan.data.seed_spec(), round, (index, total.max(index)));
+            let (report, files) = one::run_one(plan, opts, cfg, target, log).await?;
+            done.push(report);
+            rows.side_files.extend(files);
         }
     }
-    for runs in cells {
+    for runs in runs {
         let merged = runs.len() > 1;
         if let Some(mut row) = counterlab_report::merge_repeats(runs, plan.seed) {
             if merged {
@@ -236,6 +190,53 @@ async fn run_cells(
         }
     }
     Ok(())
+}
+
+/// One cell to run: a strategy on a SQL server (with its Redis or broker) at a level,
+/// reading from one source.
+struct Planned<'a> {
+    server: &'a Server,
+    redis: Option<&'a RedisServer>,
+    amqp: Option<&'a AmqpServer>,
+    name: &'a str,
+    info: StrategyInfo,
+    isolation: Isolation,
+    read_from: ReadFrom,
+}
+
+impl<'a> Planned<'a> {
+    fn target(&self, run_id: &'a str, seed: SeedSpec, repeat: u32, index: (usize, usize)) -> Target<'a> {
+        let (server, redis, amqp, name, info) = (self.server, self.redis, self.amqp, self.name, self.info);
+        let (isolation, read_from) = (self.isolation, self.read_from);
+        Target { server, redis, amqp, run_id, name, info, isolation, seed, read_from, repeat, index }
+    }
+}
+
+/// The cells to run, the combinations left out, and those a missing replica left out.
+type PlannedCells<'a> = (Vec<Planned<'a>>, Vec<Skipped>, Vec<Skipped>);
+
+/// Every cell of the plan in run order, listed once before anything runs, with the
+/// combinations left out and why (those a missing replica left out apart, to be said).
+fn plan_cells<'a>(
+    plan: &'a RunPlan,
+    opts: &RunOptions,
+    servers: &'a Servers,
+) -> Result<PlannedCells<'a>, BackendError> {
+    let (mut cells, mut skipped, mut replica_skipped) = (Vec::new(), Vec::new(), Vec::new());
+    for server in &servers.sql {
+        for name in &plan.strategies {
+            let Some((info, (redis, amqp), levels)) = cells_of(plan, opts, server, servers, name, &mut skipped)? else {
+                continue;
+            };
+            for (isolation, read_from) in levels.iter().flat_map(|l| plan.replica.read_from.iter().map(|r| (*l, *r))) {
+                match replica_skip(opts, server, redis.is_some(), name, isolation, read_from) {
+                    Some(skip) => replica_skipped.push(skip),
+                    None => cells.push(Planned { server, redis, amqp, name, info, isolation, read_from }),
+                }
+            }
+        }
+    }
+    Ok((cells, skipped, replica_skipped))
 }
 
 /// The skipped row when `read_from` needs a replica this cell's server has not got.

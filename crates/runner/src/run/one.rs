@@ -619,29 +619,8 @@ pub(super) async fn check(
     let data_loss = plan.faults_for(name).any(|f| matches!(f.fault, Fault::RedisDataLoss | Fault::Failover { .. }));
     let replica = matches!(source, ReadSource::Replica { .. });
     let judge_reads = (info.guarantee != Guarantee::Eventual || replica) && !data_loss;
-    let mut figures = l.strategy.figures();
-    if let Some(agents) = &l.figures {
-        for (name, v) in figures.iter_mut() {
-            *v = agents.iter().filter(|(n, _)| n == name).map(|(_, x)| x).sum();
-        }
-    }
-    if let Some(st) = reads.as_ref().and_then(|r| r.staleness()) {
-        figures.extend(staleness_figures(&st));
-    }
-    if let (Some(lag), Some(rc)) = (lag_us, &reads) {
-        let worst = rc.violations.iter().filter_map(|v| v.stale_for_us).max().unwrap_or(0);
-        figures.extend([("read_lag_allowed_ms", lag as f64 / 1e3), ("stale_read_max_ms", worst as f64 / 1e3)]);
-    }
-    let figure = |k: &str| figures.iter().find(|(n, _)| *n == k).map(|(_, v)| *v as u64);
-    let cx = Context {
-        guarantee,
-        lost_flushes: figure("lost_flush_claims").unwrap_or(0),
-        double_flushes: figure("double_flush_claims").unwrap_or(0),
-        double_applies: (figure("double_applies_raising").unwrap_or(0), figure("double_applies_lowering").unwrap_or(0)),
-        reconciler: figure("reconcile_passes").is_some(),
-        seed: cell.t.seed,
-        failover_us: l.failover_us,
-    };
+    let figures = strategy_figures(l, reads.as_ref(), lag_us);
+    let cx = classifier_context(cell, l, guarantee, &figures);
     let anomalies = classify_parts(history, &rows, reads.as_ref().filter(|_| judge_reads), &settled, cx)?;
     for a in &anomalies {
         log(&format!("{}: anomaly {} x{}", cell.label(), a.name, a.count));
@@ -668,6 +647,44 @@ pub(super) async fn check(
         file: None,
     };
     Ok(Found { figures, check, anomalies, judgement, history, staleness, check_s })
+}
+
+/// The strategy's own figures (summed over the agents of a distributed run), with the
+/// replica reads' staleness and a cache's allowed lag beside them.
+fn strategy_figures(
+    l: &Loaded,
+    reads: Option<&counterlab_core::ReadCheck>,
+    lag_us: Option<u64>,
+) -> Vec<(&'static str, f64)> {
+    let mut figures = l.strategy.figures();
+    if let Some(agents) = &l.figures {
+        for (name, v) in figures.iter_mut() {
+            *v = agents.iter().filter(|(n, _)| n == name).map(|(_, x)| x).sum();
+        }
+    }
+    if let Some(st) = reads.and_then(|r| r.staleness()) {
+        figures.extend(staleness_figures(&st));
+    }
+    if let (Some(lag), Some(rc)) = (lag_us, reads) {
+        let worst = rc.violations.iter().filter_map(|v| v.stale_for_us).max().unwrap_or(0);
+        figures.extend([("read_lag_allowed_ms", lag as f64 / 1e3), ("stale_read_max_ms", worst as f64 / 1e3)]);
+    }
+    figures
+}
+
+/// What the classifier knows beside the history: the guarantee judged, the strategy's
+/// own counts of lost and doubled applies, whether a reconciler ran, the seed, a failover.
+fn classifier_context(cell: &Cell<'_>, l: &Loaded, guarantee: Guarantee, figures: &[(&str, f64)]) -> Context {
+    let figure = |k: &str| figures.iter().find(|(n, _)| *n == k).map(|(_, v)| *v as u64);
+    Context {
+        guarantee,
+        lost_flushes: figure("lost_flush_claims").unwrap_or(0),
+        double_flushes: figure("double_flush_claims").unwrap_or(0),
+        double_applies: (figure("double_applies_raising").unwrap_or(0), figure("double_applies_lowering").unwrap_or(0)),
+        reconciler: figure("reconcile_passes").is_some(),
+        seed: cell.t.seed,
+        failover_us: l.failover_us,
+    }
 }
 
 /// The truth streamed beside the counters (`witnesses`: mismatched or negative users, all

@@ -279,14 +279,7 @@ pub async fn load(
     secret: &str,
     log: Log<'_>,
 ) -> Result<AgentRun, PhaseError> {
-    let dir = agent::agent_dir(out, seg.k, seg.n);
-    if dir.join("partial.json").exists() {
-        return Err(PhaseError(format!(
-            "{} already holds an agent's output: give each run its own --out",
-            dir.display()
-        )));
-    }
-    std::fs::create_dir_all(&dir).map_err(|e| PhaseError(format!("cannot create {}: {e}", dir.display())))?;
+    let dir = fresh_agent_dir(out, seg)?;
     let skew = agent::test_skew_us()?;
     let servers = connect(plan, opts, &h.run_id, log).await?;
     let cfg = config::driver_config(plan, opts.cancel.clone(), opts.history_limit);
@@ -301,16 +294,7 @@ pub async fn load(
         let pw = handle::password(secret, &hc.namespace);
         let t = target(plan, opts, &servers, h, hc, (i + 1, h.cells.len()))?;
         let cell = cell(plan, opts, t, hc, &pw, true)?;
-        // The agents share the role's connection limit (the plan's pool plus 2).
-        let mut spec = cell.pool_spec();
-        spec.max_connections = seg.share(u64::from(spec.max_connections)) as u32;
-        if spec.max_connections == 0 {
-            return Err(PhaseError(format!(
-                "segment {}/{} gets none of the plan's {} connections: give at least {} (workload.connections)",
-                seg.k, seg.n, plan.workload.connections, seg.n
-            )));
-        }
-        let ns = cell.t.server.attach_namespace(&cell.ns_name, spec, &pw, false)?;
+        let ns = cell.t.server.attach_namespace(&cell.ns_name, segment_pool(&cell, plan, seg)?, &pw, false)?;
         let login = |e: String| {
             PhaseError(format!("{}: {e} (is {} the one prepare had?)", cell.ns_name, handle::RUN_SECRET_ENV))
         };
@@ -334,13 +318,44 @@ pub async fn load(
         clock,
         cells,
     };
-    // partial.json last, and whole: its presence tells `check` the agent is done.
+    write_partial(&dir, &partial)?;
+    Ok(AgentRun { dir, partial })
+}
+
+/// This agent's output folder, made; an error when an earlier agent's output is there.
+fn fresh_agent_dir(out: &Path, seg: Segment) -> Result<std::path::PathBuf, PhaseError> {
+    let dir = agent::agent_dir(out, seg.k, seg.n);
+    if dir.join("partial.json").exists() {
+        return Err(PhaseError(format!(
+            "{} already holds an agent's output: give each run its own --out",
+            dir.display()
+        )));
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| PhaseError(format!("cannot create {}: {e}", dir.display())))?;
+    Ok(dir)
+}
+
+/// The cell's pool as this segment's share: the agents share the role's connection
+/// limit (the plan's pool plus 2).
+fn segment_pool(cell: &Cell<'_>, plan: &RunPlan, seg: Segment) -> Result<counterlab_strategies::PoolSpec, PhaseError> {
+    let mut spec = cell.pool_spec();
+    spec.max_connections = seg.share(u64::from(spec.max_connections)) as u32;
+    if spec.max_connections == 0 {
+        return Err(PhaseError(format!(
+            "segment {}/{} gets none of the plan's {} connections: give at least {} (workload.connections)",
+            seg.k, seg.n, plan.workload.connections, seg.n
+        )));
+    }
+    Ok(spec)
+}
+
+/// partial.json last, and whole: its presence tells `check` the agent is done.
+fn write_partial(dir: &Path, partial: &Partial) -> Result<(), PhaseError> {
     let tmp = dir.join("partial.json.tmp");
-    let text = serde_json::to_string_pretty(&partial).expect("a partial report serializes");
+    let text = serde_json::to_string_pretty(partial).expect("a partial report serializes");
     std::fs::write(&tmp, text)
         .and_then(|_| std::fs::rename(&tmp, dir.join("partial.json")))
-        .map_err(|e| PhaseError(format!("cannot write {}: {e}", dir.join("partial.json").display())))?;
-    Ok(AgentRun { dir, partial })
+        .map_err(|e| PhaseError(format!("cannot write {}: {e}", dir.join("partial.json").display())))
 }
 
 /// Drives one cell's share and writes its history and HDR log.
