@@ -1,16 +1,19 @@
 //! Criterion benches of the client-side hot paths that sit between two database calls:
-//! drawing the next op, picking a live id, checking a large population, and checking a
-//! history's reads in memory against the same history spilled to part files.
+//! drawing the next op, picking a live id, recording a latency, checking a large
+//! population, and checking a history's reads in memory against the same history spilled
+//! to part files.
 
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hdrhistogram::Histogram;
+
 use counterlab_core::{
     CheckInput, Event, Guarantee, OpKind, Outcome, ReadSource, check_counters, check_reads_from, check_reads_parts,
     sort_history,
 };
-use counterlab_sim::{IdPool, Mix, OpGen, Rng, Skew, UserPicker};
+use counterlab_sim::{IdPool, Mix, OpGen, Rng, Skew, UserPicker, new_latency_histogram};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 fn workload(c: &mut Criterion) {
@@ -32,6 +35,28 @@ fn workload(c: &mut Criterion) {
             }
         })
     });
+}
+
+/// A worker's first 1000 latencies (50 µs to 50 ms) into a fresh histogram that grows as
+/// they arrive, into one sized for a second up front (every worker's 13 before issue 37),
+/// and into one already grown (the steady state).
+fn recording(c: &mut Criterion) {
+    let mut rng = Rng::new(7);
+    let values: Vec<u64> = (0..1000).map(|_| 50 + rng.below(50_000)).collect();
+    let record_all = |h: &mut Histogram<u64>| values.iter().for_each(|&v| h.record(v).expect("auto-resizing"));
+    let presized = || {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 1 << 20, 3).expect("valid bounds");
+        h.auto(true);
+        h
+    };
+    let mut g = c.benchmark_group("latency_record/1k-values");
+    g.throughput(Throughput::Elements(values.len() as u64));
+    g.bench_function("fresh-growing", |b| b.iter(|| record_all(black_box(&mut new_latency_histogram()))));
+    g.bench_function("fresh-presized-1s", |b| b.iter(|| record_all(black_box(&mut presized()))));
+    let mut grown = new_latency_histogram();
+    record_all(&mut grown);
+    g.bench_function("grown", |b| b.iter(|| record_all(black_box(&mut grown))));
+    g.finish();
 }
 
 fn checker(c: &mut Criterion) {
@@ -88,6 +113,6 @@ criterion_group! {
     name = benches;
     // Short: `cargo bench` stays minutes (benches/README.md).
     config = Criterion::default().warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
-    targets = workload, checker, history
+    targets = workload, recording, checker, history
 }
 criterion_main!(benches);

@@ -4,12 +4,16 @@
 use counterlab_core::{ErrorClass, OpError, Outcome};
 use hdrhistogram::Histogram;
 
-/// Microsecond histogram at 3 significant digits that grows as larger values arrive
-/// (callers clamp values to their bound), so idle workers cost little memory.
-pub fn new_latency_histogram(max_us: u64) -> Histogram<u64> {
-    let mut h = Histogram::new_with_bounds(1, max_us.clamp(2, 1 << 20), 3).expect("valid histogram bounds");
-    h.auto(true);
-    h
+/// Significant digits of every latency histogram.
+const LATENCY_SIGFIG: u8 = 3;
+
+/// Microsecond histogram at 3 significant digits that starts at its smallest range (2048
+/// counts, 16 KiB) and grows as larger values arrive (callers clamp values to their
+/// bound). Its buckets depend only on the lowest value and the digits, never on the
+/// range, so a value records the same as in a histogram sized for it up front; sizing
+/// every worker's histograms for a second cost 96 KiB each (13 a worker).
+pub fn new_latency_histogram() -> Histogram<u64> {
+    Histogram::new(LATENCY_SIGFIG).expect("valid histogram bounds")
 }
 
 /// Records `us` (at least 1), growing the histogram as needed; callers bound `us`.
@@ -64,8 +68,14 @@ pub struct OpStats {
     pub service_us: Histogram<u64>,
 }
 
+impl Default for OpStats {
+    fn default() -> OpStats {
+        OpStats::new()
+    }
+}
+
 impl OpStats {
-    pub fn new(max_us: u64) -> OpStats {
+    pub fn new() -> OpStats {
         OpStats {
             count: 0,
             ok: 0,
@@ -76,8 +86,8 @@ impl OpStats {
             errors_by_class: [0; ErrorClass::COUNT],
             retries: 0,
             give_ups: 0,
-            latency_us: new_latency_histogram(max_us),
-            service_us: new_latency_histogram(max_us),
+            latency_us: new_latency_histogram(),
+            service_us: new_latency_histogram(),
         }
     }
 

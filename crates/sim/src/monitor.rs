@@ -26,7 +26,7 @@ struct Interval {
 
 impl Interval {
     fn new(phase: String) -> Interval {
-        Interval { hist: OpKind::ALL.iter().map(|_| new_latency_histogram(1)).collect(), ops: 0, errors: 0, phase }
+        Interval { hist: OpKind::ALL.iter().map(|_| new_latency_histogram()).collect(), ops: 0, errors: 0, phase }
     }
 }
 
@@ -327,7 +327,7 @@ impl SamplerTask {
 
     /// Logs each op kind's histogram of `interval` and returns them merged.
     fn log_interval(&self, log: &mut Log<'_, '_>, interval: &Interval, now: Instant) -> Histogram<u64> {
-        let mut all = new_latency_histogram(1);
+        let mut all = new_latency_histogram();
         for (kind, h) in OpKind::ALL.iter().zip(&interval.hist) {
             if h.is_empty() {
                 continue;

@@ -1159,43 +1159,53 @@ impl Drop for LitePhase {
     }
 }
 
-/// Multi-row INSERT statements of at most 1000 rows each; every value is a number the
-/// seeder generated, so the text is safe to build.
+/// Multi-row INSERT statements of at most 1000 rows each, made one at a time as the seed
+/// sends them (10M rows made at once held 285 MB); every value is a number the seeder
+/// generated, so the text is safe to build.
 fn insert_batches(
     spec: SeedSpec,
     rows: impl Iterator<Item = (u64, u64, bool)>,
     unread: u64,
-    t: &str,
-    f: &str,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    batch_into(
-        &mut out,
+    t: &'static str,
+    f: &'static str,
+) -> impl Iterator<Item = String> {
+    let notifications = batches(
         "INSERT INTO notifications (id, user_id, is_read) VALUES ",
-        rows.map(|(id, user, read)| format!("({id},{user},{})", if read { t } else { f })),
+        rows.map(move |(id, user, read)| format!("({id},{user},{})", if read { t } else { f })),
     );
-    batch_into(
-        &mut out,
+    let counters = batches(
         "INSERT INTO unread_counts (user_id, unread) VALUES ",
-        (1..=spec.n_users).map(|u| format!("({u},{unread})")),
+        (1..=spec.n_users).map(move |u| format!("({u},{unread})")),
     );
-    out
+    notifications.chain(counters)
 }
 
-fn batch_into(out: &mut Vec<String>, head: &str, values: impl Iterator<Item = String>) {
+/// `head` and up to 1000 of `values`, comma-separated, per statement.
+fn batches(head: &'static str, mut values: impl Iterator<Item = String>) -> impl Iterator<Item = String> {
     const BATCH: usize = 1000;
-    let mut sql = String::new();
-    let mut n = 0;
-    for v in values {
-        sql += if n == 0 { head } else { "," };
-        sql += &v;
-        n += 1;
-        if n == BATCH {
-            out.push(std::mem::take(&mut sql));
-            n = 0;
+    std::iter::from_fn(move || {
+        let mut sql = String::from(head);
+        sql += &values.next()?;
+        for v in values.by_ref().take(BATCH - 1) {
+            sql += ",";
+            sql += &v;
         }
-    }
-    if n > 0 {
-        out.push(sql);
+        Some(sql)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_statements_hold_at_most_1000_rows_and_every_row_once() {
+        let values = (1..=2500).map(|i| format!("({i})"));
+        let sql: Vec<String> = batches("INSERT INTO t VALUES ", values).collect();
+        let rows: Vec<usize> = sql.iter().map(|s| s.matches('(').count()).collect();
+        assert_eq!(rows, [1000, 1000, 500]);
+        assert!(sql.iter().all(|s| s.starts_with("INSERT INTO t VALUES (") && !s.ends_with(',')));
+        assert!(sql[2].ends_with(",(2500)"), "{}", &sql[2][sql[2].len() - 20..]);
+        assert_eq!(batches("X ", std::iter::empty()).count(), 0);
     }
 }

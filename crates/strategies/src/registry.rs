@@ -164,7 +164,7 @@ pub const BUILTINS: &[Builtin] = &[
     row(
         "redis-counter",
         Guarantee::Exact,
-        "SQL conditional UPDATE decides, INCRBY/DECRBY on the user's Redis key follows; exact while Redis keeps its data and every reply arrives",
+        "SQL conditional UPDATE decides, then one Lua script (counter_apply.lua, by EVALSHA) INCRBYs the user's Redis key by the signed delta and, with a reconciler, ends the op's in-flight guard in the same step; exact while Redis keeps its data and every reply arrives",
         Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::RedisCounter)),
     ),
     row(

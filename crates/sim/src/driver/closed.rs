@@ -40,7 +40,7 @@ pub(super) async fn run(
 }
 
 async fn worker(ctx: Arc<Ctx>, id: u32, ops: OpGen, budget: Option<u64>, deadline: Option<Instant>, n: u32) -> Worker {
-    let mut w = Worker::new(ctx.max_us, id);
+    let mut w = Worker::new(id);
     // The strategy wraps the loop (a SQL design holds one connection for it).
     let strategy = ctx.strategy.clone();
     strategy.worker_scope(n, Box::pin(op_loop(&ctx, &mut w, ops, budget, deadline))).await;

@@ -19,7 +19,7 @@ use futures_util::future::join_all;
 use hdrhistogram::Histogram;
 use tokio::task::JoinHandle;
 
-use crate::metrics::{OpStats, Tries, new_latency_histogram};
+use crate::metrics::{OpStats, Tries, new_latency_histogram, record_us};
 use crate::monitor::Monitor;
 use crate::pool::IdPool;
 use crate::rng::Rng;
@@ -190,7 +190,7 @@ impl StageResult {
 
     /// Latency (from the intended start) over every op kind.
     pub fn all_latency(&self) -> Histogram<u64> {
-        let mut h = new_latency_histogram(1);
+        let mut h = new_latency_histogram();
         for s in &self.ops {
             h.add(&s.latency_us).expect("auto-resizing histograms merge");
         }
@@ -221,10 +221,11 @@ pub const MAX_ERROR_SAMPLES: usize = 5;
 pub const LATE_AFTER: Duration = Duration::from_millis(1);
 
 impl LoadResult {
-    /// No load ran (its setup did not complete): no ops, no time.
-    pub fn empty(max_us: u64) -> LoadResult {
+    /// No load ran (its setup did not complete): no ops, no time. `_max_us`, the latency
+    /// bound, is no longer needed (the histograms grow) and kept for the callers.
+    pub fn empty(_max_us: u64) -> LoadResult {
         LoadResult {
-            ops: OpKind::ALL.iter().map(|_| OpStats::new(max_us)).collect(),
+            ops: OpKind::ALL.iter().map(|_| OpStats::new()).collect(),
             elapsed: Duration::ZERO,
             error_samples: Vec::new(),
             stages: Vec::new(),
@@ -258,7 +259,7 @@ impl LoadResult {
     /// Over the measured open-loop stages: (scheduled, started, dropped, late, lag).
     /// After Ctrl-C, scheduled ops still queued are neither started nor dropped.
     pub fn open_loop_totals(&self) -> (u64, u64, u64, u64, Histogram<u64>) {
-        let mut lag = new_latency_histogram(1);
+        let mut lag = new_latency_histogram();
         let (mut scheduled, mut started, mut dropped, mut late) = (0, 0, 0, 0);
         for s in self.measured().filter(|s| matches!(s.stage.model, LoadModel::Open { .. })) {
             scheduled += s.scheduled;
@@ -283,11 +284,13 @@ impl LoadResult {
     }
 }
 
-/// One worker's share of a stage.
+/// One worker's share of a stage. Its stats of a kind and its lag histogram are made when
+/// it first records one: a worker holds none for the kinds it never issues (none at all
+/// when idle), as the stage's workers are all held until it ends.
 struct Worker {
-    stats: Vec<OpStats>,
+    stats: [Option<OpStats>; OpKind::ALL.len()],
     error_samples: Vec<String>,
-    lag_us: Histogram<u64>,
+    lag_us: Option<Histogram<u64>>,
     late: u64,
     dropped: u64,
     issued_or_skipped: u64,
@@ -297,17 +300,26 @@ struct Worker {
 }
 
 impl Worker {
-    fn new(max_us: u64, id: u32) -> Worker {
+    fn new(id: u32) -> Worker {
         Worker {
-            stats: OpKind::ALL.iter().map(|_| OpStats::new(max_us)).collect(),
+            stats: Default::default(),
             error_samples: Vec::new(),
-            lag_us: new_latency_histogram(max_us),
+            lag_us: None,
             late: 0,
             dropped: 0,
             issued_or_skipped: 0,
             history: Vec::new(),
             id,
         }
+    }
+
+    fn stats(&mut self, kind: OpKind) -> &mut OpStats {
+        self.stats[kind.index()].get_or_insert_with(OpStats::new)
+    }
+
+    /// Records an open-loop op's wait for a worker, bounded by the caller.
+    fn record_lag(&mut self, us: u64) {
+        record_us(self.lag_us.get_or_insert_with(new_latency_histogram), us);
     }
 
     fn note_error(&mut self, result: &Result<bool, OpError>) {
@@ -373,29 +385,33 @@ impl Ctx {
         let mut tries = Tries::default();
         w.issued_or_skipped += 1;
         match execute(self.strategy.as_ref(), &self.pool, op, &self.cfg, &mut tries).await {
-            None => w.stats[op.kind.index()].skipped += 1,
+            None => w.stats(op.kind).skipped += 1,
             Some((result, calls)) => {
                 self.record_calls(w, op, calls);
                 let end = Instant::now();
                 let us = |from: Instant| (end.saturating_duration_since(from).as_micros() as u64).min(self.max_us);
                 let (corrected, service) = (us(intended), us(start));
                 w.note_error(&result);
-                w.stats[op.kind.index()].record(corrected, service, &result, &tries);
+                w.stats(op.kind).record(corrected, service, &result, &tries);
                 self.monitor.record(op.kind, corrected, result.is_err());
             }
         }
     }
 }
 
-fn merge_workers(workers: Vec<Worker>, max_us: u64, error_samples: &mut Vec<String>) -> (Vec<OpStats>, Worker) {
-    let mut ops: Vec<OpStats> = OpKind::ALL.iter().map(|_| OpStats::new(max_us)).collect();
-    let mut total = Worker::new(max_us, 0);
+fn merge_workers(workers: Vec<Worker>, error_samples: &mut Vec<String>) -> (Vec<OpStats>, Worker) {
+    let mut ops: Vec<OpStats> = OpKind::ALL.iter().map(|_| OpStats::new()).collect();
+    let mut total = Worker::new(0);
     for mut w in workers {
         total.history.append(&mut w.history);
         for (t, part) in ops.iter_mut().zip(&w.stats) {
-            t.merge(part);
+            if let Some(part) = part {
+                t.merge(part);
+            }
         }
-        total.lag_us.add(&w.lag_us).expect("auto-resizing histograms merge");
+        if let Some(l) = &w.lag_us {
+            total.lag_us.get_or_insert_with(new_latency_histogram).add(l).expect("auto-resizing histograms merge");
+        }
         total.late += w.late;
         total.dropped += w.dropped;
         total.issued_or_skipped += w.issued_or_skipped;
@@ -443,7 +459,7 @@ async fn run_stage(
         }
     };
     let elapsed = start.elapsed();
-    let (ops, mut total) = merge_workers(workers, ctx.max_us, error_samples);
+    let (ops, mut total) = merge_workers(workers, error_samples);
     history.append(&mut total.history);
     StageResult {
         stage: stage.clone(),
@@ -453,7 +469,7 @@ async fn run_stage(
         dropped: total.dropped + queue_dropped,
         late: total.late,
         ops,
-        lag_us: total.lag_us,
+        lag_us: total.lag_us.unwrap_or_else(new_latency_histogram),
     }
 }
 
@@ -480,7 +496,7 @@ pub async fn run_load(
         history_dropped: AtomicU64::new(0),
     });
     let mut history = Vec::new();
-    let mut ops: Vec<OpStats> = OpKind::ALL.iter().map(|_| OpStats::new(max_us)).collect();
+    let mut ops: Vec<OpStats> = OpKind::ALL.iter().map(|_| OpStats::new()).collect();
     let mut error_samples = Vec::new();
     let mut stages = Vec::new();
     let mut elapsed = Duration::ZERO;
@@ -540,6 +556,51 @@ mod tests {
         let (scheduled, started, dropped, _, _) = load.open_loop_totals();
         assert_eq!(started, load.total_ops() + load.ops.iter().map(|o| o.skipped).sum::<u64>());
         (scheduled, dropped, started)
+    }
+
+    /// Counts (16 KiB per 2048) a worker's histograms hold.
+    fn counts_held(w: &Worker) -> usize {
+        let stats = w.stats.iter().flatten().map(|s| s.latency_us.distinct_values() + s.service_us.distinct_values());
+        stats.sum::<usize>() + w.lag_us.as_ref().map_or(0, |h| h.distinct_values())
+    }
+
+    /// A histogram as every worker's were made before they grew: sized for a second.
+    fn presized() -> Histogram<u64> {
+        let mut h = Histogram::new_with_bounds(1, 1 << 20, 3).unwrap();
+        h.auto(true);
+        h
+    }
+
+    #[test]
+    fn a_fresh_worker_holds_no_histogram_and_an_active_one_only_what_its_values_need() {
+        let mut w = Worker::new(0);
+        assert_eq!(counts_held(&w), 0, "idle workers cost no histogram");
+        w.stats(OpKind::ReadCount).skipped += 1;
+        // One kind's two histograms at their smallest, far below a second's range.
+        assert_eq!(counts_held(&w), 2 * 2048);
+        assert_eq!(presized().distinct_values(), 12_288);
+        w.record_lag(40);
+        assert_eq!(counts_held(&w), 3 * 2048);
+    }
+
+    #[test]
+    fn a_growing_histogram_records_values_near_and_past_the_old_bound_as_a_presized_one() {
+        let mix = Mix { weights: [1, 0, 0, 0, 0, 0] };
+        let max_us = DriverConfig::plain(1, DriverConfig::closed_stage(1, Stop::Ops(1)), mix).max_latency_us();
+        let mut w = Worker::new(0);
+        let mut old = presized();
+        for us in [1, 999, 2047, 65_537, (1 << 20) - 1, 1 << 20, max_us] {
+            w.stats(OpKind::Create).record(us, us, &Ok(true), &Tries::default());
+            old.record(us).unwrap();
+        }
+        let new = &w.stats[OpKind::Create.index()].as_ref().unwrap().latency_us;
+        assert_eq!((new.len(), new.min(), new.max(), new.mean()), (old.len(), old.min(), old.max(), old.mean()));
+        for v in [(1 << 20) - 1, 1 << 20, max_us] {
+            assert_eq!(new.count_at(v), old.count_at(v), "{v}");
+        }
+        assert!(new.equivalent(new.max(), max_us), "the bound itself is kept");
+        let q = |h: &Histogram<u64>| [0.5, 0.9, 0.99, 1.0].map(|q| h.value_at_quantile(q));
+        assert_eq!(q(new), q(&old));
     }
 
     /// Every odd-numbered create call loses its reply (after "applying").

@@ -14,7 +14,6 @@ use tokio::task::JoinHandle;
 
 use super::timer::Timer;
 use super::{Ctx, LATE_AFTER, Stop, Worker, join_workers, worker_stream};
-use crate::metrics::record_us;
 use crate::rng::Rng;
 use crate::workload::{OpGen, PlannedOp, UserPicker};
 
@@ -182,7 +181,7 @@ async fn worker(
     rx: mpsc::Receiver<Item>,
     first: Item,
 ) -> Worker {
-    let mut w = Worker::new(ctx.max_us, id);
+    let mut w = Worker::new(id);
     let strategy = ctx.strategy.clone();
     strategy.worker_scope(max, Box::pin(serve_loop(&ctx, &mut w, &shared, rx, first))).await;
     w
@@ -216,7 +215,7 @@ async fn serve(ctx: &Ctx, w: &mut Worker, (op, intended): Item) {
         ctx.monitor.dropped(1);
         return;
     }
-    record_us(&mut w.lag_us, (lag.as_micros() as u64).min(ctx.max_us));
+    w.record_lag((lag.as_micros() as u64).min(ctx.max_us));
     if lag > LATE_AFTER {
         w.late += 1;
     }

@@ -59,7 +59,8 @@ pub enum RedisDesign {
     ZsetBufferReplay,
     /// Unread state and counter in Redis, every check-and-change one Lua script.
     LuaScript,
-    /// SQL conditional UPDATE decides, INCRBY/DECRBY on the user's key follows.
+    /// SQL conditional UPDATE decides; `counter_apply.lua` (EVALSHA) then INCRBYs the
+    /// user's key by the signed delta, ending the reconciler's guard in the same script.
     RedisCounter,
     /// SQL conditional UPDATE decides; the user's counter key moves by an optimistic
     /// read-modify-write on a dedicated connection (WATCH, GET, MULTI, SET, EXEC), run

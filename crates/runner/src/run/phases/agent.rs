@@ -276,13 +276,13 @@ pub fn totals_log(load: &LoadResult, label: &str) -> String {
 }
 
 /// An empty op stats set for merging into.
-pub fn empty_ops(max_us: u64) -> Vec<OpStats> {
-    LoadResult::empty(max_us).ops
+pub fn empty_ops() -> Vec<OpStats> {
+    OpKind::ALL.iter().map(|_| OpStats::new()).collect()
 }
 
 /// An empty lag histogram.
-pub fn empty_lag(max_us: u64) -> Histogram<u64> {
-    new_latency_histogram(max_us)
+pub fn empty_lag() -> Histogram<u64> {
+    new_latency_histogram()
 }
 
 /// Error classes are indexed by `ErrorClass::index()`: a partial from another build

@@ -189,7 +189,7 @@ pub fn read_hlog(path: &Path) -> Result<BTreeMap<String, Histogram<u64>>, String
             match out.get_mut(&tag) {
                 Some(sum) => sum.add(&hist).map_err(|e| at(format!("cannot add: {e:?}")))?,
                 None => {
-                    let mut sum = empty_lag(1);
+                    let mut sum = empty_lag();
                     sum.add(&hist).map_err(|e| at(format!("cannot add: {e:?}")))?;
                     out.insert(tag, sum);
                 }
@@ -212,7 +212,7 @@ pub struct MergedCell {
 }
 
 /// Merges cell `namespace` over `agents`. `stages` are the plan's (undivided) stages.
-pub fn merge_cell(agents: &[Agent], namespace: &str, stages: &[Stage], max_us: u64) -> Result<MergedCell, String> {
+pub fn merge_cell(agents: &[Agent], namespace: &str, stages: &[Stage]) -> Result<MergedCell, String> {
     let mut results: Vec<StageResult> = stages
         .iter()
         .map(|s| StageResult {
@@ -222,8 +222,8 @@ pub fn merge_cell(agents: &[Agent], namespace: &str, stages: &[Stage], max_us: u
             scheduled: 0,
             dropped: 0,
             late: 0,
-            ops: empty_ops(max_us),
-            lag_us: empty_lag(max_us),
+            ops: empty_ops(),
+            lag_us: empty_lag(),
         })
         .collect();
     let (mut histories, mut shares, mut figures) = (Vec::new(), Vec::new(), Vec::new());
@@ -252,7 +252,7 @@ pub fn merge_cell(agents: &[Agent], namespace: &str, stages: &[Stage], max_us: u
         }
     }
     let history = merge_histories(&histories, SPILL_AFTER)?;
-    let mut ops = empty_ops(max_us);
+    let mut ops = empty_ops();
     let mut elapsed = Duration::ZERO;
     for r in results.iter().filter(|r| r.stage.measured) {
         for (t, part) in ops.iter_mut().zip(&r.ops) {

@@ -454,7 +454,7 @@ pub async fn check(
         let pw = handle::password(secret, &hc.namespace);
         let t = target(plan, opts, &servers, h, hc, (i + 1, h.cells.len()))?;
         let cell = cell(plan, opts, t, hc, &pw, true)?;
-        let merged = merge::merge_cell(&agents, &hc.namespace, &cfg.stages, cfg.max_latency_us())?;
+        let merged = merge::merge_cell(&agents, &hc.namespace, &cfg.stages)?;
         let (report, files) = check_cell(&cell, merged, log).await?;
         rows.reports.push(report);
         rows.side_files.extend(files);
