@@ -17,7 +17,7 @@ const USERS: i64 = 10;
 /// Few users and duplicate mark_reads, so ops on one user overlap (WATCH conflicts,
 /// SREM races). No mark_all_read: where SQL decides and Redis follows (watch-multi,
 /// redis-hash, like redis-counter), one racing a create can make a read show -1 for a
-/// moment (see ARCHITECTURE.md, "Not built yet").
+/// moment (see docs/not-built-yet.md).
 const HOT: &str = "create = 20\nmark_read = 30\nmark_read_dup = 15\ndelete = 10\nread_count = 25\n";
 
 /// The full mix, mark_all_reads racing creates included (for redis-set).
