@@ -9,6 +9,7 @@ mod annotations;
 mod atomic;
 mod docs_cmd;
 mod exit;
+mod explore_cmd;
 mod init_cmd;
 mod list_cmd;
 mod phases_cmd;
@@ -58,6 +59,11 @@ enum Command {
     /// x backend (namespace, seed, setup, every step prepared) and drop it again. One line
     /// each; exit 0 all ok, 1 one failed, 2 bad input or unreachable server.
     Validate(Box<validate_cmd::ValidateArgs>),
+    /// Every interleaving of two (or three) concurrent ops' server calls, each from a
+    /// fresh state on the real server: per op pair SAFE, UNSAFE (the shortest failing
+    /// schedule as a script; --out writes replay files) or NOT EXPLORED. Exit 1 when an
+    /// exact design is UNSAFE; `--replay FILE` runs a failing schedule again.
+    Explore(Box<explore_cmd::ExploreArgs>),
     /// Run a scenario file: every strategy in its own namespace, checked against the truth.
     Run(Box<RunArgs>),
     /// List the strategies and their declared guarantees: the designs, then the bug zoo's
@@ -802,6 +808,7 @@ fn main() -> ExitCode {
         }
         Command::Init(args) => init_cmd::init(args),
         Command::Validate(args) => validate_cmd::validate(*args),
+        Command::Explore(args) => explore_cmd::explore(*args),
         Command::Compare(args) => compare_cmd(args),
         Command::Report(args) => render_cmd::report_cmd(args),
         Command::Clean(args) => match runtime() {

@@ -5,6 +5,7 @@
 mod anomaly;
 mod check;
 mod counters;
+pub mod explore;
 mod history;
 mod limit;
 mod model;

@@ -6,6 +6,7 @@ use counterlab_core::{ErrorClass, OpError, Outcome};
 use sqlx::{Database, MySql, MySqlPool, PgPool, Postgres, Sqlite, SqlitePool};
 use sqlx_core::transaction::TransactionManager as _;
 
+use crate::gate::{self, spliced};
 use crate::held::{self, Conn, Lease, Take};
 
 pub use counterlab_core::{Dialect, Isolation};
@@ -190,6 +191,12 @@ impl Db {
     }
 
     pub async fn begin(&self, how: Begin) -> Result<Tx, OpError> {
+        let label =
+            || if how == Begin::Locking && self.dialect() == Dialect::Sqlite { "BEGIN IMMEDIATE" } else { "BEGIN" };
+        gate::step(|| label().to_string(), |_| "ok".to_string(), self.begin_ungated(how)).await
+    }
+
+    async fn begin_ungated(&self, how: Begin) -> Result<Tx, OpError> {
         // Open from the start, as in `sqlx::Transaction::begin`: a BEGIN cut off still
         // gets its rollback queued.
         let mut tx = Tx { lease: self.lease().await?, open: true };
@@ -207,11 +214,13 @@ impl Db {
     /// One statement outside a transaction (autocommit), returning an optional integer:
     /// a single-statement op (no BEGIN, no COMMIT) or a read.
     pub async fn opt_i64(&self, sql: &'static str, args: &[i64]) -> Result<Option<i64>, OpError> {
-        let mut lease = self.lease().await?;
-        let r =
-            each_conn!(lease.conn(), c => bind_scalar(sqlx::query_scalar(sql), args).fetch_optional(&mut **c).await);
-        lease.clean = r.is_ok();
-        r
+        gate::step(|| spliced(sql, args), show_opt, async {
+            let mut lease = self.lease().await?;
+            let r = each_conn!(lease.conn(), c => bind_scalar(sqlx::query_scalar(sql), args).fetch_optional(&mut **c).await);
+            lease.clean = r.is_ok();
+            r
+        })
+        .await
     }
 
     /// All rows of a query as tuples (or any `FromRow` type), outside a transaction.
@@ -223,7 +232,10 @@ impl Db {
             + Send
             + Unpin,
     {
-        each!(self, p => bind_as(sqlx::query_as(sql), args).fetch_all(p).await)
+        gate::step(|| spliced(sql, args), |v: &Vec<O>| format!("{} rows", v.len()), async {
+            each!(self, p => bind_as(sqlx::query_as(sql), args).fetch_all(p).await)
+        })
+        .await
     }
 
     /// Streams `sql`'s (i64, i64) rows (no arguments) into `f` as they arrive, so a
@@ -256,6 +268,19 @@ impl Db {
         }
     }
 
+    /// In an explorer's session, after an op that failed: sends the rollback its
+    /// transaction left queued on the session's connection (with a no-op statement) as a
+    /// step of its own, so the locks it held go when the schedule says.
+    pub async fn flush_rollback(&self) -> Result<(), OpError> {
+        gate::step(|| "ROLLBACK".to_string(), |_| "ok".to_string(), async {
+            let mut lease = self.lease().await?;
+            let r = each_conn!(lease.conn(), c => sqlx::query("SELECT 1").execute(&mut **c).await.map(|_| ()));
+            lease.clean = r.is_ok();
+            r
+        })
+        .await
+    }
+
     pub async fn close(&self) {
         match self {
             Db::Pg(p) => p.close().await,
@@ -268,12 +293,19 @@ impl Db {
 impl Tx {
     /// Executes a statement; returns rows affected as the driver reports them.
     pub async fn exec(&mut self, sql: &'static str, args: &[i64]) -> Result<u64, OpError> {
-        each_conn!(self.lease.conn(), t => bind_all(sqlx::query(sql), args).execute(&mut **t).await.map(|r| r.rows_affected()))
+        gate::step(|| spliced(sql, args), |n| format!("{n} rows"), async {
+            each_conn!(self.lease.conn(), t => bind_all(sqlx::query(sql), args).execute(&mut **t).await.map(|r| r.rows_affected()))
+        })
+        .await
     }
 
     /// Runs an INSERT and returns the new row's id (RETURNING on PostgreSQL and SQLite,
     /// last_insert_id on MySQL, which has no INSERT ... RETURNING).
     pub async fn insert_id(&mut self, sql: &'static str, args: &[i64]) -> Result<i64, OpError> {
+        gate::step(|| spliced(sql, args), |id| format!("id {id}"), self.insert_id_ungated(sql, args)).await
+    }
+
+    async fn insert_id_ungated(&mut self, sql: &'static str, args: &[i64]) -> Result<i64, OpError> {
         match self.lease.conn() {
             Conn::Pg(t) => bind_scalar(sqlx::query_scalar(sql), args)
                 .fetch_one(&mut **t)
@@ -294,6 +326,10 @@ impl Tx {
     /// Executes a statement; returns (rows affected, the last inserted id where the
     /// driver reports one: MySQL and SQLite; 0 on PostgreSQL, which uses RETURNING).
     pub async fn exec_full(&mut self, sql: &'static str, args: &[i64]) -> Result<(u64, i64), OpError> {
+        gate::step(|| spliced(sql, args), |(n, _)| format!("{n} rows"), self.exec_full_ungated(sql, args)).await
+    }
+
+    async fn exec_full_ungated(&mut self, sql: &'static str, args: &[i64]) -> Result<(u64, i64), OpError> {
         match self.lease.conn() {
             Conn::Pg(t) => bind_all(sqlx::query(sql), args)
                 .execute(&mut **t)
@@ -316,6 +352,19 @@ impl Tx {
     /// The first row of a query, its first `n` columns read as integers (booleans as
     /// 0/1, NULL as 0); None when there is no row.
     pub async fn row_i64(&mut self, sql: &'static str, args: &[i64], n: usize) -> Result<Option<Vec<i64>>, OpError> {
+        let show = |r: &Option<Vec<i64>>| match r {
+            Some(v) => format!("{v:?}"),
+            None => "no row".to_string(),
+        };
+        gate::step(|| spliced(sql, args), show, self.row_i64_ungated(sql, args, n)).await
+    }
+
+    async fn row_i64_ungated(
+        &mut self,
+        sql: &'static str,
+        args: &[i64],
+        n: usize,
+    ) -> Result<Option<Vec<i64>>, OpError> {
         macro_rules! decode {
             ($row:expr, $d:expr) => {{
                 use sqlx::Row as _;
@@ -379,14 +428,25 @@ impl Tx {
     }
 
     pub async fn opt_bool(&mut self, sql: &'static str, args: &[i64]) -> Result<Option<bool>, OpError> {
-        each_conn!(self.lease.conn(), t => bind_scalar(sqlx::query_scalar(sql), args).fetch_optional(&mut **t).await)
+        let show = |b: &Option<bool>| b.map_or("no row".to_string(), |b| b.to_string());
+        gate::step(|| spliced(sql, args), show, async {
+            each_conn!(self.lease.conn(), t => bind_scalar(sqlx::query_scalar(sql), args).fetch_optional(&mut **t).await)
+        })
+        .await
     }
 
     pub async fn all_i64(&mut self, sql: &'static str, args: &[i64]) -> Result<Vec<i64>, OpError> {
-        each_conn!(self.lease.conn(), t => bind_scalar(sqlx::query_scalar(sql), args).fetch_all(&mut **t).await)
+        gate::step(|| spliced(sql, args), |v: &Vec<i64>| format!("{v:?}"), async {
+            each_conn!(self.lease.conn(), t => bind_scalar(sqlx::query_scalar(sql), args).fetch_all(&mut **t).await)
+        })
+        .await
     }
 
-    pub async fn commit(mut self) -> Result<(), OpError> {
+    pub async fn commit(self) -> Result<(), OpError> {
+        gate::step(|| "COMMIT".to_string(), |_| "ok".to_string(), self.commit_ungated()).await
+    }
+
+    async fn commit_ungated(mut self) -> Result<(), OpError> {
         match self.lease.conn() {
             Conn::Pg(c) => tm_commit::<Postgres>(&mut **c).await.map_err(|e| classify(Dialect::Postgres, e))?,
             Conn::My(c) => tm_commit::<MySql>(&mut **c).await.map_err(|e| classify(Dialect::Mysql, e))?,
@@ -408,6 +468,11 @@ impl Drop for Tx {
             }
         }
     }
+}
+
+/// What an optional scalar came back as, for the explorer's script.
+fn show_opt(v: &Option<i64>) -> String {
+    v.map_or("no row".to_string(), |v| v.to_string())
 }
 
 /// Classifies a driver error. Errors the server reported mean the statement (and, for

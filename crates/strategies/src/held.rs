@@ -28,12 +28,22 @@ enum Slot {
 
 tokio::task_local! {
     static SLOT: RefCell<Slot>;
+    /// Set in an explorer's session: a connection left with a rollback queued stays the
+    /// session's, so that rollback goes out as the session's next step, not from the
+    /// pool at a moment the schedule does not choose.
+    static KEEP_UNCLEAN: ();
 }
 
 /// Runs `f` (a worker's op loop) with a slot of its own; the held connection goes back
 /// to the pool when `f` ends.
 pub async fn hold<F: Future>(f: F) -> F::Output {
     SLOT.scope(RefCell::new(Slot::Empty), f).await
+}
+
+/// `hold` for an explorer's session: its one connection is kept whatever an op left
+/// on it (a rollback queued by a failed transaction goes out with its next step).
+pub async fn hold_session<F: Future>(f: F) -> F::Output {
+    KEEP_UNCLEAN.scope((), hold(f)).await
 }
 
 /// Whether the calling task runs inside a worker's scope (`hold`): its ops' SQL then
@@ -109,7 +119,7 @@ impl Drop for Lease {
     fn drop(&mut self) {
         let Some(key) = self.held else { return };
         let conn = self.conn.take();
-        let clean = self.clean;
+        let clean = self.clean || KEEP_UNCLEAN.try_with(|_| ()).is_ok();
         let _ = SLOT.try_with(move |s| {
             let back = match conn {
                 Some(c) if clean => Slot::Held(key, c),

@@ -6,6 +6,7 @@ mod backend;
 mod custom;
 mod db;
 mod error;
+pub mod gate;
 mod held;
 mod leftover;
 mod mq;
@@ -30,7 +31,7 @@ pub use custom::{
 };
 pub use db::{Begin, Db, Dialect, Isolation, classify};
 pub use error::{BackendError, Cause, redact_url};
-pub use held::{hold as hold_connection, holding as holding_connection};
+pub use held::{hold as hold_connection, hold_session, holding as holding_connection};
 pub use leftover::{Leftover, Marker, REDIS_MARKER_TTL_S, is_namespace_name};
 pub use mq::{
     AmqpServer, DEFAULT_AMQP_URL, MqConfig, MqDesign, MqSpace, MqStrategy, QUEUE_EXPIRES_MS, classify_amqp, queue_name,
@@ -76,6 +77,12 @@ pub fn build_redis(name: &str, db: Db, space: RedisSpace, cfg: RedisConfig) -> O
         Build::Redis(f) => Some(f(row.info, db, space, cfg)),
         Build::Sql(_) | Build::Mq(_) => None,
     }
+}
+
+/// The statement `name` of `dialect`'s common file (`sql/<dialect>/common.sql`); panics
+/// when it is missing (the files are compiled in).
+pub fn statement_for(dialect: Dialect, name: &str) -> &'static str {
+    sqlfile::statement(sqlfile::common(dialect), name)
 }
 
 #[cfg(test)]

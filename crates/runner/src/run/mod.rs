@@ -4,6 +4,7 @@
 
 mod config;
 mod deadline;
+pub mod explore;
 mod names;
 mod one;
 pub mod phases;

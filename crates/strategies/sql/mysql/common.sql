@@ -97,3 +97,9 @@ SELECT CAST((SELECT COALESCE(SUM(unread), 0) FROM unread_counts) - (SELECT COUNT
 -- The distributed phases: the server clock, for each agent's clock offset.
 -- name: server_time_us  () -> microseconds since the Unix epoch
 SELECT CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED);
+
+-- The explorer (`counterlab explore`): the InnoDB monitor's report, whose transaction list
+-- says which sessions wait on a lock (`LOCK WAIT`) and whose they are. Run on the
+-- configured account's pool (it needs the PROCESS privilege the namespace's user lacks).
+-- name: lock_waiters  () -> Type, Name, Status
+SHOW ENGINE INNODB STATUS;

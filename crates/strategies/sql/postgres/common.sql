@@ -85,3 +85,9 @@ SELECT CAST((SELECT COALESCE(SUM(unread), 0) FROM unread_counts) - (SELECT COUNT
 -- The distributed phases: the server clock, for each agent's clock offset.
 -- name: server_time_us  () -> microseconds since the Unix epoch
 SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS bigint);
+
+-- The explorer (`counterlab explore`): how many of the namespace identity's sessions wait
+-- on a lock right now (the lock manager's own queue, so a lock released by a COMMIT is
+-- no longer waited on by the time the COMMIT returns).
+-- name: lock_waiters  () -> sessions waiting on a lock
+SELECT count(*) FROM pg_stat_activity WHERE usename = current_user AND cardinality(pg_blocking_pids(pid)) > 0;

@@ -1,0 +1,348 @@
+//! `counterlab explore`: every order of two (or three) concurrent ops' server calls, run
+//! on the real server from a fresh state each, judged by the checker. For each strategy x
+//! backend x level of a plan, one namespace seeded with as many identical fresh users as
+//! schedules may run (each schedule takes the next user, so its state is fresh and
+//! nothing is reset), then per op pair a depth-first search over the schedules
+//! (`core::explore`), each run by `session::run_schedule`.
+
+mod ops;
+mod script;
+mod session;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use counterlab_core::explore::{Explorer, Left, Schedule};
+use counterlab_core::{
+    CheckInput, Context, Event, Guarantee, OpKind, Outcome, ReadFrom, SeedSpec, Strategy, UserId, classify,
+};
+use counterlab_plan::RunPlan;
+use counterlab_strategies::{BackendError, Db, Namespace, statement_for};
+
+pub use ops::{Op, STATE_WORDS, pairs, parse_pair};
+pub use script::{EXPLORE_SCHEMA_VERSION, Explored, Failing, Pair, PairResult, ReplayFile, columns, script_lines};
+pub use session::{Ended, Step};
+
+use super::one::{self, Cell, Made};
+use super::servers::Servers;
+use super::{RunOptions, Target};
+
+/// What to explore.
+#[derive(Clone, Debug)]
+pub struct ExploreConfig {
+    /// Sessions per schedule (2 or 3): the first ops of each pair (a third session
+    /// repeats the second op).
+    pub sessions: usize,
+    /// The most schedules run per op pair.
+    pub budget: u64,
+    /// The most preemptions a schedule may have (None: any number).
+    pub preemptions: Option<u32>,
+    /// The op pairs (None: the whole matrix, `pairs()`).
+    pub pairs: Option<Vec<(Op, Op)>>,
+    /// Replay exactly this schedule (one pair, one schedule, from `--replay`).
+    pub replay: Option<Vec<usize>>,
+}
+
+impl ExploreConfig {
+    fn pairs(&self) -> Vec<(Op, Op)> {
+        self.pairs.clone().unwrap_or_else(pairs)
+    }
+
+    fn ops(&self, (a, b): (Op, Op)) -> Vec<Op> {
+        let mut v = vec![a, b];
+        v.extend(std::iter::repeat_n(b, self.sessions.saturating_sub(2)));
+        v
+    }
+}
+
+/// Explores every strategy x backend x level of `plan`.
+pub async fn explore_plan(
+    plan: &RunPlan,
+    opts: &RunOptions,
+    cfg: &ExploreConfig,
+    log: &mut dyn FnMut(&str),
+) -> Result<Vec<Explored>, BackendError> {
+    assert!((2..=3).contains(&cfg.sessions), "2 or 3 sessions");
+    let mut plan = plan.clone();
+    plan.workload.connections = cfg.sessions as u32 + 2;
+    plan.workload.n_workers = cfg.sessions as u32;
+    let run_id = super::new_run_id();
+    let servers = Servers::connect(&plan, opts, &run_id, log).await?;
+    log(&format!("explore {run_id}"));
+    let mut out = Vec::new();
+    for server in &servers.sql {
+        for name in &plan.strategies {
+            let mut skipped = Vec::new();
+            let Some((info, (redis, amqp), levels)) =
+                super::cells_of(&plan, opts, server, &servers, name, &mut skipped)?
+            else {
+                for s in skipped {
+                    out.push(skipped_row(name, s.backend.name(), s.isolation.name(), s.reason, cfg));
+                }
+                continue;
+            };
+            for isolation in levels {
+                if opts.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let n = cfg.pairs().len() as u64 * cfg.budget.min(MAX_USERS_PER_PAIR) + 1;
+                let t = Target {
+                    server,
+                    redis,
+                    amqp,
+                    run_id: &run_id,
+                    name,
+                    info,
+                    isolation,
+                    seed: ops::seed(cfg.replay_user().unwrap_or(n)),
+                    repeat: 0,
+                    index: (out.len() + 1, out.len() + 1),
+                    read_from: ReadFrom::Primary,
+                };
+                out.push(explore_cell(&plan, opts, cfg, t, log).await);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Users seeded per op pair at most: the budget beyond it reuses none (the search stops).
+const MAX_USERS_PER_PAIR: u64 = 5_000;
+
+impl ExploreConfig {
+    /// A replay runs on user 1 of a namespace with one user.
+    fn replay_user(&self) -> Option<u64> {
+        self.replay.as_ref().map(|_| 1)
+    }
+}
+
+fn skipped_row(name: &str, backend: String, isolation: &str, why: String, cfg: &ExploreConfig) -> Explored {
+    Explored {
+        strategy: name.to_string(),
+        guarantee: String::new(),
+        backend,
+        isolation: isolation.to_string(),
+        state: STATE_WORDS.to_string(),
+        preemption_bound: cfg.preemptions,
+        budget: cfg.budget,
+        pairs: Vec::new(),
+        skipped: Some(why),
+    }
+}
+
+/// One strategy on one backend at one level: set up, every pair explored, cleaned up.
+async fn explore_cell(
+    plan: &RunPlan,
+    opts: &RunOptions,
+    cfg: &ExploreConfig,
+    t: Target<'_>,
+    log: &mut dyn FnMut(&str),
+) -> Explored {
+    let cell = Cell::new(plan, opts, t);
+    let mut row = skipped_row(cell.t.name, cell.backend.name(), cell.t.isolation.name(), String::new(), cfg);
+    row.guarantee = cell.t.info.guarantee.name().to_string();
+    row.skipped = None;
+    if cell.t.info.guarantee == Guarantee::Eventual {
+        row.skipped = Some("an eventual design applies later (flusher, consumer): its background steps are not gated yet, so its schedules are not explored".into());
+        return row;
+    }
+    let ns = match cell.t.server.create_namespace(&cell.ns_name, cell.pool_spec()).await {
+        Ok(ns) => ns,
+        Err(e) => {
+            row.skipped = Some(super::validate::reason(&e));
+            return row;
+        }
+    };
+    let mut made = Made::default();
+    let bound = cell.bounds().setup;
+    let built = match one::refuse_unconfined(&cell, &ns) {
+        Err(e) => Err(super::validate::reason(&e)),
+        Ok(()) => match tokio::time::timeout(bound, one::seed(&cell, &ns, &mut made)).await {
+            Ok(r) => r.map_err(|e| super::validate::reason(&e)),
+            Err(_) => Err(super::deadline::over("setup", bound)),
+        },
+    };
+    match built {
+        Ok(strategy) => {
+            let mut users = 0;
+            for pair in cfg.pairs() {
+                let started = Instant::now();
+                let result = explore_pair(&cell, &ns, strategy.clone(), cfg, pair, &mut users).await;
+                let p = Pair { ops: cfg.ops(pair), result, seconds: started.elapsed().as_secs_f64() };
+                log(&format!(
+                    "{}: {} ‖ {}: {} ({} schedules, {:.1}s)",
+                    cell.label(),
+                    pair.0.name(),
+                    pair.1.name(),
+                    p.result.label(),
+                    p.result.explored(),
+                    p.seconds
+                ));
+                row.pairs.push(p);
+                if opts.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+            }
+        }
+        Err(why) => row.skipped = Some(why),
+    }
+    let failed = one::cleanup(&cell, ns, made, log).await;
+    if !failed.is_empty() {
+        log(&format!("{}: cleanup failed: {}", cell.label(), failed.join("; ")));
+    }
+    row
+}
+
+/// Every schedule of one op pair (within the budget and bound), each on a fresh user.
+async fn explore_pair(
+    cell: &Cell<'_>,
+    ns: &Namespace,
+    strategy: Arc<dyn Strategy>,
+    cfg: &ExploreConfig,
+    pair: (Op, Op),
+    users: &mut u64,
+) -> PairResult {
+    let ops = cfg.ops(pair);
+    let mut ex = Explorer::new(cfg.preemptions, cfg.budget.min(MAX_USERS_PER_PAIR));
+    let (mut failing, mut first): (u64, Option<Failing>) = (0, None);
+    let setup = |user| session::Setup {
+        strategy: strategy.clone(),
+        db: ns.db().clone(),
+        ns,
+        seed: cell.t.seed,
+        user,
+        max_attempts: cell.plan.retry.max_attempts,
+        op_timeout: cell.op_timeout(),
+    };
+    loop {
+        let mut schedule = match (&cfg.replay, ex.explored) {
+            (Some(choices), 0) => Schedule::following(choices.clone()),
+            (Some(_), _) => break,
+            (None, _) => match ex.next_schedule() {
+                Some(s) => s,
+                None => break,
+            },
+        };
+        *users += 1;
+        let user = if cfg.replay.is_some() { 1 } else { *users as UserId };
+        let ran = match session::run_schedule(&setup(user), &ops, &mut schedule).await {
+            Ok(r) => r,
+            Err(why) => return PairResult::Error { explored: ex.explored, why },
+        };
+        let judged = judge(ns, strategy.as_ref(), cell, user, &ran).await;
+        let (counter, truth, anomalies) = match judged {
+            Ok(j) => j,
+            Err(why) => return PairResult::Error { explored: ex.explored, why },
+        };
+        if counter != Some(truth) {
+            failing += 1;
+            let f = Failing {
+                choices: schedule.order(),
+                user,
+                steps: ran.steps,
+                ended: ran.ended,
+                counter,
+                truth,
+                anomalies,
+            };
+            if first.as_ref().is_none_or(|g| f.steps.len() < g.steps.len()) {
+                first = Some(f);
+            }
+        }
+        if cfg.replay.is_some() {
+            ex.explored += 1;
+            continue;
+        }
+        if let Err(why) = ex.finished(&schedule) {
+            return PairResult::Error { explored: ex.explored, why };
+        }
+    }
+    let explored = ex.explored;
+    match (first, ex.left()) {
+        (Some(f), _) => PairResult::Unsafe { explored, failing, first: Box::new(f) },
+        (None, _) if cfg.replay.is_some() => PairResult::Safe { explored },
+        (None, None) => PairResult::Safe { explored },
+        (None, Some(Left::Budget)) => {
+            PairResult::NotExplored { explored, left: format!("the budget of {} schedules ran out", cfg.budget) }
+        }
+        (None, Some(Left::Bound { pruned })) => PairResult::NotExplored {
+            explored,
+            left: format!(
+                "{pruned} alternative(s) beyond the bound of {} preemption(s) not run",
+                cfg.preemptions.unwrap_or(0)
+            ),
+        },
+    }
+}
+
+/// The user's counter and truth after the schedule, and what the checker names.
+async fn judge(
+    ns: &Namespace,
+    strategy: &dyn Strategy,
+    cell: &Cell<'_>,
+    user: UserId,
+    ran: &session::Ran,
+) -> Result<(Option<i64>, i64, Vec<String>), String> {
+    let db: &Db = ns.db();
+    let d = db.dialect();
+    let e = |e: counterlab_core::OpError| format!("reading the counter back: {}", e.message);
+    let counter = match strategy.counters(cell.t.seed.n_users).await.map_err(e)? {
+        Some(c) => c.get(user),
+        None => db.opt_i64(statement_for(d, "counter_read"), &[user]).await.map_err(e)?,
+    };
+    let rows: Vec<(i64, bool)> = db.rows(statement_for(d, "user_rows"), &[user]).await.map_err(e)?;
+    let truth = rows.iter().filter(|(_, read)| !read).count() as i64;
+    if counter == Some(truth) {
+        return Ok((counter, truth, Vec::new()));
+    }
+    let events = events_of(cell.t.seed, user, ran);
+    let cx = Context {
+        guarantee: cell.t.info.guarantee,
+        lost_flushes: 0,
+        double_flushes: 0,
+        double_applies: (0, 0),
+        reconciler: false,
+        seed: cell.t.seed,
+        failover_us: None,
+    };
+    let found = classify(&events, &[CheckInput { user, counter, truth }], None, &[], cx);
+    let mut names: BTreeMap<&str, ()> = BTreeMap::new();
+    for a in &found {
+        names.insert(a.name, ());
+    }
+    Ok((counter, truth, names.into_keys().map(String::from).collect()))
+}
+
+/// The schedule's ops as the history records them, on the logical clock.
+fn events_of(seed: SeedSpec, user: UserId, ran: &session::Ran) -> Vec<Event> {
+    ran.ended
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let (id, observed, outcome) = match &e.result {
+                Ok((id, v)) => (*id, *v, Outcome::Ok),
+                Err(_) if e.outcome == "unknown" => (e.op.target(seed, user).unwrap_or(0), 0, Outcome::Unknown),
+                Err(_) => (0, 0, Outcome::Fail),
+            };
+            Event {
+                worker: i as u32,
+                op: e.op.kind(),
+                user,
+                id,
+                invoke_us: e.invoked * 1000,
+                complete_us: e.completed * 1000,
+                outcome,
+                observed,
+                attempts: e.attempts,
+                unknown_attempts: 0,
+            }
+        })
+        .filter(|ev| ev.op != OpKind::ReadCount)
+        .collect()
+}
+
+/// The seed of `n` users (for the replay command's namespace).
+pub fn seed_of(n: u64) -> SeedSpec {
+    ops::seed(n)
+}

@@ -1,0 +1,322 @@
+//! One schedule on the real server: K sessions, each one op (with the design's retries),
+//! every server call held at the step gate until the schedule grants it. A granted step
+//! that does not come back while the server shows one more of the namespace's sessions
+//! waiting on a lock is blocked: another session goes on. The server decides locks,
+//! conflicts and snapshots; the schedule decides only the order of the calls.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use counterlab_core::explore::Schedule;
+use counterlab_core::{NotificationId, OpError, SeedSpec, Strategy, UserId};
+use counterlab_strategies::gate::{self, Gate, GateEvent};
+use counterlab_strategies::{Db, Namespace, hold_session};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
+
+use super::ops::Op;
+
+/// How often a step that has not come back is looked at on the server.
+const PROBE_EVERY: Duration = Duration::from_millis(5);
+/// SQLite shows no lock waits: a step that has not come back after this long waits on
+/// the write lock (its statements on three rows take microseconds; its busy handler
+/// sleeps at least 1 ms between tries).
+const SQLITE_BLOCKED_AFTER: Duration = Duration::from_millis(150);
+
+/// One server call of a schedule, in the order granted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Step {
+    /// 1-based session number.
+    pub session: usize,
+    /// What was sent (SQL with its arguments in place).
+    pub sent: String,
+    /// What came back (None: it never did, e.g. cut off by the end of the schedule).
+    pub saw: Option<String>,
+    /// Whether it waited on a lock another session held before it came back.
+    pub blocked: bool,
+}
+
+/// How one session's op ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ended {
+    pub op: Op,
+    /// The id acted on and the reply (1: changed; mark_all_read: how many), or the error.
+    pub result: Result<(NotificationId, i64), String>,
+    /// Attempts made (the design's retries after a conflict the server rolled back).
+    pub attempts: u32,
+    /// The outcome of a failed op: "fail" (did not apply) or "unknown".
+    pub outcome: String,
+    /// Logical times (step counts) of its first step and its end.
+    pub invoked: u64,
+    pub completed: u64,
+}
+
+/// A schedule that ran to its end.
+#[derive(Clone, Debug)]
+pub struct Ran {
+    pub steps: Vec<Step>,
+    pub ended: Vec<Ended>,
+}
+
+/// Where a session is, as the scheduler sees it.
+enum At {
+    /// Running its own code (between calls).
+    Running,
+    /// At the gate with `sent` ready.
+    Gate(String, oneshot::Sender<()>),
+    /// Its granted call (step index) is on the server.
+    Flight(usize, Instant),
+    /// Its granted call waits on a lock.
+    Blocked(usize),
+    Done,
+}
+
+/// What a schedule runs with.
+pub struct Setup<'a> {
+    pub strategy: Arc<dyn Strategy>,
+    pub db: Db,
+    pub ns: &'a Namespace,
+    pub seed: SeedSpec,
+    pub user: UserId,
+    pub max_attempts: u32,
+    /// Bounds every wait: a step, a blocked session freed, the whole schedule's end.
+    pub op_timeout: Duration,
+}
+
+/// The scheduler's view of one schedule in progress.
+struct Run<'s> {
+    at: Vec<At>,
+    steps: Vec<Step>,
+    ended: Vec<Option<Ended>>,
+    first_step: Vec<Option<u64>>,
+    clock: u64,
+    schedule: &'s mut Schedule,
+    slots: Slots,
+}
+
+/// Runs `ops` (one per session) under `schedule`. Err: the explorer could not go on
+/// (a step neither came back nor waited on a lock within the op timeout, or a replayed
+/// prefix met other sessions able to go on than the first time).
+pub async fn run_schedule(setup: &Setup<'_>, ops: &[Op], schedule: &mut Schedule) -> Result<Ran, String> {
+    let (gtx, mut grx) = mpsc::unbounded_channel::<GateEvent>();
+    let slots: Slots = Arc::new(Mutex::new(vec![None; ops.len()]));
+    let mut tasks = Vec::new();
+    for (i, &op) in ops.iter().enumerate() {
+        tasks.push(tokio::spawn(session(setup, i, op, gtx.clone(), slots.clone())));
+    }
+    drop(gtx);
+    let mut run = Run {
+        at: ops.iter().map(|_| At::Running).collect(),
+        steps: Vec::new(),
+        ended: vec![None; ops.len()],
+        first_step: vec![None; ops.len()],
+        clock: 0,
+        schedule,
+        slots,
+    };
+    let r = drive(&mut run, setup, &mut grx).await;
+    for t in &tasks {
+        t.abort();
+    }
+    r?;
+    let ended = run.ended.into_iter().map(|e| e.expect("every session ended")).collect();
+    Ok(Ran { steps: run.steps, ended })
+}
+
+/// Where each session leaves how its op ended, before it sends `GateEvent::Ended`.
+type Slots = Arc<Mutex<Vec<Option<Ended>>>>;
+
+/// One session's task: its op with the design's retries, every call gated.
+fn session(
+    setup: &Setup<'_>,
+    i: usize,
+    op: Op,
+    gtx: mpsc::UnboundedSender<GateEvent>,
+    slots: Slots,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let (strategy, db, seed, user, max) =
+        (setup.strategy.clone(), setup.db.clone(), setup.seed, setup.user, setup.max_attempts.max(1));
+    let ended_tx = gtx.clone();
+    let body = async move {
+        let mut attempts = 0;
+        let r = loop {
+            attempts += 1;
+            let r = op.run(strategy.as_ref(), seed, user).await;
+            if let Err(e) = &r {
+                // The failed transaction's rollback goes out as a step of its own.
+                let _ = db.flush_rollback().await;
+                if e.retryable() && attempts < max {
+                    continue;
+                }
+            }
+            break r;
+        };
+        let outcome = match &r {
+            Err(e) if e.outcome == counterlab_core::Outcome::Unknown => "unknown",
+            _ => "fail",
+        }
+        .to_string();
+        let ended = Ended {
+            op,
+            result: r.map_err(|e: OpError| format!("{}: {}", e.class.name(), e.message)),
+            attempts,
+            outcome,
+            invoked: 0,
+            completed: 0,
+        };
+        slots.lock().expect("slots lock")[i] = Some(ended);
+        let _ = ended_tx.send(GateEvent::Ended { session: i });
+    };
+    hold_session(gate::scope(Gate { session: i, tx: gtx }, body))
+}
+
+/// The scheduler's loop: settle, then grant one enabled session's step, until every
+/// session has ended.
+async fn drive(
+    run: &mut Run<'_>,
+    setup: &Setup<'_>,
+    grx: &mut mpsc::UnboundedReceiver<GateEvent>,
+) -> Result<(), String> {
+    let started = Instant::now();
+    let bound = setup.op_timeout * 4;
+    loop {
+        settle(run, setup, grx).await?;
+        let enabled: Vec<usize> = (0..run.at.len()).filter(|&i| matches!(run.at[i], At::Gate(..))).collect();
+        if enabled.is_empty() {
+            if run.at.iter().all(|a| matches!(a, At::Done)) {
+                return Ok(());
+            }
+            // Every session left waits on a lock: the server breaks the deadlock (or
+            // its lock wait times out) and one of them comes back.
+            if started.elapsed() > bound {
+                return Err(format!("sessions {} stayed blocked for {bound:?}", blocked_list(run)));
+            }
+            let ev = next(grx, setup.op_timeout).await.ok_or_else(|| {
+                format!("sessions {} blocked and nothing came back within {:?}", blocked_list(run), setup.op_timeout)
+            })?;
+            apply(run, ev);
+            continue;
+        }
+        let s = run.schedule.choose(&enabled)?;
+        let At::Gate(sent, grant) = std::mem::replace(&mut run.at[s], At::Running) else { unreachable!() };
+        run.clock += 1;
+        run.first_step[s].get_or_insert(run.clock);
+        run.steps.push(Step { session: s + 1, sent, saw: None, blocked: false });
+        run.at[s] = At::Flight(run.steps.len() - 1, Instant::now());
+        let _ = grant.send(());
+    }
+}
+
+fn blocked_list(run: &Run<'_>) -> String {
+    let b: Vec<String> =
+        (0..run.at.len()).filter(|&i| matches!(run.at[i], At::Blocked(_))).map(|i| (i + 1).to_string()).collect();
+    b.join(", ")
+}
+
+/// Waits until no session runs its own code or has a call on the server that neither
+/// came back nor waits on a lock, and every session marked blocked still waits.
+async fn settle(
+    run: &mut Run<'_>,
+    setup: &Setup<'_>,
+    grx: &mut mpsc::UnboundedReceiver<GateEvent>,
+) -> Result<(), String> {
+    let started = Instant::now();
+    loop {
+        while let Ok(ev) = grx.try_recv() {
+            apply(run, ev);
+        }
+        let moving = run.at.iter().any(|a| matches!(a, At::Running | At::Flight(..)));
+        let blocked = run.at.iter().filter(|a| matches!(a, At::Blocked(_))).count() as u64;
+        if !moving {
+            match (blocked, setup.ns.lock_waiters().await.map_err(|e| format!("lock probe: {e}"))?) {
+                (0, _) => return Ok(()),
+                // Every session known to wait still waits.
+                (_, Some(n)) if n >= blocked => return Ok(()),
+                (_, Some(_)) => {}
+                // SQLite: stable once no blocked session came back within the delay.
+                (_, None) => match tokio::time::timeout(SQLITE_BLOCKED_AFTER, grx.recv()).await {
+                    Ok(Some(ev)) => {
+                        apply(run, ev);
+                        continue;
+                    }
+                    _ => return Ok(()),
+                },
+            }
+        } else if let Some(i) = flight(run) {
+            mark_if_blocked(run, setup, i, blocked).await?;
+        }
+        if started.elapsed() > setup.op_timeout {
+            return Err(stuck(run, setup));
+        }
+        if let Ok(Some(ev)) = tokio::time::timeout(PROBE_EVERY, grx.recv()).await {
+            apply(run, ev);
+        }
+    }
+}
+
+/// Why a schedule could not go on: which session's call neither came back nor waited on
+/// a lock, after which steps.
+fn stuck(run: &Run<'_>, setup: &Setup<'_>) -> String {
+    let done: Vec<String> = run.steps.iter().map(|s| format!("[{}] {}", s.session, s.sent)).collect();
+    let at: Vec<String> = run
+        .at
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let what = match a {
+                At::Running => "running its own code".to_string(),
+                At::Gate(sent, _) => format!("ready to send {sent}"),
+                At::Flight(step, _) => format!("sent {} (no reply, no lock wait)", run.steps[*step].sent),
+                At::Blocked(step) => format!("waits on a lock in {}", run.steps[*step].sent),
+                At::Done => "done".to_string(),
+            };
+            format!("session {}: {what}", i + 1)
+        })
+        .collect();
+    format!("stuck for {:?}: {}; after steps {}", setup.op_timeout, at.join("; "), done.join(" / "))
+}
+
+/// The session whose granted call is on the server and not known to wait.
+fn flight(run: &Run<'_>) -> Option<usize> {
+    (0..run.at.len()).find(|&i| matches!(run.at[i], At::Flight(..)))
+}
+
+/// Marks session `i`'s call blocked when the server shows one more lock waiter than the
+/// sessions already known to wait (SQLite: when it has not come back in time).
+async fn mark_if_blocked(run: &mut Run<'_>, setup: &Setup<'_>, i: usize, blocked: u64) -> Result<(), String> {
+    let At::Flight(step, since) = run.at[i] else { return Ok(()) };
+    let waits = match setup.ns.lock_waiters().await.map_err(|e| format!("lock probe: {e}"))? {
+        Some(n) => n > blocked,
+        None => since.elapsed() >= SQLITE_BLOCKED_AFTER,
+    };
+    if waits {
+        run.steps[step].blocked = true;
+        run.at[i] = At::Blocked(step);
+    }
+    Ok(())
+}
+
+fn apply(run: &mut Run<'_>, ev: GateEvent) {
+    match ev {
+        GateEvent::Ready { session, step, grant } => run.at[session] = At::Gate(step, grant),
+        GateEvent::Done { session, shown } => {
+            if let At::Flight(step, _) | At::Blocked(step) = run.at[session] {
+                run.steps[step].saw = Some(shown);
+            }
+            run.clock += 1;
+            run.at[session] = At::Running;
+        }
+        GateEvent::Ended { session } => {
+            run.clock += 1;
+            let mut ended = run.slots.lock().expect("slots lock")[session].take().expect("a session ends once");
+            ended.invoked = run.first_step[session].unwrap_or(run.clock);
+            ended.completed = run.clock;
+            run.ended[session] = Some(ended);
+            run.at[session] = At::Done;
+        }
+    }
+}
+
+async fn next(grx: &mut mpsc::UnboundedReceiver<GateEvent>, bound: Duration) -> Option<GateEvent> {
+    tokio::time::timeout(bound, grx.recv()).await.ok().flatten()
+}
