@@ -93,9 +93,10 @@ impl RowFacts {
             evs.iter().filter(|e| on_one_row(e) && e.op != OpKind::Delete).filter(|e| e.outcome == Outcome::Ok);
         let claimed = claimed.filter(|e| e.observed > 0).map(|e| e.id).collect();
         let mut facts = RowFacts { read_from: HashMap::new(), unread_until: HashMap::new(), claimed };
+        let mut done: HashSet<NotificationId> = HashSet::new();
         for e in evs.iter().filter(|e| on_one_row(e)) {
-            let (read, unread) = (facts.read_from.contains_key(&e.id), facts.unread_until.contains_key(&e.id));
-            if read || unread {
+            // Once per row.
+            if !done.insert(e.id) {
                 continue;
             }
             let from = match seeded(e.id) {
