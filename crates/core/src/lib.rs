@@ -20,7 +20,7 @@ pub use counters::{UserCounters, user_chunks};
 pub use history::{
     Anomaly, Context, Event, HistoryParts, MAX_WITNESSES, OnePart, ReadCheck, ReadSource, ReadViolation,
     STALENESS_BUCKETS_US, SettledRead, Staleness, Witness, check_reads, check_reads_from, check_reads_lagging,
-    check_reads_parts, classify, classify_parts, sort_history,
+    check_reads_parts, check_reads_parts_seeded, check_reads_seeded, classify, classify_parts, sort_history,
 };
 pub use limit::Limit;
 pub use model::{

@@ -13,12 +13,13 @@ use crate::check::CheckInput;
 use crate::model::{Guarantee, UserId};
 
 /// Names what went wrong. Final-state mismatches (`rows`, counter against truth after
-/// settle) are explained per user from the history, most specific cause first:
+/// settle) are explained per user from the history, most specific cause first, unknown
+/// outcomes before double claims: an op retried after an unknown outcome (double
+/// apply); ok writes lost in a scheduled failover's window; an unknown op that half
+/// applied, when there are enough of them for the drift (lost increment/decrement);
 /// two ok calls that both claimed the same notification's transition (double
-/// decrement); an op retried after an unknown outcome (double apply); the strategy's
-/// own count of lost or doubled flush claims (either sign of delta); a create racing a
-/// mark_all_read (lost increment); an
-/// unknown op that half applied (lost increment/decrement); a delete of a row already
+/// decrement); the strategy's own count of lost or doubled flush claims (either sign of
+/// delta); a create racing a mark_all_read (lost increment); a delete of a row already
 /// read (wrong delete adjustment, counter too low); two overlapping calls that
 /// both moved the counter (stale mark_all_read when one of them is a mark_all_read, else
 /// lost update; either sign); else unexplained drift, or

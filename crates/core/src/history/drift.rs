@@ -50,9 +50,13 @@ pub(super) fn prelims(events: &[Event], mismatched: &BTreeMap<UserId, &CheckInpu
     for (user, row) in mismatched {
         let evs = by_user.get(user).map(Vec::as_slice).unwrap_or_default();
         let drift = row.counter.unwrap_or(0) - row.truth;
-        let ahead = double_claim(evs, drift)
-            .or_else(|| retried_apply(evs))
-            .or_else(|| lost_on_failover(evs, drift, cx.failover_us));
+        // Unknown outcomes before the double claim: a call retried after one, a
+        // scheduled failover's lost acknowledged writes, a call that may have applied
+        // in part; two claims of one row can be what such a call left behind.
+        let ahead = retried_apply(evs)
+            .or_else(|| lost_on_failover(evs, drift, cx.failover_us))
+            .or_else(|| half_applied(evs, drift))
+            .or_else(|| double_claim(evs, drift));
         let after = explain_after_budgets(evs, drift, cx);
         let zeroing = after.kind == AnomalyKind::LostIncrement && after.ops.iter().any(|e| e.op == OpKind::MarkAllRead);
         let stale_alt = if zeroing { stale_instead_of_zeroing(evs, drift) } else { None };
@@ -107,7 +111,6 @@ fn stale_instead_of_zeroing(evs: &[&Event], drift: i64) -> Option<Cause> {
 /// the budgets (`explain_mismatches` tries the ones ahead of them, then the budgets).
 fn explain_after_budgets(evs: &[&Event], drift: i64, cx: Context) -> Cause {
     create_racing_mark_all_read(evs, drift)
-        .or_else(|| half_applied(evs, drift))
         .or_else(|| delete_of_read_row(evs, drift, cx.seed))
         .or_else(|| overlapping_pair(evs, drift))
         .unwrap_or_else(|| unexplained(cx.reconciler))
@@ -214,11 +217,19 @@ fn create_racing_mark_all_read(evs: &[&Event], drift: i64) -> Option<Cause> {
         .then(|| Cause::new(AnomalyKind::LostIncrement, vec![*c, *m], c.id, "a create raced mark_all_read"))
 }
 
-/// An op with an unknown outcome that applied only in part.
+/// An op with an unknown outcome that applied only in part. Each such op moves the
+/// counter one away from the truth at most (a mark_all_read any amount), so there must
+/// be enough of them to account for the drift.
 fn half_applied(evs: &[&Event], drift: i64) -> Option<Cause> {
-    let e = evs.iter().find(|e| e.outcome == Outcome::Unknown && e.op != OpKind::ReadCount)?;
+    let unknown: Vec<&&Event> =
+        evs.iter().filter(|e| e.outcome == Outcome::Unknown && e.op != OpKind::ReadCount).collect();
+    let e = unknown.first()?;
+    let any_amount = unknown.iter().any(|e| e.op == OpKind::MarkAllRead);
+    if !any_amount && (unknown.len() as u64) < drift.unsigned_abs() {
+        return None;
+    }
     let kind = if drift > 0 { AnomalyKind::LostDecrement } else { AnomalyKind::LostIncrement };
-    Some(Cause::new(kind, vec![**e], e.id, "an op with an unknown outcome half applied"))
+    Some(Cause::new(kind, vec![***e], e.id, "an op with an unknown outcome half applied"))
 }
 
 /// Deletes of rows already read that lowered the counter anyway.

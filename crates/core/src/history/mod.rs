@@ -7,14 +7,17 @@ mod drift;
 mod evidence;
 mod found;
 mod parts;
+mod rows;
 
 use std::collections::BTreeMap;
 
 pub use classify::{classify, classify_parts};
 pub use found::{Anomaly, Context, MAX_WITNESSES, SettledRead, Witness};
-pub use parts::{HistoryParts, OnePart, check_reads_parts, sort_history};
+pub use parts::{HistoryParts, OnePart, check_reads_parts, check_reads_parts_seeded, sort_history};
 
 use crate::model::{NotificationId, OpKind, Outcome, UserId};
+use crate::seed::SeedSpec;
+use rows::RowFacts;
 
 /// One call as the driver saw it. Times are microseconds from the start of the load.
 /// `observed` is what the call replied: mark_read / mark_read_dup / delete 1 when it
@@ -245,6 +248,27 @@ pub fn check_reads_lagging(events: &[Event], initial: &dyn Fn(UserId) -> i64, la
 /// outside its bounds says how far back its value fits, so staleness is measured rather
 /// than allowed. O(n log n) (a binary search per violation).
 pub fn check_reads_from(events: &[Event], initial: &dyn Fn(UserId) -> i64, source: ReadSource) -> ReadCheck {
+    check_reads_with(events, initial, None, source)
+}
+
+/// `check_reads_from` for a load that began from `seed` (every user's count starts at
+/// `seed.unread_at_start()`), with the bounds narrowed by what the history proves about
+/// single rows: a delete or mark_read of a row known read (seeded read, or marked read
+/// by an Ok call that completed before it began) changes nothing, and an Ok delete of a
+/// row known still unread removes one (the proof is in `rows`). Never wider than
+/// `check_reads_from`'s bounds. O(n log n).
+pub fn check_reads_seeded(events: &[Event], seed: SeedSpec, source: ReadSource) -> ReadCheck {
+    let unread = seed.unread_at_start() as i64;
+    check_reads_with(events, &|_| unread, Some(seed), source)
+}
+
+/// `check_reads_from`, with row facts when the seed's layout is known.
+fn check_reads_with(
+    events: &[Event],
+    initial: &dyn Fn(UserId) -> i64,
+    seed: Option<SeedSpec>,
+    source: ReadSource,
+) -> ReadCheck {
     let mut by_user: BTreeMap<UserId, Vec<&Event>> = BTreeMap::new();
     for e in events {
         by_user.entry(e.user).or_default().push(e);
@@ -266,7 +290,7 @@ pub fn check_reads_from(events: &[Event], initial: &dyn Fn(UserId) -> i64, sourc
         if reads.is_empty() {
             continue;
         }
-        let b = UserBounds::new(&evs, initial(user));
+        let b = UserBounds::new(&evs, initial(user), seed);
         for r in reads {
             out.reads_checked += 1;
             let certain = b.by_complete.below(r.invoke_us.saturating_sub(lag_us.unwrap_or(0)));
@@ -366,13 +390,17 @@ struct UserBounds {
 }
 
 impl UserBounds {
-    fn new(evs: &[&Event], init: i64) -> UserBounds {
+    /// One user's calls `evs`; with `seed`, each call's effect is narrowed by its row's
+    /// facts (`RowFacts::effect`), else it is `effect_range`.
+    fn new(evs: &[&Event], init: i64, seed: Option<SeedSpec>) -> UserBounds {
+        let facts = seed.map(|s| RowFacts::new(evs, s));
+        let effect = |e: &Event| facts.as_ref().map_or_else(|| effect_range(e), |f| f.effect(e));
         let writes = evs.iter().filter(|e| e.op != OpKind::ReadCount);
         let (known, unknown): (Vec<&&Event>, Vec<&&Event>) = writes.partition(|e| e.outcome != Outcome::Unknown);
         UserBounds {
-            by_complete: Prefix::new(known.iter().map(|e| (e.complete_us, effect_range(e))).collect()),
-            by_invoke: Prefix::new(known.iter().map(|e| (e.invoke_us, effect_range(e))).collect()),
-            unk: Prefix::new(unknown.iter().map(|e| (e.invoke_us, effect_range(e))).collect()),
+            by_complete: Prefix::new(known.iter().map(|e| (e.complete_us, effect(e))).collect()),
+            by_invoke: Prefix::new(known.iter().map(|e| (e.invoke_us, effect(e))).collect()),
+            unk: Prefix::new(unknown.iter().map(|e| (e.invoke_us, effect(e))).collect()),
             init,
         }
     }
@@ -412,5 +440,7 @@ impl UserBounds {
     }
 }
 
+#[cfg(test)]
+mod bounds_tests;
 #[cfg(test)]
 mod tests;

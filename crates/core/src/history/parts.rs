@@ -5,8 +5,9 @@
 
 use std::borrow::Cow;
 
-use super::{Event, ReadCheck, ReadSource, check_reads_from};
+use super::{Event, ReadCheck, ReadSource, check_reads_from, check_reads_seeded};
 use crate::model::{OpKind, Outcome, UserId};
+use crate::seed::SeedSpec;
 
 /// A history split by user: every call of a user is in the part `part_of(user)` names.
 /// `load` may fail (a file that cannot be read): the check then cannot complete.
@@ -58,16 +59,31 @@ pub fn check_reads_parts(
     initial: &dyn Fn(UserId) -> i64,
     source: ReadSource,
 ) -> Result<ReadCheck, String> {
+    merge_parts(parts, &|evs| check_reads_from(evs, initial, source))
+}
+
+/// `check_reads_seeded` over a history in parts, as `check_reads_parts` does it: the
+/// row facts are per user, so each part holds all of its users' evidence.
+pub fn check_reads_parts_seeded(
+    parts: &mut dyn HistoryParts,
+    seed: SeedSpec,
+    source: ReadSource,
+) -> Result<ReadCheck, String> {
+    merge_parts(parts, &|evs| check_reads_seeded(evs, seed, source))
+}
+
+/// `check` of each part, merged (`ReadCheck::merge`); `check(&[])` when there are none.
+fn merge_parts(parts: &mut dyn HistoryParts, check: &dyn Fn(&[Event]) -> ReadCheck) -> Result<ReadCheck, String> {
     let mut out: Option<ReadCheck> = None;
     for i in 0..parts.parts() {
         let evs = parts.load(i)?;
-        let rc = check_reads_from(&evs, initial, source);
+        let rc = check(&evs);
         match &mut out {
             Some(o) => o.merge(rc),
             None => out = Some(rc),
         }
     }
-    Ok(out.unwrap_or_else(|| check_reads_from(&[], initial, source)))
+    Ok(out.unwrap_or_else(|| check(&[])))
 }
 
 /// How many calls completed at or before each of `times` (sorted or not), over every

@@ -401,3 +401,23 @@ fn the_stale_histogram_s_buckets_hold_their_values() {
         assert!(i == 0 || StaleDist::upper(i - 1) < v, "{v}: bucket {} already holds it", i - 1);
     }
 }
+
+#[test]
+fn a_user_who_drifted_from_an_unknown_op_is_not_named_by_a_double_claim() {
+    // A mark_read and an overlapping delete of row 7 both replied 1 (legal: the mark
+    // came first), and a create's outcome was unknown: one too low is that create's
+    // increment lost, not a double decrement.
+    let h = [
+        ev(Create, 1, 20, (0, 5), Unknown, 0),
+        ev(MarkRead, 1, 7, (10, 20), Okay, 1),
+        ev(Delete, 1, 7, (15, 25), Okay, 1),
+    ];
+    let a = classify(&h, &[row(1, 1, 2)], None, &[], cx());
+    assert_eq!((a.len(), a[0].name), (1, "lost_increment"), "{a:?}");
+    assert_eq!(a[0].witnesses[0].ops, [h[0]]);
+    // Three too low is more than one unknown op can leave: the double claim is named.
+    let a = classify(&h, &[row(1, 0, 3)], None, &[], cx());
+    assert_eq!(a[0].name, "double_decrement");
+    // Without the unknown op, as before.
+    assert_eq!(classify(&h[1..], &[row(1, 1, 2)], None, &[], cx())[0].name, "double_decrement");
+}
