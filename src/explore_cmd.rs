@@ -134,7 +134,7 @@ async fn run(args: &ExploreArgs, scenario: &Path, cfg: &ExploreConfig) -> Result
 fn exit_of(explored: &[Explored]) -> u8 {
     let bad = explored.iter().any(|e| {
         e.pairs.iter().any(|p| match &p.result {
-            PairResult::Unsafe { .. } => e.guarantee == "exact",
+            PairResult::Unsafe { .. } => e.declares_exact,
             PairResult::Error { .. } => true,
             _ => false,
         })
@@ -199,9 +199,10 @@ fn write_out(dir: &Path, scenario: &Path, explored: &[Explored]) -> anyhow::Resu
                 scenario: scenario.clone(),
                 strategy: e.strategy.clone(),
                 backend: e.backend.clone(),
+                dialect: e.dialect.clone(),
                 isolation: e.isolation.clone(),
                 ops: p.ops.clone(),
-                script: script_lines(&e.backend, &e.isolation, &p.ops, first),
+                script: script_lines(&e.dialect, &e.isolation, &p.ops, first),
                 failing: (**first).clone(),
             };
             crate::atomic::write(&dir.join(name), serde_json::to_string_pretty(&file)?.as_bytes())?;
@@ -217,7 +218,7 @@ async fn replay(mut args: ExploreArgs, file: &Path) -> Result<u8, Failure> {
     let text = std::fs::read_to_string(file).map_err(|e| input(format!("{}: {e}", file.display())))?;
     let r: ReplayFile = serde_json::from_str(&text).map_err(|e| input(format!("{}: {e}", file.display())))?;
     args.strategies = vec![r.strategy.clone()];
-    args.backends = vec![r.backend.split('+').next().unwrap_or(&r.backend).to_string()];
+    args.backends = vec![r.dialect.clone()];
     args.isolation = vec![r.isolation.clone()];
     let cfg = ExploreConfig {
         sessions: r.ops.len(),

@@ -122,3 +122,7 @@ mod cache;
 /// Replica reads on the local topologies: a paused standby and a paused Redis replica
 /// give `stale_read` with its staleness, no write-path anomaly, nothing left behind.
 mod replica;
+
+/// `counterlab explore`: every interleaving of two ops' server calls on the real servers:
+/// UNSAFE with a blocked step and a replayable schedule, SAFE designs, the bound's limit.
+mod explore;

@@ -1246,4 +1246,19 @@ mod tests {
         assert!(sql[2].ends_with(",(2500)"), "{}", &sql[2][sql[2].len() - 20..]);
         assert_eq!(batches("X ", std::iter::empty()).count(), 0);
     }
+
+    #[test]
+    fn innodb_lock_waits_counts_the_waiting_transactions_of_one_user() {
+        let status = "=====\nTRANSACTIONS\n------------\n\
+            ---TRANSACTION 3822, ACTIVE 2 sec\n2 lock struct(s)\n\
+            MariaDB thread id 130, OS thread handle 1, query id 9 127.0.0.1 cl_u1 \n\
+            ---TRANSACTION 3823, ACTIVE 2 sec starting index read\nmysql tables in use 1, locked 1\n\
+            LOCK WAIT 2 lock struct(s), heap size 1128, 1 row lock(s)\n\
+            MariaDB thread id 131, OS thread handle 2, query id 10 127.0.0.1 cl_u1 Searching rows for update\n\
+            ---TRANSACTION 3824, ACTIVE 1 sec\nLOCK WAIT 2 lock struct(s)\n\
+            MariaDB thread id 132, OS thread handle 3, query id 11 127.0.0.1 someone_else Updating\n";
+        assert_eq!(super::innodb_lock_waits(status, Some("cl_u1")), 1);
+        assert_eq!(super::innodb_lock_waits(status, Some("cl_u2")), 0);
+        assert_eq!(super::innodb_lock_waits(status, None), 2);
+    }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use counterlab_core::{
     Backend, CheckFold, CheckResult, Checked, Companion, Context, ErrorClass, Fault, Findings, Guarantee, Limit,
-    Outcome, ReadFrom, ReadSource, Strategy, check_reads_parts, classify_parts, judge,
+    Outcome, ReadFrom, ReadSource, Strategy, check_reads_parts_seeded, classify_parts, judge,
 };
 use counterlab_plan::{Expected, RunPlan};
 use counterlab_report::{ExpectationResult, FaultEvent, HistoryReport, StrategyReport, StrategyRun, evaluate};
@@ -599,7 +599,6 @@ pub(super) async fn check(
     let settled_s = started.elapsed().as_secs_f64() - truth_s;
     // The history's verdicts: reads against their bounds, what read_count showed once
     // settled, and the named anomalies that explain any mismatch.
-    let unread_at_start = cell.t.seed.unread_at_start() as i64;
     let lag_us = l.strategy.read_lag().map(|d| d.as_micros() as u64);
     let source = match (cell.t.read_from, lag_us) {
         (ReadFrom::Primary, None) => ReadSource::Counter,
@@ -609,7 +608,7 @@ pub(super) async fn check(
     // A capped history cannot bound the reads (calls are missing): not checked, and the
     // verdict says so (`limits`).
     let reads = match l.load.history_dropped {
-        0 => Some(check_reads_parts(history, &|_| unread_at_start, source)?),
+        0 => Some(check_reads_parts_seeded(history, cell.t.seed, source)?),
         _ => None,
     };
     // Reads are judged unless the strategy is eventual as declared (stale reads are

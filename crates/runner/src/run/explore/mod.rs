@@ -121,6 +121,8 @@ fn skipped_row(name: &str, backend: String, isolation: &str, why: String, cfg: &
     Explored {
         strategy: name.to_string(),
         guarantee: String::new(),
+        declares_exact: false,
+        dialect: String::new(),
         backend,
         isolation: isolation.to_string(),
         state: STATE_WORDS.to_string(),
@@ -142,6 +144,8 @@ async fn explore_cell(
     let cell = Cell::new(plan, opts, t);
     let mut row = skipped_row(cell.t.name, cell.backend.name(), cell.t.isolation.name(), String::new(), cfg);
     row.guarantee = cell.t.info.guarantee.name().to_string();
+    row.declares_exact = cell.t.info.guarantee == Guarantee::Exact;
+    row.dialect = cell.t.server.dialect().name().to_string();
     row.skipped = None;
     if cell.t.info.guarantee == Guarantee::Eventual {
         row.skipped = Some("an eventual design applies later (flusher, consumer): its background steps are not gated yet, so its schedules are not explored".into());
@@ -230,36 +234,35 @@ async fn explore_pair(
             Ok(r) => r,
             Err(why) => return PairResult::Error { explored: ex.explored, why },
         };
-        let judged = judge(ns, strategy.as_ref(), cell, user, &ran).await;
-        let (counter, truth, anomalies) = match judged {
-            Ok(j) => j,
-            Err(why) => return PairResult::Error { explored: ex.explored, why },
-        };
-        if counter != Some(truth) {
-            failing += 1;
-            let f = Failing {
-                choices: schedule.order(),
-                user,
-                steps: ran.steps,
-                ended: ran.ended,
-                counter,
-                truth,
-                anomalies,
-            };
-            if first.as_ref().is_none_or(|g| f.steps.len() < g.steps.len()) {
-                first = Some(f);
+        match judged(ns, strategy.as_ref(), cell, user, ran, &schedule).await {
+            Ok(Some(f)) => {
+                failing += 1;
+                if first.as_ref().is_none_or(|g| f.steps.len() < g.steps.len()) {
+                    first = Some(f);
+                }
             }
+            Ok(None) => {}
+            Err(why) => return PairResult::Error { explored: ex.explored, why },
         }
         if cfg.replay.is_some() {
             ex.explored += 1;
             continue;
         }
         if let Err(why) = ex.finished(&schedule) {
+            let why = format!(
+                "not repeatable: {why} (the server or the design answered otherwise on the same \
+                 order of steps; a design that chooses at random, a random counter slot say, cannot \
+                 be explored step by step)"
+            );
             return PairResult::Error { explored: ex.explored, why };
         }
     }
-    let explored = ex.explored;
-    match (first, ex.left()) {
+    outcome(ex.explored, failing, first, ex.left(), cfg)
+}
+
+/// The pair's result from what its search found.
+fn outcome(explored: u64, failing: u64, first: Option<Failing>, left: Option<Left>, cfg: &ExploreConfig) -> PairResult {
+    match (first, left) {
         (Some(f), _) => PairResult::Unsafe { explored, failing, first: Box::new(f) },
         (None, _) if cfg.replay.is_some() => PairResult::Safe { explored },
         (None, None) => PairResult::Safe { explored },
@@ -274,6 +277,27 @@ async fn explore_pair(
             ),
         },
     }
+}
+
+/// The schedule as a failing one when its counter is not the truth (None: exact).
+async fn judged(
+    ns: &Namespace,
+    strategy: &dyn Strategy,
+    cell: &Cell<'_>,
+    user: UserId,
+    ran: session::Ran,
+    schedule: &Schedule,
+) -> Result<Option<Failing>, String> {
+    let (counter, truth, anomalies) = judge(ns, strategy, cell, user, &ran).await?;
+    Ok((counter != Some(truth)).then(|| Failing {
+        choices: schedule.order(),
+        user,
+        steps: ran.steps,
+        ended: ran.ended,
+        counter,
+        truth,
+        anomalies,
+    }))
 }
 
 /// The user's counter and truth after the schedule, and what the checker names.

@@ -74,7 +74,11 @@ pub struct Pair {
 pub struct Explored {
     pub strategy: String,
     pub guarantee: String,
+    /// Whether it declares the exact guarantee (an UNSAFE pair then fails the exit code).
+    pub declares_exact: bool,
     pub backend: String,
+    /// The SQL dialect of `backend` (`postgres`, `mysql`, `sqlite`).
+    pub dialect: String,
     pub isolation: String,
     pub state: String,
     /// The most preemptions a schedule had (None: any number).
@@ -92,6 +96,7 @@ pub struct ReplayFile {
     pub scenario: String,
     pub strategy: String,
     pub backend: String,
+    pub dialect: String,
     pub isolation: String,
     pub ops: Vec<Op>,
     pub failing: Failing,

@@ -1,0 +1,180 @@
+//! `counterlab explore` end to end on the real servers: the racy designs UNSAFE with a
+//! failing schedule whose steps waited on the server's real row locks (PostgreSQL and
+//! MariaDB), the locking and guarded designs SAFE over every op pair, a failing schedule
+//! replayed 10 times with the same anomaly, a preemption bound that cuts the search
+//! short reported NOT EXPLORED (never SAFE), and a strategy file explored as it is.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::util;
+
+fn counterlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_counterlab"))
+        .args(args)
+        .env("COUNTERLAB_POSTGRES_URL", util::pg_url())
+        .env("COUNTERLAB_MYSQL_URL", util::mysql_url())
+        .env_remove("DATABASE_URL")
+        .output()
+        .expect("spawn counterlab")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// `explore --json` of `scenario` with `args`; the exit code and the explored cells.
+fn explore(scenario: &str, args: &[&str]) -> (Option<i32>, Vec<Value>, String) {
+    let mut all = vec!["explore", scenario, "--json"];
+    all.extend_from_slice(args);
+    let o = counterlab(&all);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    (o.status.code(), v["explored"].as_array().expect("explored").clone(), text(&o))
+}
+
+/// The one pair of the one cell whose strategy is `name`.
+fn pair<'a>(cells: &'a [Value], name: &str) -> &'a Value {
+    let cell = cells.iter().find(|c| c["strategy"] == name).unwrap_or_else(|| panic!("no {name}: {cells:?}"));
+    assert!(cell["skipped"].is_null(), "{cell}");
+    &cell["pairs"][0]
+}
+
+/// direct-update's duplicate mark_read on `backend` at read committed: UNSAFE, named
+/// double_decrement, and its shortest failing schedule has a step that waited on the
+/// other session's row lock (seen in the server's lock view, not guessed from time).
+fn racy_mark_read_is_unsafe_with_a_blocked_step(backend: &str) {
+    let (code, cells, out) = explore(
+        "scenarios/quickstart.toml",
+        &[
+            "--strategy",
+            "direct-update",
+            "--backend",
+            backend,
+            "--isolation",
+            "read-committed",
+            "--pair",
+            "mark_read,mark_read",
+        ],
+    );
+    assert_eq!(code, Some(0), "direct-update declares no guarantee: UNSAFE is its finding, not a failure\n{out}");
+    let p = pair(&cells, "direct-update");
+    assert_eq!(p["result"], "UNSAFE", "{p}");
+    let first = &p["first"];
+    assert_eq!(first["anomalies"], serde_json::json!(["double_decrement"]), "{p}");
+    assert_eq!(first["counter"].as_i64(), Some(0), "both decremented: {first}");
+    assert_eq!(first["truth"].as_i64(), Some(1), "{first}");
+    let steps = first["steps"].as_array().unwrap();
+    assert!(steps.iter().any(|s| s["blocked"] == true), "a step waited on the row lock: {first}");
+    assert!(p["failing"].as_u64().unwrap() < p["explored"].as_u64().unwrap(), "some orders are serial: {p}");
+}
+
+#[test]
+fn direct_update_double_decrements_on_postgres_with_a_step_blocked_on_a_row_lock() {
+    crate::require!(Postgres);
+    racy_mark_read_is_unsafe_with_a_blocked_step("postgres");
+}
+
+#[test]
+fn direct_update_double_decrements_on_mariadb_with_a_step_blocked_on_a_row_lock() {
+    crate::require!(Mariadb);
+    racy_mark_read_is_unsafe_with_a_blocked_step("mysql");
+}
+
+#[test]
+fn guarded_and_locking_designs_are_safe_over_every_op_pair_on_postgres() {
+    crate::require!(Postgres);
+    let args = [
+        "--strategy",
+        "conditional-update",
+        "--strategy",
+        "select-for-update",
+        "--backend",
+        "postgres",
+        "--isolation",
+        "read-committed",
+    ];
+    let (code, cells, out) = explore("scenarios/quickstart.toml", &args);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(cells.len(), 2, "{out}");
+    for c in &cells {
+        let pairs = c["pairs"].as_array().unwrap();
+        assert_eq!(pairs.len(), 16, "the whole matrix: {c}");
+        for p in pairs {
+            assert_eq!(p["result"], "SAFE", "{} {p}", c["strategy"]);
+            assert!(p["explored"].as_u64().unwrap() >= 2, "{p}");
+        }
+    }
+    // Locking makes a session wait: fewer orders exist than for independent steps, and
+    // select-for-update (one more statement per op) has more than conditional-update.
+    let total = |name: &str| -> u64 {
+        let c = cells.iter().find(|c| c["strategy"] == name).unwrap();
+        c["pairs"].as_array().unwrap().iter().map(|p| p["explored"].as_u64().unwrap()).sum()
+    };
+    assert!(total("select-for-update") > total("conditional-update"), "{out}");
+}
+
+#[test]
+fn a_failing_schedule_replays_ten_times_out_of_ten() {
+    crate::require!(Postgres);
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().to_str().unwrap();
+    let args =
+        ["--strategy", "direct-update", "--backend", "postgres", "--pair", "mark_read,mark_read", "--out", out_dir];
+    let (_, cells, out) = explore("scenarios/quickstart.toml", &args);
+    assert_eq!(pair(&cells, "direct-update")["result"], "UNSAFE", "{out}");
+    let file = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".replay.json"))
+        .unwrap_or_else(|| panic!("no replay file: {out}"));
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let script = saved["script"].as_array().unwrap();
+    assert!(script.iter().any(|l| l.as_str().unwrap().starts_with("[2] UPDATE")), "{saved}");
+    let o = counterlab(&["explore", "--replay", file.to_str().unwrap(), "--times", "10"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("replayed 10 of 10 times with the recorded outcome"), "{stdout}");
+    assert_eq!(stdout.matches(": same: counter Some(0), truth 1, double_decrement").count(), 10, "{stdout}");
+    assert!(Path::new(&file).exists());
+}
+
+#[test]
+fn a_race_beyond_the_preemption_bound_is_not_explored_never_safe() {
+    crate::require!(Postgres);
+    // With no preemption only the two serial orders run, and both are exact: the race
+    // needs one switch in the middle of an op.
+    let args = [
+        "--strategy",
+        "direct-update",
+        "--backend",
+        "postgres",
+        "--isolation",
+        "read-committed",
+        "--pair",
+        "mark_read,mark_read",
+        "--preemptions",
+        "0",
+    ];
+    let (code, cells, out) = explore("scenarios/quickstart.toml", &args);
+    assert_eq!(code, Some(0), "{out}");
+    let p = pair(&cells, "direct-update");
+    assert_eq!(p["result"], "NOT_EXPLORED", "{p}");
+    assert_eq!(p["explored"].as_u64(), Some(2), "{p}");
+    assert!(p["left"].as_str().unwrap().contains("beyond the bound of 0 preemption"), "{p}");
+    let (_, cells, _) = explore("scenarios/quickstart.toml", &[&args[..8], &["--preemptions", "1"]].concat());
+    assert_eq!(pair(&cells, "direct-update")["result"], "UNSAFE", "one preemption is enough");
+}
+
+#[test]
+fn a_strategy_file_is_explored_as_it_is_and_an_exact_design_unsafe_fails_the_exit_code() {
+    crate::require!(Postgres);
+    // read-then-write declares exact but writes the counter back as an absolute value.
+    let args = ["--backend", "postgres", "--isolation", "read-committed", "--pair", "mark_read,mark_read_other"];
+    let (code, cells, out) = explore("scenarios/zoo/lost-update.toml", &args);
+    let p = pair(&cells, "read-then-write");
+    assert_eq!(p["result"], "UNSAFE", "{out}");
+    assert!(p["first"]["anomalies"].as_array().unwrap().iter().any(|a| a == "lost_update"), "{p}");
+    assert_eq!(code, Some(1), "an exact design found UNSAFE fails the exit code: {out}");
+}
