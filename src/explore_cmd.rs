@@ -174,7 +174,10 @@ pub fn render(explored: &[Explored]) -> String {
 
 fn detail(r: &PairResult) -> String {
     match r {
-        PairResult::Safe { explored } => format!("SAFE ({explored} schedules, all exact)"),
+        PairResult::Safe { explored, retried: 0 } => format!("SAFE ({explored} schedules, all exact)"),
+        PairResult::Safe { explored, retried } => {
+            format!("SAFE ({explored} schedules, all exact; kept by retries in {retried})")
+        }
         PairResult::Unsafe { explored, failing, first } => {
             format!("UNSAFE ({failing} of {explored} schedules drift: {})", first.anomalies.join(", "))
         }

@@ -209,7 +209,7 @@ async fn explore_pair(
 ) -> PairResult {
     let ops = cfg.ops(pair);
     let mut ex = Explorer::new(cfg.preemptions, cfg.budget.min(MAX_USERS_PER_PAIR));
-    let (mut failing, mut first): (u64, Option<Failing>) = (0, None);
+    let (mut failing, mut retried, mut first): (u64, u64, Option<Failing>) = (0, 0, None);
     let setup = |user| session::Setup {
         strategy: strategy.clone(),
         db: ns.db().clone(),
@@ -234,6 +234,7 @@ async fn explore_pair(
             Ok(r) => r,
             Err(why) => return PairResult::Error { explored: ex.explored, why },
         };
+        retried += ran.ended.iter().any(|e| e.attempts > 1) as u64;
         match judged(ns, strategy.as_ref(), cell, user, ran, &schedule).await {
             Ok(Some(f)) => {
                 failing += 1;
@@ -257,15 +258,16 @@ async fn explore_pair(
             return PairResult::Error { explored: ex.explored, why };
         }
     }
-    outcome(ex.explored, failing, first, ex.left(), cfg)
+    outcome((ex.explored, failing, retried), first, ex.left(), cfg)
 }
 
 /// The pair's result from what its search found.
-fn outcome(explored: u64, failing: u64, first: Option<Failing>, left: Option<Left>, cfg: &ExploreConfig) -> PairResult {
+fn outcome(counts: (u64, u64, u64), first: Option<Failing>, left: Option<Left>, cfg: &ExploreConfig) -> PairResult {
+    let (explored, failing, retried) = counts;
     match (first, left) {
         (Some(f), _) => PairResult::Unsafe { explored, failing, first: Box::new(f) },
-        (None, _) if cfg.replay.is_some() => PairResult::Safe { explored },
-        (None, None) => PairResult::Safe { explored },
+        (None, _) if cfg.replay.is_some() => PairResult::Safe { explored, retried },
+        (None, None) => PairResult::Safe { explored, retried },
         (None, Some(Left::Budget)) => {
             PairResult::NotExplored { explored, left: format!("the budget of {} schedules ran out", cfg.budget) }
         }

@@ -30,8 +30,9 @@ pub struct Failing {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "result", rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum PairResult {
-    /// Every schedule was run and every one ended exact.
-    Safe { explored: u64 },
+    /// Every schedule was run and every one ended exact; in `retried` of them an op was
+    /// refused by the server (deadlock, serialization failure) and retried by the design.
+    Safe { explored: u64, retried: u64 },
     /// `failing` of `explored` schedules ended with a wrong counter; the shortest first.
     Unsafe { explored: u64, failing: u64, first: Box<Failing> },
     /// The search stopped short (budget or preemption bound) with every schedule run exact.
@@ -52,7 +53,7 @@ impl PairResult {
 
     pub fn explored(&self) -> u64 {
         match self {
-            PairResult::Safe { explored }
+            PairResult::Safe { explored, .. }
             | PairResult::Unsafe { explored, .. }
             | PairResult::NotExplored { explored, .. }
             | PairResult::Error { explored, .. } => *explored,
@@ -108,7 +109,8 @@ pub struct ReplayFile {
 /// sent, wrapped at words, then what it saw), then how each op ended and the counter
 /// against the truth.
 pub fn columns(ops: &[Op], f: &Failing) -> String {
-    let w = if ops.len() > 2 { 40 } else { 56 };
+    // Two sessions fit 80 columns.
+    let w = if ops.len() > 2 { 24 } else { 36 };
     let mut out = String::new();
     let heads: Vec<String> = ops.iter().enumerate().map(|(i, o)| format!("session {}: {}", i + 1, o.name())).collect();
     row(&mut out, "step", &heads.iter().map(|h| vec![h.clone()]).collect::<Vec<_>>(), w);
