@@ -1,7 +1,7 @@
 //! Criterion benches of the client-side hot paths that sit between two database calls:
 //! drawing the next op, picking a live id, recording a latency, checking a large
 //! population, and checking a history's reads in memory against the same history spilled
-//! to part files.
+//! to part files; the explorer's step gate outside a session.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -109,10 +109,32 @@ fn history(c: &mut Criterion) {
     g.finish();
 }
 
+/// A ready future polled once, as a call that came back at once.
+fn ready<F: std::future::Future>(f: F) -> F::Output {
+    use std::task::{Context, Poll, Waker};
+    let mut f = std::pin::pin!(f);
+    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(v) => v,
+        Poll::Pending => unreachable!("a ready future"),
+    }
+}
+
+/// The explorer's step gate outside an explorer's session, which every SQL and Redis call
+/// of a normal run passes (one task-local lookup), against the bare call.
+fn gate(c: &mut Criterion) {
+    use counterlab_strategies::gate;
+    let mut g = c.benchmark_group("step_gate/outside-a-session");
+    g.bench_function("bare-call", |b| b.iter(|| ready(async { Ok::<i64, String>(black_box(1)) })));
+    g.bench_function("gated-call", |b| {
+        b.iter(|| ready(gate::step(String::new, |_: &i64| String::new(), async { Ok::<i64, String>(black_box(1)) })))
+    });
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     // Short: `cargo bench` stays minutes (benches/README.md).
     config = Criterion::default().warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
-    targets = workload, recording, checker, history
+    targets = workload, recording, checker, history, gate
 }
 criterion_main!(benches);

@@ -11,8 +11,8 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
 use counterlab::run::explore::{
-    EXPLORE_SCHEMA_VERSION, ExploreConfig, Explored, PairResult, ReplayFile, columns, explore_plan, parse_pair,
-    script_lines,
+    EXPLORE_SCHEMA_VERSION, ExploreConfig, Explored, PairResult, ReplayFile, columns, explore_plan, markdown,
+    parse_pair, script_lines,
 };
 use counterlab::scenario::Overrides;
 use counterlab_strategies::Registry;
@@ -50,7 +50,7 @@ pub struct ExploreArgs {
     /// Override any scenario field by its dotted path (repeatable), as `run --set`.
     #[arg(long = "set", value_name = "PATH=VALUE")]
     sets: Vec<String>,
-    /// Write explore.json and one replay file per UNSAFE pair into this folder.
+    /// Write explore.json, explore.md and one replay file per UNSAFE pair into this folder.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Print the result as JSON on stdout (the lines go to stderr).
@@ -186,11 +186,12 @@ fn detail(r: &PairResult) -> String {
     }
 }
 
-/// explore.json and one replay file per UNSAFE pair.
+/// explore.json, explore.md and one replay file per UNSAFE pair.
 fn write_out(dir: &Path, scenario: &Path, explored: &[Explored]) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
     let v = serde_json::json!({ "version": EXPLORE_SCHEMA_VERSION, "explored": explored });
     crate::atomic::write(&dir.join("explore.json"), serde_json::to_string_pretty(&v)?.as_bytes())?;
+    crate::atomic::write(&dir.join("explore.md"), markdown(explored).as_bytes())?;
     let scenario = std::fs::canonicalize(scenario)?.display().to_string();
     for e in explored {
         for p in &e.pairs {

@@ -129,6 +129,8 @@ fn a_failing_schedule_replays_ten_times_out_of_ten() {
         .map(|e| e.unwrap().path())
         .find(|p| p.to_string_lossy().ends_with(".replay.json"))
         .unwrap_or_else(|| panic!("no replay file: {out}"));
+    let md = std::fs::read_to_string(dir.path().join("explore.md")).unwrap();
+    assert!(md.contains("| mark_read(b) ‖ mark_read(b) | UNSAFE |") && md.contains("double_decrement"), "{md}");
     let saved: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     let script = saved["script"].as_array().unwrap();
     assert!(script.iter().any(|l| l.as_str().unwrap().starts_with("[2] UPDATE")), "{saved}");
@@ -177,4 +179,35 @@ fn a_strategy_file_is_explored_as_it_is_and_an_exact_design_unsafe_fails_the_exi
     assert_eq!(p["result"], "UNSAFE", "{out}");
     assert!(p["first"]["anomalies"].as_array().unwrap().iter().any(|a| a == "lost_update"), "{p}");
     assert_eq!(code, Some(1), "an exact design found UNSAFE fails the exit code: {out}");
+}
+
+#[test]
+fn redis_calls_are_steps_the_unwatched_read_then_set_loses_an_update_and_lua_is_safe() {
+    crate::require!(Postgres, Redis);
+    let args = [
+        "--strategy",
+        "watch-multi-unwatched",
+        "--strategy",
+        "lua-script",
+        "--strategy",
+        "zset-buffer-durable",
+        "--backend",
+        "postgres",
+        "--isolation",
+        "read-committed",
+        "--pair",
+        "mark_read,mark_read_other",
+    ];
+    let (code, cells, out) = explore("scenarios/zoo/redis-unwatched-counter.toml", &args);
+    assert_eq!(code, Some(0), "{out}");
+    let p = pair(&cells, "watch-multi-unwatched");
+    assert_eq!(p["result"], "UNSAFE", "{p}");
+    assert_eq!(p["first"]["anomalies"], serde_json::json!(["lost_update"]), "{p}");
+    let sent: Vec<&str> = p["first"]["steps"].as_array().unwrap().iter().map(|s| s["sent"].as_str().unwrap()).collect();
+    assert!(sent.iter().filter(|s| s.starts_with("GET {u:")).count() == 2, "both read the counter first: {sent:?}");
+    assert!(sent.iter().any(|s| s.starts_with("MULTI; SET {u:")), "{sent:?}");
+    let lua = pair(&cells, "lua-script");
+    assert_eq!(lua["result"], "SAFE", "{lua}");
+    let zset = cells.iter().find(|c| c["strategy"] == "zset-buffer-durable").unwrap();
+    assert!(zset["skipped"].as_str().unwrap().contains("eventual"), "{zset}");
 }

@@ -11,14 +11,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::AsyncConnectionConfig;
-use redis::aio::MultiplexedConnection;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::target::{Node, Target, owner_addr};
+use super::target::{Conn, Node, Target, owner_addr};
 
 /// An open connection: the node it goes to (`host:port`; empty for one server), the
 /// connection and the server's `CLIENT ID` for it.
-type Open = (String, MultiplexedConnection, i64);
+type Open = (String, Conn, i64);
 
 /// The pool: at most `size` connections exist at once (the semaphore's permits), idle
 /// ones kept for reuse, and the server's `CLIENT ID` of every open one.
@@ -92,7 +91,7 @@ impl Dedicated {
                 let mut conn = client.get_multiplexed_async_connection_with_config(&self.config).await?;
                 let id: i64 = redis::cmd("CLIENT").arg("ID").query_async(&mut conn).await?;
                 self.ids.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
-                (node, conn, id)
+                (node, Conn::Plain(conn), id)
             }
         };
         Ok(DedicatedLease { conn: Some(open), pool: self.clone(), _permit: permit })
@@ -108,7 +107,7 @@ pub(crate) struct DedicatedLease {
 }
 
 impl DedicatedLease {
-    pub(crate) fn conn(&mut self) -> &mut MultiplexedConnection {
+    pub(crate) fn conn(&mut self) -> &mut Conn {
         &mut self.conn.as_mut().expect("leased").1
     }
 

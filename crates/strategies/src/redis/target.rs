@@ -57,6 +57,41 @@ pub(crate) enum Conn {
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, redis::Value> {
+        if !crate::gate::gated() {
+            return self.raw_command(cmd);
+        }
+        Box::pin(crate::gate::step(|| cmd_text(cmd), value_text, self.raw_command(cmd)))
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        if !crate::gate::gated() {
+            return self.raw_commands(cmd, offset, count);
+        }
+        let label = || {
+            let each: Vec<String> = cmd.cmd_iter().map(cmd_text).collect();
+            let body = each.join("; ");
+            if cmd.is_transaction() { format!("MULTI; {body}; EXEC") } else { body }
+        };
+        let show = |v: &Vec<redis::Value>| v.iter().map(value_text).collect::<Vec<_>>().join("; ");
+        Box::pin(crate::gate::step(label, show, self.raw_commands(cmd, offset, count)))
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Managed(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+            Conn::Plain(c) => c.get_db(),
+        }
+    }
+}
+
+impl Conn {
+    fn raw_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, redis::Value> {
         match self {
             Conn::Managed(c) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
@@ -64,7 +99,7 @@ impl ConnectionLike for Conn {
         }
     }
 
-    fn req_packed_commands<'a>(
+    fn raw_commands<'a>(
         &'a mut self,
         cmd: &'a redis::Pipeline,
         offset: usize,
@@ -93,13 +128,35 @@ impl ConnectionLike for Conn {
             Conn::Plain(c) => c.req_packed_commands(cmd, offset, count),
         }
     }
+}
 
-    fn get_db(&self) -> i64 {
-        match self {
-            Conn::Managed(c) => c.get_db(),
-            Conn::Cluster(c) => c.get_db(),
-            Conn::Plain(c) => c.get_db(),
-        }
+/// A command as redis-cli takes it (a script's body by its SHA, as sent), for the
+/// explorer's script.
+fn cmd_text(cmd: &redis::Cmd) -> String {
+    let words: Vec<String> = cmd
+        .args_iter()
+        .map(|a| match a {
+            redis::Arg::Simple(b) => {
+                let t = String::from_utf8_lossy(b);
+                if t.is_empty() || t.contains([' ', '"', '\n']) { format!("{t:?}") } else { t.into_owned() }
+            }
+            _ => "0".to_string(),
+        })
+        .collect();
+    words.join(" ")
+}
+
+/// A reply as redis-cli shows it, on one line.
+fn value_text(v: &redis::Value) -> String {
+    use redis::Value as V;
+    match v {
+        V::Nil => "(nil)".into(),
+        V::Int(i) => i.to_string(),
+        V::BulkString(b) => format!("{:?}", String::from_utf8_lossy(b)),
+        V::Array(a) | V::Set(a) => format!("[{}]", a.iter().map(value_text).collect::<Vec<_>>().join(", ")),
+        V::SimpleString(s) => s.clone(),
+        V::Okay => "OK".into(),
+        other => format!("{other:?}"),
     }
 }
 

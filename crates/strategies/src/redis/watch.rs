@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use counterlab_core::{ErrorClass, OpError, Outcome, UserId};
 use redis::AsyncCommands;
-use redis::aio::MultiplexedConnection;
 
 use super::classify_redis;
 use super::designs::{Shared, after_sql, parse_delta};
@@ -28,7 +27,7 @@ enum Failed {
 }
 
 /// One try: returns false when EXEC reported a conflict (nothing written).
-async fn rmw_once(c: &mut MultiplexedConnection, key: &str, delta: i64, watched: bool) -> Result<bool, Failed> {
+async fn rmw_once(c: &mut super::target::Conn, key: &str, delta: i64, watched: bool) -> Result<bool, Failed> {
     let before = |e| Failed::Before(classify_redis(e));
     if watched {
         redis::cmd("WATCH").arg(key).query_async::<()>(&mut *c).await.map_err(before)?;

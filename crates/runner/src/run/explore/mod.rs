@@ -21,7 +21,9 @@ use counterlab_plan::RunPlan;
 use counterlab_strategies::{BackendError, Db, Namespace, statement_for};
 
 pub use ops::{Op, STATE_WORDS, pairs, parse_pair};
-pub use script::{EXPLORE_SCHEMA_VERSION, Explored, Failing, Pair, PairResult, ReplayFile, columns, script_lines};
+pub use script::{
+    EXPLORE_SCHEMA_VERSION, Explored, Failing, Pair, PairResult, ReplayFile, columns, markdown, script_lines,
+};
 pub use session::{Ended, Step};
 
 use super::one::{self, Cell, Made};
@@ -291,10 +293,13 @@ async fn judged(
     schedule: &Schedule,
 ) -> Result<Option<Failing>, String> {
     let (counter, truth, anomalies) = judge(ns, strategy, cell, user, &ran).await?;
+    // Keys read without the namespace's prefix (`cl:<namespace>:`).
+    let prefix = format!("cl:{}:", cell.ns_name);
+    let steps = ran.steps.into_iter().map(|s| Step { sent: s.sent.replace(&prefix, ""), ..s }).collect();
     Ok((counter != Some(truth)).then(|| Failing {
         choices: schedule.order(),
         user,
-        steps: ran.steps,
+        steps,
         ended: ran.ended,
         counter,
         truth,
@@ -313,9 +318,15 @@ async fn judge(
     let db: &Db = ns.db();
     let d = db.dialect();
     let e = |e: counterlab_core::OpError| format!("reading the counter back: {}", e.message);
-    let counter = match strategy.counters(cell.t.seed.n_users).await.map_err(e)? {
-        Some(c) => c.get(user),
-        None => db.opt_i64(statement_for(d, "counter_read"), &[user]).await.map_err(e)?,
+    // A Redis counter read by the design itself (one key), unless reads come from a cache
+    // that may lag; else every user's counters as the final check reads them.
+    let counter = if cell.t.redis.is_some() && strategy.read_lag().is_none() {
+        Some(strategy.read_count(user).await.map_err(e)?)
+    } else {
+        match strategy.counters(cell.t.seed.n_users).await.map_err(e)? {
+            Some(c) => c.get(user),
+            None => db.opt_i64(statement_for(d, "counter_read"), &[user]).await.map_err(e)?,
+        }
     };
     let rows: Vec<(i64, bool)> = db.rows(statement_for(d, "user_rows"), &[user]).await.map_err(e)?;
     let truth = rows.iter().filter(|(_, read)| !read).count() as i64;

@@ -187,3 +187,45 @@ pub fn script_lines(dialect: &str, isolation: &str, ops: &[Op], f: &Failing) -> 
     }
     out
 }
+
+/// The explored cells in Markdown: per strategy x backend x level the pairs' table, then
+/// each UNSAFE pair's shortest failing schedule as its two-column script.
+pub fn markdown(explored: &[Explored]) -> String {
+    let mut out = format!("# counterlab explore\n\nState of each schedule: {STATE_WORDS}.\n");
+    for e in explored {
+        let _ = writeln!(out, "\n## {} on {} at {}\n", e.strategy, e.backend, e.isolation);
+        if let Some(why) = &e.skipped {
+            let _ = writeln!(out, "Not explored: {why}");
+            continue;
+        }
+        let bound = e
+            .preemption_bound
+            .map_or("any number of preemptions".to_string(), |b| format!("at most {b} preemption(s)"));
+        let _ = writeln!(out, "Guarantee {}; {bound}; budget {} schedules per pair.\n", e.guarantee, e.budget);
+        out.push_str("| pair | result | schedules | seconds | detail |\n|---|---|---:|---:|---|\n");
+        for p in &e.pairs {
+            let detail = match &p.result {
+                PairResult::Safe { retried, .. } if *retried > 0 => format!("kept by retries in {retried}"),
+                PairResult::Safe { .. } => String::new(),
+                PairResult::Unsafe { failing, first, .. } => format!("{failing} drift: {}", first.anomalies.join(", ")),
+                PairResult::NotExplored { left, .. } => left.clone(),
+                PairResult::Error { why, .. } => why.replace('|', "/"),
+            };
+            let names: Vec<&str> = p.ops.iter().map(|o| o.name()).collect();
+            let (label, n) = (p.result.label(), p.result.explored());
+            let _ = writeln!(out, "| {} | {label} | {n} | {:.1} | {detail} |", names.join(" ‖ "), p.seconds);
+        }
+        for p in &e.pairs {
+            if let PairResult::Unsafe { first, .. } = &p.result {
+                let names: Vec<&str> = p.ops.iter().map(|o| o.name()).collect();
+                let _ = writeln!(
+                    out,
+                    "\n### {}: the shortest failing schedule\n\n```\n{}```",
+                    names.join(" ‖ "),
+                    columns(&p.ops, first)
+                );
+            }
+        }
+    }
+    out
+}
