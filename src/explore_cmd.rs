@@ -34,15 +34,18 @@ pub struct ExploreArgs {
     /// At these isolation levels (repeatable); replaces the scenario's.
     #[arg(long = "isolation", value_name = "LEVEL")]
     isolation: Vec<String>,
-    /// Only these op pairs (repeatable), e.g. `mark_read,mark_read`; default: the matrix.
+    /// Only these op pairs (repeatable), e.g. `mark_read,mark_read`; default: the
+    /// scenario's `[explore] pairs`, else the whole matrix.
     #[arg(long = "pair", value_name = "A,B")]
     pairs: Vec<String>,
-    /// Concurrent sessions per schedule: 2, or 3 (the third repeats the second op).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(2..=3))]
-    sessions: u8,
-    /// The most schedules run per op pair (more: NOT EXPLORED, with what was left).
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=5000))]
-    budget: u64,
+    /// Concurrent sessions per schedule: 2, or 3 (the third repeats the second op);
+    /// default: the scenario's `[explore] sessions`, else 2.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(2..=3))]
+    sessions: Option<u8>,
+    /// The most schedules run per op pair (more: NOT EXPLORED, with what was left);
+    /// default: the scenario's `[explore] budget`, else 1000.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=5000))]
+    budget: Option<u64>,
     /// The most preemptions a schedule may have (CHESS); default: any number. A pair
     /// whose search the bound cut short is NOT EXPLORED, never SAFE.
     #[arg(long, value_name = "N")]
@@ -88,16 +91,7 @@ fn input(e: impl std::fmt::Display) -> Failure {
 /// The plan, the options and the config from the flags.
 async fn explore_all(args: ExploreArgs) -> Result<u8, Failure> {
     let scenario = args.scenario.clone().expect("clap requires the scenario without --replay");
-    let pairs: Result<Vec<_>, Failure> =
-        args.pairs.iter().map(|p| parse_pair(p).map_err(|e| input(format!("--pair: {e}")))).collect();
-    let cfg = ExploreConfig {
-        sessions: args.sessions as usize,
-        budget: args.budget,
-        preemptions: args.preemptions,
-        pairs: Some(pairs?).filter(|p: &Vec<_>| !p.is_empty()),
-        replay: None,
-    };
-    let explored = run(&args, &scenario, &cfg).await?;
+    let explored = run(&args, &scenario, |plan| config(&args, plan)).await?;
     let Some(explored) = explored else { return Ok(super::interrupted().code()) };
     if let Some(dir) = &args.out {
         write_out(dir, &scenario, &explored).map_err(input)?;
@@ -111,8 +105,30 @@ async fn explore_all(args: ExploreArgs) -> Result<u8, Failure> {
     Ok(exit_of(&explored))
 }
 
-/// Loads the plan and explores it; None when interrupted.
-async fn run(args: &ExploreArgs, scenario: &Path, cfg: &ExploreConfig) -> Result<Option<Vec<Explored>>, Failure> {
+/// The scenario's `[explore]` with the flags over it.
+fn config(args: &ExploreArgs, plan: &counterlab::scenario::RunPlan) -> Result<ExploreConfig, Failure> {
+    let e = &plan.explore;
+    let flags: Vec<String> = args.pairs.clone();
+    let from_plan = e.pairs.iter().map(|(a, b)| format!("{a},{b}"));
+    let named = if flags.is_empty() { from_plan.collect() } else { flags };
+    let pairs: Result<Vec<_>, Failure> =
+        named.iter().map(|p| parse_pair(p).map_err(|e| input(format!("--pair: {e}")))).collect();
+    Ok(ExploreConfig {
+        sessions: args.sessions.unwrap_or(e.sessions) as usize,
+        budget: args.budget.unwrap_or(e.budget),
+        preemptions: args.preemptions.or(e.preemptions),
+        pairs: Some(pairs?).filter(|p: &Vec<_>| !p.is_empty()),
+        replay: None,
+    })
+}
+
+/// Loads the plan and explores it with the config `cfg` makes of it; None when
+/// interrupted.
+async fn run(
+    args: &ExploreArgs,
+    scenario: &Path,
+    cfg: impl FnOnce(&counterlab::scenario::RunPlan) -> Result<ExploreConfig, Failure>,
+) -> Result<Option<Vec<Explored>>, Failure> {
     let overrides = Overrides {
         strategies: args.strategies.clone(),
         backends: args.backends.clone(),
@@ -122,11 +138,12 @@ async fn run(args: &ExploreArgs, scenario: &Path, cfg: &ExploreConfig) -> Result
     };
     let known = Registry::builtin().names();
     let plan = counterlab::scenario::load(scenario, &overrides, &known, 0).map_err(|e| Failure::Input(e.into()))?;
+    let cfg = cfg(&plan)?;
     let (opts, sources) = args.servers.clone().options(false).map_err(input)?;
     let mut log = |l: &str| eprintln!("{l}");
     log(&sources);
     super::watch_ctrl_c(opts.cancel.clone(), "the namespace being explored (cl_*)");
-    let explored = explore_plan(&plan, &opts, cfg, &mut log).await.map_err(backend_failure)?;
+    let explored = explore_plan(&plan, &opts, &cfg, &mut log).await.map_err(backend_failure)?;
     Ok((!opts.cancel.load(Ordering::Relaxed)).then_some(explored))
 }
 
@@ -236,7 +253,7 @@ async fn replay(mut args: ExploreArgs, file: &Path) -> Result<u8, Failure> {
     }
     let mut same = 0;
     for i in 1..=args.times {
-        let Some(explored) = run(&args, Path::new(&r.scenario), &cfg).await? else {
+        let Some(explored) = run(&args, Path::new(&r.scenario), |_| Ok(cfg.clone())).await? else {
             return Ok(super::interrupted().code());
         };
         let got = explored.iter().flat_map(|e| &e.pairs).next().map(|p| &p.result);

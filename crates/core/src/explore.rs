@@ -3,6 +3,14 @@
 //! a prefix of choices), with a CHESS preemption bound and a budget. No I/O: the runner
 //! asks `Schedule::choose` at every point where more than one session could go on.
 
+/// The explorer's op names, as scenarios and `--pair` spell them: create, mark_read of
+/// an unread row (`b`), mark_read of another unread row (`c`), delete of an unread row
+/// (`b`), delete of a read row (`a`), mark_all_read.
+pub const OPS: [&str; 6] = ["create", "mark_read", "mark_read_other", "delete_unread", "delete_read", "mark_all_read"];
+
+/// Most schedules per op pair (`--budget`, `[explore] budget`).
+pub const MAX_BUDGET: u64 = 5_000;
+
 /// One decision of a schedule: which sessions could take their next step, which did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Choice {

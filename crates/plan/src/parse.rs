@@ -70,6 +70,7 @@ fn resolve_all(
     let expect_anomaly = resolve::expectation(&src, raw.expect_anomaly.as_ref())?;
     let redis = resolve::redis(&src, raw.redis.as_ref())?;
     let replica = resolve::replica(&src, raw.replica.as_ref())?;
+    let explore = resolve::explore(&src, raw.explore.as_ref())?;
     let faults = resolve::faults(&src, raw.faults.as_deref(), &s)?;
     let thresholds = resolve::thresholds(&src, raw.thresholds.as_deref(), &s)?;
     let expect = resolve::expectations(&src, raw.expect.as_deref(), &s)?;
@@ -91,6 +92,7 @@ fn resolve_all(
         expect_anomaly,
         redis,
         replica,
+        explore,
         faults,
         thresholds,
         verdict: resolve::verdict(&src, raw.verdict.as_ref())?,

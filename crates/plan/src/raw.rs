@@ -30,6 +30,17 @@ pub(crate) struct RawScenario {
     pub(crate) workload: Spanned<RawWorkload>,
     pub(crate) strategy: Option<BTreeMap<String, Spanned<crate::custom::RawStrategy>>>,
     pub(crate) strategy_files: Option<Vec<Spanned<String>>>,
+    pub(crate) explore: Option<Spanned<RawExplore>>,
+}
+
+/// `[explore]`: what `counterlab explore` runs (its flags override each).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawExplore {
+    pub(crate) sessions: Option<Spanned<u8>>,
+    pub(crate) budget: Option<Spanned<u64>>,
+    pub(crate) preemptions: Option<Spanned<u32>>,
+    pub(crate) pairs: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Deserialize)]

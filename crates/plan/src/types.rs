@@ -129,6 +129,8 @@ pub struct RunPlan {
     /// `[replica]`: where `read_count` reads (each a cell of its own) and the staleness
     /// bound replica reads are judged by.
     pub replica: ReplicaPlan,
+    /// `[explore]`: what `counterlab explore` runs by default.
+    pub explore: ExplorePlan,
     pub faults: Vec<FaultPlan>,
     /// Limits that fail the run (exit code 1) when breached.
     pub thresholds: Vec<counterlab_report::Threshold>,
@@ -281,6 +283,19 @@ pub struct RedisPlan {
     pub cache_delay_ms: u64,
     /// cache-aside: how long a cached count lives.
     pub cache_ttl_ms: u64,
+}
+
+/// `counterlab explore`'s defaults from the scenario.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ExplorePlan {
+    /// Sessions per schedule: 2 or 3.
+    pub sessions: u8,
+    /// Most schedules per op pair.
+    pub budget: u64,
+    /// Most preemptions per schedule (None: any number).
+    pub preemptions: Option<u32>,
+    /// Op pairs by name (`counterlab_core::explore::OPS`); empty: the whole matrix.
+    pub pairs: Vec<(String, String)>,
 }
 
 /// Where reads go, and how stale a replica read may be.

@@ -15,7 +15,7 @@ use toml::Spanned;
 use crate::error::{ScenarioError, Src};
 
 pub(crate) use faults::{expectations, faults, thresholds};
-pub(crate) use sections::{data, expectation, redis, replica, retry, verdict};
+pub(crate) use sections::{data, expectation, explore, redis, replica, retry, verdict};
 pub(crate) use strategies::{Strategies, backends, isolation, servers};
 pub(crate) use workload::workload;
 

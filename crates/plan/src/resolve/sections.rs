@@ -7,10 +7,10 @@ use toml::Spanned;
 use super::named;
 use crate::bounds::{within, within_at};
 use crate::error::{ScenarioError, Src};
-use crate::raw::{RawData, RawRedis, RawReplica, RawRetry, RawVerdict};
+use crate::raw::{RawData, RawExplore, RawRedis, RawReplica, RawRetry, RawVerdict};
 use crate::types::limits::*;
 use crate::types::{
-    DEFAULT_REDIS, DEFAULT_RETRY, DataPlan, Expectation, RedisPlan, ReplicaPlan, RetryPlan, VerdictPlan,
+    DEFAULT_REDIS, DEFAULT_RETRY, DataPlan, Expectation, ExplorePlan, RedisPlan, ReplicaPlan, RetryPlan, VerdictPlan,
 };
 
 pub(crate) fn retry(src: &Src<'_>, raw: Option<&Spanned<RawRetry>>) -> Result<RetryPlan, ScenarioError> {
@@ -82,6 +82,32 @@ pub(crate) fn replica(src: &Src<'_>, raw: Option<&Spanned<RawReplica>>) -> Resul
     Ok(ReplicaPlan { read_from, stale_read_bound_ms })
 }
 
+/// `[explore]`: `sessions` (2 or 3, default 2), `budget` (schedules per op pair, default
+/// 1000), `preemptions` (default: any number) and `pairs` (`"a,b"` of the explorer's op
+/// names; default: the whole matrix).
+pub(crate) fn explore(src: &Src<'_>, raw: Option<&Spanned<RawExplore>>) -> Result<ExplorePlan, ScenarioError> {
+    use counterlab_core::explore::{MAX_BUDGET, OPS};
+    let r = raw.map(|r| r.get_ref());
+    let sessions = within(src, &r.and_then(|r| r.sessions.clone()), "sessions", 2..=3, 2)?;
+    let budget = within(src, &r.and_then(|r| r.budget.clone()), "budget", 1..=MAX_BUDGET, 1000)?;
+    let preemptions = match r.and_then(|r| r.preemptions.as_ref()) {
+        None => None,
+        Some(v) => Some(within_at(src, v, "preemptions", 0..=64)?),
+    };
+    let mut pairs = Vec::new();
+    for p in r.and_then(|r| r.pairs.as_deref()).unwrap_or(&[]) {
+        let known = |n: &str| OPS.contains(&n.trim());
+        match p.get_ref().split_once(',') {
+            Some((a, b)) if known(a) && known(b) => pairs.push((a.trim().to_string(), b.trim().to_string())),
+            _ => {
+                let why = format!("an op pair is two of {} joined by a comma, not {:?}", OPS.join(", "), p.get_ref());
+                return Err(src.at(p.span(), why));
+            }
+        }
+    }
+    Ok(ExplorePlan { sessions, budget, preemptions, pairs })
+}
+
 pub(crate) fn verdict(src: &Src<'_>, raw: Option<&Spanned<RawVerdict>>) -> Result<VerdictPlan, ScenarioError> {
     let d = VerdictRules::default();
     let Some(raw) = raw.map(|r| r.get_ref()) else {
@@ -116,4 +142,34 @@ pub(crate) fn data(src: &Src<'_>, d: &RawData) -> Result<DataPlan, ScenarioError
         None => 0,
     };
     Ok(DataPlan { n_users, notifications_per_user: per_user, initial_read_per_user: initial_read })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Overrides, parse};
+
+    const BASE: &str = "strategies = [\"direct-update\"]\n[data]\nusers = 10\nnotifications_per_user = 2\n\
+                        [workload]\nworkers = 1\nops = 10\n";
+
+    fn explore(section: &str) -> Result<crate::ExplorePlan, String> {
+        let text = format!("{BASE}[explore]\n{section}");
+        parse("t.toml", &text, "t", &Overrides::default(), &["direct-update"], 1)
+            .map(|p| p.explore)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_explore_section_has_defaults_and_is_checked_where_it_is_wrong() {
+        let none = parse("t.toml", BASE, "t", &Overrides::default(), &["direct-update"], 1).unwrap().explore;
+        assert_eq!((none.sessions, none.budget, none.preemptions, none.pairs.len()), (2, 1000, None, 0));
+        let set =
+            explore("sessions = 3\nbudget = 50\npreemptions = 2\npairs = [\"mark_read, mark_read_other\"]\n").unwrap();
+        assert_eq!((set.sessions, set.budget, set.preemptions), (3, 50, Some(2)));
+        assert_eq!(set.pairs, vec![("mark_read".to_string(), "mark_read_other".to_string())]);
+        let bad = explore("pairs = [\"create,create\", \"mark_read,unmark\"]\n").unwrap_err();
+        assert!(bad.starts_with("t.toml:9:27: an op pair is two of create, mark_read"), "{bad}");
+        let bad = explore("sessions = 4\n").unwrap_err();
+        assert!(bad.starts_with("t.toml:9:12:") && bad.contains("sessions"), "{bad}");
+        assert!(explore("sessionz = 2\n").unwrap_err().contains("unknown field"));
+    }
 }

@@ -222,6 +222,9 @@ async fn explore_pair(
         op_timeout: cell.op_timeout(),
     };
     loop {
+        if cell.opts.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            return interrupted(ex.explored, failing, first);
+        }
         let mut schedule = match (&cfg.replay, ex.explored) {
             (Some(choices), 0) => Schedule::following(choices.clone()),
             (Some(_), _) => break,
@@ -261,6 +264,14 @@ async fn explore_pair(
         }
     }
     outcome((ex.explored, failing, retried), first, ex.left(), cfg)
+}
+
+/// A pair whose search Ctrl-C or SIGTERM stopped: what it found so far.
+fn interrupted(explored: u64, failing: u64, first: Option<Failing>) -> PairResult {
+    match first {
+        Some(f) => PairResult::Unsafe { explored, failing, first: Box::new(f) },
+        None => PairResult::NotExplored { explored, left: format!("interrupted after {explored} schedules") },
+    }
 }
 
 /// The pair's result from what its search found.
