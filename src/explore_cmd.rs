@@ -50,6 +50,11 @@ pub struct ExploreArgs {
     /// whose search the bound cut short is NOT EXPLORED, never SAFE.
     #[arg(long, value_name = "N")]
     preemptions: Option<u32>,
+    /// Branch at every step, a plain BEGIN too (by default a BEGIN, which takes no
+    /// snapshot and no lock, is glued to its session's next statement: fewer
+    /// schedules, the same outcomes).
+    #[arg(long)]
+    no_reduction: bool,
     /// Override any scenario field by its dotted path (repeatable), as `run --set`.
     #[arg(long = "set", value_name = "PATH=VALUE")]
     sets: Vec<String>,
@@ -119,6 +124,7 @@ fn config(args: &ExploreArgs, plan: &counterlab::scenario::RunPlan) -> Result<Ex
         preemptions: args.preemptions.or(e.preemptions),
         pairs: Some(pairs?).filter(|p: &Vec<_>| !p.is_empty()),
         replay: None,
+        reduce: !args.no_reduction,
     })
 }
 
@@ -225,6 +231,7 @@ fn write_out(dir: &Path, scenario: &Path, explored: &[Explored]) -> anyhow::Resu
                 ops: p.ops.clone(),
                 script: script_lines(&e.dialect, &e.isolation, &p.ops, first),
                 failing: (**first).clone(),
+                reduced: e.reduced,
             };
             crate::atomic::write(&dir.join(name), serde_json::to_string_pretty(&file)?.as_bytes())?;
         }
@@ -247,6 +254,7 @@ async fn replay(mut args: ExploreArgs, file: &Path) -> Result<u8, Failure> {
         preemptions: None,
         pairs: Some(vec![(r.ops[0], r.ops[1])]),
         replay: Some(r.failing.choices.clone()),
+        reduce: r.reduced,
     };
     for l in &r.script {
         println!("{l}");

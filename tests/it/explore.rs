@@ -211,3 +211,117 @@ fn redis_calls_are_steps_the_unwatched_read_then_set_loses_an_update_and_lua_is_
     let zset = cells.iter().find(|c| c["strategy"] == "zset-buffer-durable").unwrap();
     assert!(zset["skipped"].as_str().unwrap().contains("eventual"), "{zset}");
 }
+
+/// On a Redis that has never seen the design's script, the first EVALSHA of a search is
+/// answered NOSCRIPT and reloaded: a step the first schedule would have and the others
+/// not. Every op runs once on a spare user before the search, so create ‖ create of the
+/// Lua designs is SAFE over every schedule, not "ERROR: not repeatable after 1".
+#[test]
+fn a_script_loaded_on_first_use_is_loaded_before_the_search_not_in_its_first_schedule() {
+    crate::require!(Postgres);
+    // A Redis of the test's own: on the shared one another test may have loaded the script.
+    let redis = util::PrivateRedis::start_with(&[]);
+    let url = format!("redis://127.0.0.1:{}", redis.1);
+    let args = ["explore", "scenarios/quickstart.toml", "--json"];
+    let more = ["--strategy", "lua-script", "--strategy", "redis-counter", "--backend", "postgres"];
+    let more2 = ["--isolation", "read-committed", "--pair", "create,create"];
+    let o = Command::new(env!("CARGO_BIN_EXE_counterlab"))
+        .args(args)
+        .args(more)
+        .args(more2)
+        .env("COUNTERLAB_POSTGRES_URL", util::pg_url())
+        .env("COUNTERLAB_REDIS_URL", &url)
+        .env_remove("DATABASE_URL")
+        .output()
+        .expect("spawn counterlab");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let cells = v["explored"].as_array().expect("explored").clone();
+    for name in ["lua-script", "redis-counter"] {
+        let p = pair(&cells, name);
+        assert_eq!(p["result"], "SAFE", "{name}: {p}\n{}", text(&o));
+        assert!(p["explored"].as_u64().unwrap() > 1, "{name}: {p}");
+    }
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// A plain BEGIN takes no snapshot and no lock, so the explorer glues it to its
+/// session's next statement: fewer schedules than branching at every step, and the same
+/// result and anomaly on every pair (direct-update's races, conditional-update's safety).
+#[test]
+fn gluing_begin_to_the_next_statement_runs_fewer_schedules_with_the_same_results() {
+    crate::require!(Postgres);
+    let base = [
+        "--strategy",
+        "direct-update",
+        "--strategy",
+        "conditional-update",
+        "--backend",
+        "postgres",
+        "--isolation",
+        "read-committed",
+        "--pair",
+        "mark_read,mark_read",
+        "--pair",
+        "create,mark_all_read",
+        "--pair",
+        "mark_read,delete_unread",
+    ];
+    let (_, reduced, out) = explore("scenarios/quickstart.toml", &base);
+    let (_, full, out_full) = explore("scenarios/quickstart.toml", &[&base[..], &["--no-reduction"]].concat());
+    let (mut fewer, mut n) = (0, 0);
+    for (r, f) in reduced.iter().zip(&full) {
+        assert_eq!(r["strategy"], f["strategy"]);
+        assert_eq!((r["reduced"].as_bool(), f["reduced"].as_bool()), (Some(true), Some(false)));
+        for (a, b) in r["pairs"].as_array().unwrap().iter().zip(f["pairs"].as_array().unwrap()) {
+            assert_eq!(a["result"], b["result"], "{}: {a}\n{b}\n{out}\n{out_full}", r["strategy"]);
+            assert_eq!(a["first"]["anomalies"], b["first"]["anomalies"], "{a}\n{b}");
+            let (x, y) = (a["explored"].as_u64().unwrap(), b["explored"].as_u64().unwrap());
+            assert!(x <= y, "{a}\n{b}");
+            fewer += (x < y) as u32;
+            n += 1;
+        }
+    }
+    assert_eq!(n, 6, "{out}");
+    assert_eq!(fewer, 6, "every pair ran fewer schedules: {out}\n{out_full}");
+}
+
+/// Three sessions: the third repeats the second op. direct-update's mark_read of one row
+/// by three sessions at once is UNSAFE, and its failing schedule has steps of all three;
+/// conditional-update's is SAFE or, where the budget ran out, NOT EXPLORED, never UNSAFE.
+#[test]
+fn three_sessions_interleave_and_each_takes_steps_in_the_failing_schedule() {
+    crate::require!(Postgres);
+    let args = [
+        "--strategy",
+        "direct-update",
+        "--strategy",
+        "conditional-update",
+        "--backend",
+        "postgres",
+        "--isolation",
+        "read-committed",
+        "--pair",
+        "mark_read,mark_read",
+        "--sessions",
+        "3",
+        "--budget",
+        "300",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().to_str().unwrap();
+    let (code, cells, out) = explore("scenarios/quickstart.toml", &[&args[..], &["--out", out_dir]].concat());
+    assert_eq!(code, Some(0), "{out}");
+    let p = pair(&cells, "direct-update");
+    assert_eq!(p["ops"].as_array().unwrap().len(), 3, "{p}");
+    assert_eq!(p["result"], "UNSAFE", "{p}");
+    let steps = p["first"]["steps"].as_array().unwrap();
+    for s in 1..=3 {
+        assert!(steps.iter().any(|x| x["session"] == s), "session {s} took no step: {p}");
+    }
+    let truth = p["first"]["truth"].as_i64().unwrap();
+    assert!(p["first"]["counter"].as_i64().unwrap() < truth, "decremented more than once: {p}");
+    let md = std::fs::read_to_string(dir.path().join("explore.md")).unwrap();
+    assert!(md.contains("session 3: mark_read(b)"), "the script has a third column: {md}");
+    let safe = pair(&cells, "conditional-update");
+    assert!(["SAFE", "NOT_EXPLORED"].contains(&safe["result"].as_str().unwrap()), "{safe}");
+}

@@ -16,6 +16,7 @@ pub enum AnomalyKind {
     DoubleFlush,
     DoubleApplyAfterRedelivery,
     NegativeCounter,
+    LateIncrementVisible,
     ReadOutOfBounds,
     StaleCacheRead,
     StaleRead,
@@ -25,7 +26,7 @@ pub enum AnomalyKind {
 }
 
 impl AnomalyKind {
-    pub const ALL: [AnomalyKind; 18] = [
+    pub const ALL: [AnomalyKind; 19] = [
         AnomalyKind::DoubleDecrement,
         AnomalyKind::DoubleApplyAfterRetry,
         AnomalyKind::LostOnFailover,
@@ -38,6 +39,7 @@ impl AnomalyKind {
         AnomalyKind::DoubleFlush,
         AnomalyKind::DoubleApplyAfterRedelivery,
         AnomalyKind::NegativeCounter,
+        AnomalyKind::LateIncrementVisible,
         AnomalyKind::ReadOutOfBounds,
         AnomalyKind::StaleCacheRead,
         AnomalyKind::StaleRead,
@@ -65,6 +67,7 @@ impl AnomalyKind {
         matches!(
             self,
             AnomalyKind::ReadOutOfBounds
+                | AnomalyKind::LateIncrementVisible
                 | AnomalyKind::StaleCacheRead
                 | AnomalyKind::StaleRead
                 | AnomalyKind::StaleAfterSettle
@@ -100,6 +103,10 @@ impl AnomalyKind {
                 ("double_apply_after_redelivery", "the consumer applied a broker message again after its ack was lost")
             }
             AnomalyKind::NegativeCounter => ("negative_counter", "a counter below zero"),
+            AnomalyKind::LateIncrementVisible => (
+                "late_increment_visible",
+                "a read saw a decrement of a row whose create had not yet added its increment",
+            ),
             AnomalyKind::ReadOutOfBounds => ("read_out_of_bounds", "a read outside what the history allows"),
             AnomalyKind::StaleCacheRead => {
                 ("stale_cache_read", "a cached read showed a count older than the cache may lag by design")

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::evidence::zeroing_race;
+use super::evidence::{late_increment, zeroing_race};
 use super::found::{Acc, Anomaly, Context, SettledRead, Witness};
 use super::parts::{HistoryParts, OnePart};
 use super::{Event, ReadCheck};
@@ -145,7 +145,9 @@ fn stale_note(back_us: u64, allowed_us: u64) -> String {
     )
 }
 
-/// A read below its bounds after a create raced a mark_all_read of the same user: the
+/// A read below its bounds, named from the calls that overlapped it: a create still in
+/// flight at the read whose row an overlapping decrement had already counted
+/// (`late_increment`), else a create that raced a mark_all_read of the same user: the
 /// zeroing race, seen while it lasted even if a later mark_all_read hid it from the
 /// final state. Once per user not already explained (`seen`: the drifted users).
 fn races_seen_by_reads(acc: &mut Acc, events: &[Event], rc: &ReadCheck, mut seen: BTreeSet<UserId>) {
@@ -162,7 +164,18 @@ fn races_seen_by_reads(acc: &mut Acc, events: &[Event], rc: &ReadCheck, mut seen
         }
         // One search per user: the earliest violation decides.
         seen.insert(v.read.user);
-        if let Some((m, c)) = zeroing_race(evs, v.read.invoke_us) {
+        if let Some((c, d)) = late_increment(evs, &v.read) {
+            let note = "the create was still in flight at the read: its row was counted down before its +1 landed";
+            let w = Witness {
+                user: v.read.user,
+                id: c.id,
+                ops: vec![*c, *d, v.read],
+                expected: v.lo,
+                observed: v.read.observed,
+                note: note.into(),
+            };
+            acc.add(AnomalyKind::LateIncrementVisible, w);
+        } else if let Some((m, c)) = zeroing_race(evs, v.read.invoke_us) {
             acc.add(
                 AnomalyKind::LostIncrement,
                 Witness {

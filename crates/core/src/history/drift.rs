@@ -133,13 +133,28 @@ fn double_claim(evs: &[&Event], drift: i64) -> Option<Cause> {
         let m = cs.iter().find(|m| m.op != OpKind::Delete && overlap(m, del))?;
         Some((*id, vec![**m, **del]))
     });
-    let (id, ops) = delete_race.or_else(|| {
+    let same_kind = |deletes: bool| {
         claims.iter().find_map(|(id, cs)| {
-            let marks: Vec<&&Event> = cs.iter().filter(|e| e.op != OpKind::Delete).collect();
-            (marks.len() >= 2).then(|| (*id, vec![**marks[0], **marks[1]]))
+            let v: Vec<&&Event> = cs.iter().filter(|e| (e.op == OpKind::Delete) == deletes).collect();
+            (v.len() >= 2).then(|| (*id, vec![**v[0], **v[1]]))
         })
-    })?;
-    Some(Cause::new(AnomalyKind::DoubleDecrement, ops, id, "two calls each claimed this notification's transition"))
+    };
+    if let Some((id, ops)) = delete_race.or_else(|| same_kind(false)) {
+        return Some(Cause::new(
+            AnomalyKind::DoubleDecrement,
+            ops,
+            id,
+            "two calls each claimed this notification's transition",
+        ));
+    }
+    // Two deletes of one unread row, each answered as the one that removed it.
+    let (id, ops) = same_kind(true)?;
+    Some(Cause::new(
+        AnomalyKind::DoubleDecrement,
+        ops,
+        id,
+        "two deletes of this unread notification each lowered the counter",
+    ))
 }
 
 /// An op that changed something after being run again on an unknown outcome.

@@ -32,6 +32,36 @@ pub(super) fn zeroing_race<'a>(evs: &[&'a Event], until: u64) -> Option<(&'a Eve
     })
 }
 
+/// A create in flight at `read` (invoked before the read completed, completed after it
+/// began, not failed) and a decrement that counted the create's row before the read
+/// completed: an ok mark_all_read that changed rows, or an ok mark_read or delete of
+/// that row, invoked before the create completed. In a design whose SQL decides and
+/// whose counter follows in a later step, the decrement can land between the create's
+/// commit and its increment; the read in between sees one too few. The create that
+/// invoked last is taken (the one most likely still pending). O(C x D) over one user.
+pub(super) fn late_increment<'a>(evs: &[&'a Event], read: &Event) -> Option<(&'a Event, &'a Event)> {
+    let in_flight = |c: &&&'a Event| {
+        c.op == OpKind::Create
+            && c.outcome != Outcome::Fail
+            && c.invoke_us < read.complete_us
+            && c.complete_us > read.invoke_us
+    };
+    let counted = |c: &Event, d: &Event| {
+        d.outcome == Outcome::Ok
+            && d.observed > 0
+            && d.invoke_us < read.complete_us
+            && d.invoke_us < c.complete_us
+            && match d.op {
+                OpKind::MarkAllRead => d.complete_us > c.invoke_us,
+                OpKind::MarkRead | OpKind::MarkReadDup | OpKind::Delete => d.id == c.id,
+                _ => false,
+            }
+    };
+    let mut creates: Vec<&'a Event> = evs.iter().filter(in_flight).copied().collect();
+    creates.sort_by_key(|c| std::cmp::Reverse(c.invoke_us));
+    creates.into_iter().find_map(|c| evs.iter().find(|d| counted(c, d)).map(|d| (c, *d)))
+}
+
 /// Ok deletes that removed a notification the history shows was read when the delete
 /// began: seeded read, or marked read (mark_read, mark_all_read) by a call that completed
 /// before the delete was invoked. A correct delete leaves the counter alone for them.

@@ -130,6 +130,35 @@ fn over_claimed_transitions_leave_no_value_and_the_witness_says_so() {
 }
 
 #[test]
+fn a_read_short_by_a_create_still_in_flight_names_that_create_not_a_finished_one() {
+    // Two unread rows. Long before: create 20 raced mark_all_read (a zeroing-race pair,
+    // finished). Then create 21 (100..200) commits its row, mark_all_read (120..130)
+    // marks it read and counts it down, and a read at 140 sees -1: create 21's +1 has not
+    // landed. The witness is create 21, in flight at the read.
+    let h = [
+        ev(Create, 1, 20, (0, 10), Okay, 1),
+        ev(MarkAllRead, 1, 0, (5, 15), Okay, 2),
+        ev(Create, 1, 21, (100, 200), Okay, 1),
+        ev(MarkAllRead, 1, 0, (120, 130), Okay, 1),
+        ev(ReadCount, 1, 0, (140, 141), Okay, -1),
+    ];
+    let r = check_reads(&h, &|_| 2);
+    assert_eq!(r.violations_total, 1, "{r:?}");
+    let a = classify(&h, &[], Some(&r), &[], cx());
+    let late = a.iter().find(|a| a.name == "late_increment_visible").unwrap_or_else(|| panic!("{a:?}"));
+    let w = &late.witnesses[0];
+    assert_eq!(w.id, 21, "{w:?}");
+    assert_eq!(w.ops.iter().map(|e| e.op).collect::<Vec<_>>(), vec![Create, MarkAllRead, ReadCount]);
+    assert!(a.iter().all(|a| a.name != "lost_increment"), "no borrowed pair: {a:?}");
+    // Create 21 finished before the read began: it was not in flight, so not this name.
+    let mut h2 = h;
+    h2[2].complete_us = 135;
+    let r2 = check_reads(&h2, &|_| 2);
+    let a2 = classify(&h2, &[], Some(&r2), &[], cx());
+    assert!(a2.iter().all(|a| a.name != "late_increment_visible"), "{a2:?}");
+}
+
+#[test]
 fn unknown_ops_widen_every_later_read_and_fails_do_not() {
     let h = [
         ev(Create, 1, 0, (0, 10), Unknown, 0),
@@ -228,6 +257,19 @@ fn two_transition_claims_on_one_row_are_a_double_decrement() {
     assert_eq!(a[0].ops_to_detect, 3);
     // The same history with the counters right: nothing.
     assert!(classify(&h, &[row(1, 3, 3), row(2, 1, 1)], None, &[], cx()).is_empty());
+}
+
+#[test]
+fn two_deletes_of_one_unread_row_that_both_lowered_the_counter_are_a_double_decrement() {
+    let h = [ev(Delete, 1, 7, (0, 10), Okay, 1), ev(Delete, 1, 7, (2, 8), Okay, 1), ev(Create, 2, 70, (0, 1), Okay, 1)];
+    let a = classify(&h, &[row(1, 1, 2), row(2, 1, 1)], None, &[], cx());
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!((a[0].name, a[0].witnesses[0].id), ("double_decrement", 7));
+    assert_eq!(a[0].witnesses[0].ops.len(), 2);
+    assert!(a[0].witnesses[0].note.contains("two deletes"), "{:?}", a[0].witnesses[0].note);
+    // One delete that removed the row: the same counter is explained otherwise, not by it.
+    let one = classify(&h[1..], &[row(1, 1, 2), row(2, 1, 1)], None, &[], cx());
+    assert_ne!(one[0].name, "double_decrement", "{one:?}");
 }
 
 #[test]

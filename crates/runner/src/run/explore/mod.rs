@@ -44,6 +44,11 @@ pub struct ExploreConfig {
     pub pairs: Option<Vec<(Op, Op)>>,
     /// Replay exactly this schedule (one pair, one schedule, from `--replay`).
     pub replay: Option<Vec<usize>>,
+    /// Glue a plain `BEGIN` to its session's next step, with no choice between them
+    /// (`session::local`): it takes no snapshot and no lock, so no order of it against
+    /// another session's step can change what either sees. False: `--no-reduction`,
+    /// and replays of files written without it.
+    pub reduce: bool,
 }
 
 impl ExploreConfig {
@@ -113,9 +118,10 @@ pub async fn explore_plan(
 const MAX_USERS_PER_PAIR: u64 = 5_000;
 
 impl ExploreConfig {
-    /// A replay runs on user 1 of a namespace with one user.
+    /// A replay runs on user 1 of a namespace with two users (the second is the spare
+    /// user `warm_up` runs on).
     fn replay_user(&self) -> Option<u64> {
-        self.replay.as_ref().map(|_| 1)
+        self.replay.as_ref().map(|_| 2)
     }
 }
 
@@ -130,6 +136,7 @@ fn skipped_row(name: &str, backend: String, isolation: &str, why: String, cfg: &
         state: STATE_WORDS.to_string(),
         preemption_bound: cfg.preemptions,
         budget: cfg.budget,
+        reduced: cfg.reduce,
         pairs: Vec::new(),
         skipped: Some(why),
     }
@@ -171,6 +178,7 @@ async fn explore_cell(
     };
     match built {
         Ok(strategy) => {
+            warm_up(strategy.as_ref(), cell.t.seed, cell.op_timeout()).await;
             let mut users = 0;
             for pair in cfg.pairs() {
                 let started = Instant::now();
@@ -200,6 +208,18 @@ async fn explore_cell(
     row
 }
 
+/// Runs every op once, outside any schedule, on the namespace's last user (a spare no
+/// schedule takes), so that what a design does only the first time (a script's NOSCRIPT
+/// reload, a lazily prepared statement) is not a step of the first schedule alone: a
+/// step the first schedule has and the second has not makes the search not repeatable.
+/// What the ops answer is not looked at; each is bounded by the op timeout.
+async fn warm_up(strategy: &dyn Strategy, seed: SeedSpec, bound: std::time::Duration) {
+    let spare = seed.n_users as UserId;
+    for op in ops::Op::ALL {
+        let _ = tokio::time::timeout(bound, op.run(strategy, seed, spare)).await;
+    }
+}
+
 /// Every schedule of one op pair (within the budget and bound), each on a fresh user.
 async fn explore_pair(
     cell: &Cell<'_>,
@@ -220,6 +240,7 @@ async fn explore_pair(
         user,
         max_attempts: cell.plan.retry.max_attempts,
         op_timeout: cell.op_timeout(),
+        reduce: cfg.reduce,
     };
     loop {
         if cell.opts.cancel.load(std::sync::atomic::Ordering::Relaxed) {

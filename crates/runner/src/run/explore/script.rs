@@ -85,6 +85,9 @@ pub struct Explored {
     /// The most preemptions a schedule had (None: any number).
     pub preemption_bound: Option<u32>,
     pub budget: u64,
+    /// Whether a plain `BEGIN` was granted without branching (see `ExploreConfig::reduce`).
+    #[serde(default)]
+    pub reduced: bool,
     pub pairs: Vec<Pair>,
     /// Why the cell was not explored at all (skipped), or its setup error.
     pub skipped: Option<String>,
@@ -101,6 +104,10 @@ pub struct ReplayFile {
     pub isolation: String,
     pub ops: Vec<Op>,
     pub failing: Failing,
+    /// Whether the schedule was found with the reduction (its choices assume it; files
+    /// written before it existed have none).
+    #[serde(default)]
+    pub reduced: bool,
     /// The script a reader replays by hand, one line per step in session order.
     pub script: Vec<String>,
 }
