@@ -112,20 +112,18 @@ async fn explore_all(args: ExploreArgs) -> Result<u8, Failure> {
 
 /// The scenario's `[explore]` with the flags over it.
 fn config(args: &ExploreArgs, plan: &counterlab::scenario::RunPlan) -> Result<ExploreConfig, Failure> {
-    let e = &plan.explore;
-    let flags: Vec<String> = args.pairs.clone();
-    let from_plan = e.pairs.iter().map(|(a, b)| format!("{a},{b}"));
-    let named = if flags.is_empty() { from_plan.collect() } else { flags };
-    let pairs: Result<Vec<_>, Failure> =
-        named.iter().map(|p| parse_pair(p).map_err(|e| input(format!("--pair: {e}")))).collect();
-    Ok(ExploreConfig {
-        sessions: args.sessions.unwrap_or(e.sessions) as usize,
-        budget: args.budget.unwrap_or(e.budget),
-        preemptions: args.preemptions.or(e.preemptions),
-        pairs: Some(pairs?).filter(|p: &Vec<_>| !p.is_empty()),
-        replay: None,
-        reduce: !args.no_reduction,
-    })
+    let mut cfg = ExploreConfig::of_plan(&plan.explore).map_err(input)?;
+    let flags: Result<Vec<_>, Failure> =
+        args.pairs.iter().map(|p| parse_pair(p).map_err(|e| input(format!("--pair: {e}")))).collect();
+    let flags = flags?;
+    if !flags.is_empty() {
+        cfg.pairs = Some(flags);
+    }
+    cfg.sessions = args.sessions.map_or(cfg.sessions, usize::from);
+    cfg.budget = args.budget.unwrap_or(cfg.budget);
+    cfg.preemptions = args.preemptions.or(cfg.preemptions);
+    cfg.reduce = !args.no_reduction;
+    Ok(cfg)
 }
 
 /// Loads the plan and explores it with the config `cfg` makes of it; None when

@@ -431,6 +431,11 @@ struct RunArgs {
     /// Keep each strategy's schema after the run (the report names it).
     #[arg(long)]
     keep: bool,
+    /// After the load, also explore every row's op pairs step by step (as `counterlab
+    /// explore`, with the scenario's `[explore]`): each row says whether it is safe in
+    /// every explored interleaving, and an UNSAFE design that declares exact fails.
+    #[arg(long)]
+    explore: bool,
     /// Serve the live metrics as OpenMetrics (Prometheus text format) on HOST:PORT
     /// while the run lasts (GET /metrics).
     #[arg(long, value_name = "HOST:PORT")]
@@ -521,7 +526,8 @@ impl Ending {
 async fn run(args: RunArgs) -> Result<Ending, Failure> {
     let strict = args.strict;
     let (now_s, nanos) = clock::now_unix();
-    let plan = load_plan(&args, now_s ^ (u64::from(nanos) << 20))?;
+    let mut plan = load_plan(&args, now_s ^ (u64::from(nanos) << 20))?;
+    plan.explore.with_run |= args.explore;
     let out = args.out.clone().unwrap_or_else(|| {
         PathBuf::from("reports/runs").join(format!("{}-{}", clock::compact(now_s), dir_name(&plan.scenario)))
     });
@@ -701,6 +707,11 @@ fn ending(report: &counterlab_report::Report, strict: bool) -> Ending {
                 say!("  {} on {} at {}: {}", s.strategy, s.backend, s.isolation, e.detail);
             }
         }
+    }
+    let refuted =
+        report.strategies.iter().filter_map(|s| Some((s, s.explored.as_ref().filter(|e| e.breaks_guarantee())?)));
+    for (s, e) in refuted {
+        say!("the explorer refuted {} on {} at {} (declares exact): {}", s.strategy, s.backend, s.isolation, e.words());
     }
     if report.interrupted {
         say!("interrupted: the report covers the strategies that ran");

@@ -325,3 +325,65 @@ fn three_sessions_interleave_and_each_takes_steps_in_the_failing_schedule() {
     let safe = pair(&cells, "conditional-update");
     assert!(["SAFE", "NOT_EXPLORED"].contains(&safe["result"].as_str().unwrap()), "{safe}");
 }
+
+/// `run --explore`: one worker cannot race, so the load shows no drift for read-then-write
+/// (a design declaring exact); the explorer finds create ‖ create UNSAFE, which fails
+/// the row and the exit code, while select-for-update reads "safe in every explored
+/// interleaving". The report, the terminal and the exit code say the same. In a
+/// scenario that expects its drift (`expect_drift`), the same finding fails nothing.
+#[test]
+fn a_run_with_explore_fails_an_exact_design_the_load_could_not_catch() {
+    crate::require!(Postgres);
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "run",
+        "scenarios/zoo/lost-update.toml",
+        "--strategy",
+        "read-then-write",
+        "--strategy",
+        "select-for-update",
+        "--backend",
+        "postgres",
+        "--isolation",
+        "read-committed",
+        "--workers",
+        "1",
+        "--ops",
+        "200",
+        "--explore",
+        "--set",
+        r#"explore.pairs=["create,create", "mark_read,mark_read"]"#,
+        "--out",
+        dir.path().to_str().unwrap(),
+    ];
+    let o = counterlab(&args);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap()).unwrap();
+    let rows = report["strategies"].as_array().unwrap();
+    let row = |name: &str| rows.iter().find(|r| r["strategy"] == name).unwrap_or_else(|| panic!("{name}: {out}"));
+    let rtw = row("read-then-write");
+    assert_eq!(rtw["check"]["users_mismatched"].as_u64(), Some(0), "one worker cannot race: {rtw}");
+    let e = &rtw["explored"];
+    assert_eq!((e["pairs"].as_u64(), e["declares_exact"].as_bool()), (Some(2), Some(true)), "{e}");
+    let unsafe_pairs = e["unsafe_pairs"].as_array().unwrap();
+    assert_eq!(unsafe_pairs.len(), 1, "{e}");
+    assert_eq!(unsafe_pairs[0]["pair"], "create ‖ create", "{e}");
+    assert_eq!(unsafe_pairs[0]["anomalies"], serde_json::json!(["lost_update"]), "{e}");
+    let sfu = &row("select-for-update")["explored"];
+    assert!(sfu["unsafe_pairs"].as_array().unwrap().is_empty() && sfu["schedules"].as_u64().unwrap() > 2, "{sfu}");
+    assert!(out.contains("explored interleavings"), "{out}");
+    assert!(
+        out.contains("select-for-update") && out.contains("safe in every explored interleaving (2 op pairs"),
+        "{out}"
+    );
+    assert!(out.contains("UNSAFE in 1 of 2 explored op pairs"), "{out}");
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(md.contains("breaks its declared guarantee"), "{md}");
+    assert!(out.contains("but explored, it fails: UNSAFE"), "the verdict line says it: {out}");
+    assert!(out.contains("the explorer refuted read-then-write on postgres at read-committed"), "{out}");
+    let expected = [&args[..1], &["scenarios/explore.toml"], &args[2..]].concat();
+    let o = counterlab(&expected);
+    assert_eq!(o.status.code(), Some(0), "read-then-write's drift is expected there: {}", text(&o));
+}

@@ -41,6 +41,7 @@ pub(crate) struct RawExplore {
     pub(crate) budget: Option<Spanned<u64>>,
     pub(crate) preemptions: Option<Spanned<u32>>,
     pub(crate) pairs: Option<Vec<Spanned<String>>>,
+    pub(crate) with_run: Option<bool>,
 }
 
 #[derive(Deserialize)]

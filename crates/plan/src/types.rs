@@ -296,6 +296,8 @@ pub struct ExplorePlan {
     pub preemptions: Option<u32>,
     /// Op pairs by name (`counterlab_core::explore::OPS`); empty: the whole matrix.
     pub pairs: Vec<(String, String)>,
+    /// `counterlab run` explores every row too, after the load (`run --explore`).
+    pub with_run: bool,
 }
 
 /// Where reads go, and how stale a replica read may be.

@@ -26,7 +26,8 @@ pub fn row_outcome(s: &StrategyReport, strict: bool) -> RowOutcome {
     let (verdict, label) = (&s.check.verdict, s.check.label());
     let breached = s.thresholds.iter().filter(|t| !t.passed).map(|t| t.detail.clone());
     let unmet = s.expectations.iter().filter(|e| e.judged && !e.met).map(|e| e.detail.clone());
-    let mut why: Vec<String> = breached.chain(unmet).collect();
+    let explored = s.explored.as_ref().filter(|e| e.breaks_guarantee()).map(|e| format!("explore: {}", e.words()));
+    let mut why: Vec<String> = breached.chain(unmet).chain(explored).collect();
     if !verdict.is_incomplete() {
         if verdict.is_fail() || !s.check.matches_guarantee {
             why.insert(0, format!("verdict {label}"));

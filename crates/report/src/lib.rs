@@ -6,6 +6,7 @@ mod check;
 mod compare;
 mod csv_out;
 pub mod decision;
+mod explored;
 mod html;
 mod junit;
 mod markdown;
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 pub use check::{CheckReport, WorstUser};
 pub use compare::{Comparison, MIN_OPS_FOR_P99, compare, render_comparison, render_comparison_markdown};
 pub use csv_out::{CSV_HEADER, render_csv};
+pub use explored::{ExploreSummary, UnsafePair};
 pub use html::render_html;
 pub use junit::{RowOutcome, case_name, render_junit, row_outcome};
 pub use markdown::render_markdown;
@@ -163,6 +165,9 @@ pub struct StrategyReport {
     /// The scenario's `[[expect]]` entries for this strategy on this backend, judged.
     #[serde(default)]
     pub expectations: Vec<ExpectationResult>,
+    /// The explorer's result for this row (`[explore] with_run`, `run --explore`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explored: Option<ExploreSummary>,
     pub check: CheckReport,
     /// The load model in words (`closed loop, 8 workers` / `open loop, 200 -> 2000 ops/s`).
     #[serde(default)]
@@ -871,6 +876,7 @@ impl StrategyReport {
             history: run.history,
             thresholds: Vec::new(),
             expectations: Vec::new(),
+            explored: None,
             figures,
             load_model: load_model(load),
             stages: load.stages.iter().map(stage_report).collect(),

@@ -237,6 +237,10 @@ fn markdown_strategy(w: &mut String, s: &StrategyReport) {
     for t in &s.thresholds {
         line(w, format!("  - threshold {}: {}", if t.passed { "ok" } else { "**BREACHED**" }, t.detail));
     }
+    if let Some(e) = &s.explored {
+        let mark = if e.breaks_guarantee() { " (**breaks its declared guarantee**)" } else { "" };
+        line(w, format!("  - explored: {}{mark}", e.words()));
+    }
 }
 
 /// Each anomaly of a row with its witnesses.

@@ -62,7 +62,9 @@ pub fn render_terminal_width(r: &Report, width: u16) -> String {
     writeln!(notes, "\nverdicts:").unwrap();
     for s in &r.strategies {
         let at = s.label().split_once(" on ").map_or(String::new(), |x| x.1.to_string());
-        writeln!(notes, "  {:<20} {at}: {}", s.check.label(), s.check.summary).unwrap();
+        let refuted = s.explored.as_ref().filter(|e| e.breaks_guarantee());
+        let refuted = refuted.map_or(String::new(), |e| format!("; but explored, it fails: {}", e.words()));
+        writeln!(notes, "  {:<20} {at}: {}{refuted}", s.check.label(), s.check.summary).unwrap();
     }
     for l in notes.lines() {
         let text = l.trim_start();
@@ -252,6 +254,14 @@ fn terminal_problems(w: &mut String, r: &Report) {
     if !r.expectations_not_judged.is_empty() {
         writeln!(w, "\nexpectations not judged (no row ran them):\n  {}", r.expectations_not_judged.join("\n  "))
             .unwrap();
+    }
+    let explored: Vec<String> = r
+        .strategies
+        .iter()
+        .filter_map(|s| s.explored.as_ref().map(|e| format!("{}: {}", s.label(), e.words())))
+        .collect();
+    if !explored.is_empty() {
+        writeln!(w, "\nexplored interleavings (counterlab explore):\n  {}", explored.join("\n  ")).unwrap();
     }
     for k in &r.skipped {
         writeln!(w, "\nskipped {} on {} at {}: {}", k.strategy, k.backend, k.isolation, k.reason).unwrap();

@@ -105,7 +105,8 @@ pub(crate) fn explore(src: &Src<'_>, raw: Option<&Spanned<RawExplore>>) -> Resul
             }
         }
     }
-    Ok(ExplorePlan { sessions, budget, preemptions, pairs })
+    let with_run = r.and_then(|r| r.with_run).unwrap_or(false);
+    Ok(ExplorePlan { sessions, budget, preemptions, pairs, with_run })
 }
 
 pub(crate) fn verdict(src: &Src<'_>, raw: Option<&Spanned<RawVerdict>>) -> Result<VerdictPlan, ScenarioError> {
@@ -162,6 +163,8 @@ mod tests {
     fn the_explore_section_has_defaults_and_is_checked_where_it_is_wrong() {
         let none = parse("t.toml", BASE, "t", &Overrides::default(), &["direct-update"], 1).unwrap().explore;
         assert_eq!((none.sessions, none.budget, none.preemptions, none.pairs.len()), (2, 1000, None, 0));
+        assert!(!none.with_run);
+        assert!(explore("with_run = true\n").unwrap().with_run);
         let set =
             explore("sessions = 3\nbudget = 50\npreemptions = 2\npairs = [\"mark_read, mark_read_other\"]\n").unwrap();
         assert_eq!((set.sessions, set.budget, set.preemptions), (3, 50, Some(2)));

@@ -723,6 +723,7 @@ mod tests {
                 ..Default::default()
             }],
             expectations: Vec::new(),
+            explored: None,
             thresholds: vec![ThresholdResult {
                 metric: "p99_us".into(),
                 op: Some("mark_read".into()),

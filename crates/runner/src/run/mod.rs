@@ -141,7 +141,11 @@ pub async fn run_plan(plan: &RunPlan, opts: &RunOptions, log: &mut dyn FnMut(&st
         servers.keep_temp_dir();
     }
     result?;
-    assemble(plan, opts, run_id, started, &servers, rows)
+    let mut report = assemble(plan, opts, run_id, started, &servers, rows)?;
+    if plan.explore.with_run && !opts.cancel.load(Ordering::Relaxed) {
+        explore::attach(plan, opts, &mut report, log).await;
+    }
+    Ok(report)
 }
 
 async fn run_cells(

@@ -5,6 +5,7 @@
 //! nothing is reset), then per op pair a depth-first search over the schedules
 //! (`core::explore`), each run by `session::run_schedule`.
 
+mod attach;
 mod ops;
 mod script;
 mod session;
@@ -20,6 +21,7 @@ use counterlab_core::{
 use counterlab_plan::RunPlan;
 use counterlab_strategies::{BackendError, Db, Namespace, statement_for};
 
+pub use attach::{attach, summary};
 pub use ops::{Op, STATE_WORDS, pairs, parse_pair};
 pub use script::{
     EXPLORE_SCHEMA_VERSION, Explored, Failing, Pair, PairResult, ReplayFile, columns, markdown, script_lines,
@@ -52,6 +54,20 @@ pub struct ExploreConfig {
 }
 
 impl ExploreConfig {
+    /// The scenario's `[explore]` as a config (the flags of `counterlab explore` may then
+    /// override it). Err: a pair the plan names that is not an op pair.
+    pub fn of_plan(e: &counterlab_plan::ExplorePlan) -> Result<ExploreConfig, String> {
+        let pairs: Result<Vec<_>, String> = e.pairs.iter().map(|(a, b)| parse_pair(&format!("{a},{b}"))).collect();
+        Ok(ExploreConfig {
+            sessions: e.sessions as usize,
+            budget: e.budget,
+            preemptions: e.preemptions,
+            pairs: Some(pairs?).filter(|p| !p.is_empty()),
+            replay: None,
+            reduce: true,
+        })
+    }
+
     fn pairs(&self) -> Vec<(Op, Op)> {
         self.pairs.clone().unwrap_or_else(pairs)
     }
