@@ -381,6 +381,8 @@ fn a_run_with_explore_fails_an_exact_design_the_load_could_not_catch() {
     assert!(out.contains("UNSAFE in 1 of 2 explored op pairs"), "{out}");
     let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
     assert!(md.contains("breaks its declared guarantee"), "{md}");
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(html.contains("<h2>Explored interleavings</h2>") && html.contains(">UNSAFE<"), "report.html has it");
     assert!(out.contains("but explored, it fails: UNSAFE"), "the verdict line says it: {out}");
     assert!(out.contains("the explorer refuted read-then-write on postgres at read-committed"), "{out}");
     let expected = [&args[..1], &["scenarios/explore.toml"], &args[2..]].concat();

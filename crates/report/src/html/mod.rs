@@ -116,6 +116,7 @@ pub fn render_html(r: &Report) -> String {
     stages_table(w, r);
     open_loop_table(w, r);
     thresholds(w, r);
+    explored(w, r);
     anomalies_and_faults(w, r);
     details(w, r);
     skipped(w, r);
@@ -486,6 +487,28 @@ fn thresholds(w: &mut String, r: &Report) {
     if !expected.is_empty() {
         writeln!(w, "<h2>Expectations</h2>").unwrap();
         table(w, &["strategy", "result", "detail"], &expected);
+    }
+}
+
+/// Each explored row's result (`run --explore`): SAFE, UNSAFE (failing the row when it
+/// is judged exact), NOT EXPLORED or SKIPPED, with the sentence.
+fn explored(w: &mut String, r: &Report) {
+    let rows: Vec<Vec<Cell>> = r
+        .strategies
+        .iter()
+        .filter_map(|s| Some((s, s.explored.as_ref()?)))
+        .map(|(s, e)| {
+            let class = match (e.outcome(), e.breaks_guarantee()) {
+                (_, true) => "v-fail",
+                ("SAFE", _) => "v-pass",
+                _ => "v-other",
+            };
+            vec![cell(esc(&s.label())), classed(class, e.outcome()), classed("wide", esc(&e.words()))]
+        })
+        .collect();
+    if !rows.is_empty() {
+        writeln!(w, "<h2>Explored interleavings</h2>").unwrap();
+        table(w, &["strategy", "result", "detail"], &rows);
     }
 }
 
