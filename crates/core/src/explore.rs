@@ -22,6 +22,11 @@ pub struct Choice {
     pub preemptions: u32,
 }
 
+/// Sessions as the scripts number them (from 1): `1, 2`.
+fn one_based(sessions: &[usize]) -> String {
+    sessions.iter().map(|s| (s + 1).to_string()).collect::<Vec<_>>().join(", ")
+}
+
 /// Whether choosing `next` after `prev` (which took the last step) preempts it.
 fn preempts(prev: Option<usize>, enabled: &[usize], next: usize) -> bool {
     prev.is_some_and(|p| p != next && enabled.contains(&p))
@@ -51,7 +56,10 @@ impl Schedule {
         let before = self.taken.last().map_or(0, |c| c.preemptions);
         let chosen = match self.prefix.get(depth) {
             Some(&c) if enabled.contains(&c) => c,
-            Some(&c) => return Err(format!("step {}: session {c} was to go on but only {enabled:?} could", depth + 1)),
+            Some(&c) => {
+                let (c, could) = (c + 1, one_based(enabled));
+                return Err(format!("step {}: session {c} was to go on but only {could} could", depth + 1));
+            }
             None => prev.filter(|p| enabled.contains(p)).unwrap_or(enabled[0]),
         };
         let preemptions = before + preempts(prev, enabled, chosen) as u32;
@@ -120,11 +128,8 @@ impl Explorer {
             match self.path.get(depth) {
                 Some(n) if n.choice.chosen == c.chosen && n.choice.enabled == c.enabled => {}
                 Some(n) if depth + 1 < run.prefix.len() || n.choice.enabled != c.enabled => {
-                    let (was, now) = (&n.choice.enabled, &c.enabled);
-                    return Err(format!(
-                        "step {}: sessions {was:?} could go on the first time, {now:?} now",
-                        depth + 1
-                    ));
+                    let (was, now) = (one_based(&n.choice.enabled), one_based(&c.enabled));
+                    return Err(format!("step {}: sessions {was} could go on the first time, {now} now", depth + 1));
                 }
                 _ => {
                     self.path.truncate(depth);
