@@ -751,6 +751,7 @@ mod tests {
             read_from: ReadFrom::Primary,
             staleness: None,
             agents: None,
+            stall: None,
             stages: vec![StageReport {
                 name: "steady".into(),
                 measured: true,
@@ -760,6 +761,7 @@ mod tests {
                 rate_to: Some(400.0),
                 arrival: Some("poisson".into()),
                 duration_s: 3.0,
+                planned_s: Some(3.0),
                 scheduled: 900,
                 ops: 890,
                 dropped: 10,
