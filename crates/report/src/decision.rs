@@ -205,10 +205,16 @@ fn rank<'a>(rows: &[&'a StrategyReport]) -> (Vec<Ranked<'a>>, Choice<'a>) {
     (ranked, choice)
 }
 
+/// ` stalled` for a row whose load stalled (beside its throughput in every table), else
+/// nothing.
+pub fn stalled_mark(s: &StrategyReport) -> &'static str {
+    if s.stall.is_some() { " stalled" } else { "" }
+}
+
 /// `1.17×`, or `tie` with the ratio when not told apart; `stalled` after it when the
 /// row's load stalled.
 pub fn relative_text(r: &Ranked<'_>) -> String {
-    let stalled = if r.row.stall.is_some() { " stalled" } else { "" };
+    let stalled = stalled_mark(r.row);
     match r.relative {
         None => format!("-{stalled}"),
         Some(x) if r.tie => format!("{x:.2}× (tie){stalled}"),

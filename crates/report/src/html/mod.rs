@@ -253,7 +253,7 @@ fn comparison(w: &mut String, r: &Report) {
                 cell(esc(s.guarantee.name())),
                 classed("wide", esc(&s.load_model)),
                 num(s.ops_total),
-                num(fig(s.throughput_ops_per_s, 1)),
+                num(format!("{}{}", fig(s.throughput_ops_per_s, 1), crate::decision::stalled_mark(s))),
                 num(latency(s.p99_all())),
                 num(s.errors_total),
                 num(s.retries),
