@@ -589,7 +589,7 @@ async fn a_redis_lost_mid_load_fails_its_row_on_errors_and_the_report_stands() {
     let mut redis = util::PrivateRedis::start(false);
     let url = format!("redis://127.0.0.1:{}", redis.1);
     let mut child = Command::new(env!("CARGO_BIN_EXE_counterlab"))
-        .args(["run", "scenarios/quickstart.toml", "--backend", "postgres", "--duration-s", "2"])
+        .args(["run", "scenarios/quickstart.toml", "--backend", "postgres", "--duration-s", "2", "--repeat", "1"])
         .args(["--strategy", "conditional-update", "--strategy", "redis-counter", "--redis", &url])
         .args(["--out", dir.to_str().unwrap()])
         .env("COUNTERLAB_POSTGRES_URL", util::pg_url())
