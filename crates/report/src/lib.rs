@@ -896,26 +896,7 @@ impl StrategyReport {
             read_from: ReadFrom::Primary,
             staleness: None,
             agents: None,
-            check: CheckReport {
-                users_checked: c.users_checked,
-                users_mismatched: c.users_mismatched,
-                over_counted: c.over_counted,
-                under_counted: c.under_counted,
-                negative_counters: c.negative_counters,
-                missing_counters: c.missing_counters,
-                drift_abs_total: c.drift_abs_total,
-                drift_net: c.drift_net,
-                worst_users: c
-                    .worst
-                    .iter()
-                    .map(|w| WorstUser { user: w.user, counter: w.counter, truth: w.truth })
-                    .collect(),
-                verdict: run.judgement.verdict.clone(),
-                matches_guarantee: run.judgement.held,
-                evidence: run.judgement.evidence,
-                summary: run.judgement.sentence.clone(),
-                limits: run.judgement.limits.clone(),
-            },
+            check: CheckReport::of(c, &run.judgement),
         }
     }
 }
