@@ -278,6 +278,16 @@ fn quickstart_runs_on_sqlite_without_any_server() {
     let direct = &json["strategies"][0];
     assert_eq!(direct["expectations"][0]["met"], true, "{direct}");
     assert!(direct["check"]["summary"].as_str().unwrap().contains("one writer at a time"), "{direct}");
+    // The decision says the same, and stands on the quickstart's 3 repeats a side.
+    let g = &json["decision"]["groups"][0];
+    let words: Vec<&str> = g["rows"].as_array().unwrap().iter().map(|r| r["in_words"].as_str().unwrap()).collect();
+    assert!(words.iter().any(|w| w.contains("none can here: SQLite runs one writer at a time")), "{g}");
+    assert!(!words.iter().any(|w| w.contains("not hit")), "{g}");
+    assert!(json["strategies"].as_array().unwrap().iter().all(|s| s["repeats"].as_array().map(Vec::len) == Some(3)));
+    let basis = g["basis"].as_str().unwrap();
+    assert!(["throughput", "p99", "moving-parts", "not-settled"].contains(&basis), "{g}");
+    assert_eq!(g["pick"].is_null(), basis == "not-settled", "{g}");
+    assert!(g["outcome"].as_str().is_some() && g["settled"].is_boolean(), "{g}");
 }
 
 #[test]
@@ -589,7 +599,7 @@ async fn a_redis_lost_mid_load_fails_its_row_on_errors_and_the_report_stands() {
     let mut redis = util::PrivateRedis::start(false);
     let url = format!("redis://127.0.0.1:{}", redis.1);
     let mut child = Command::new(env!("CARGO_BIN_EXE_counterlab"))
-        .args(["run", "scenarios/quickstart.toml", "--backend", "postgres", "--duration-s", "2"])
+        .args(["run", "scenarios/quickstart.toml", "--backend", "postgres", "--duration-s", "2", "--repeat", "1"])
         .args(["--strategy", "conditional-update", "--strategy", "redis-counter", "--redis", &url])
         .args(["--out", dir.to_str().unwrap()])
         .env("COUNTERLAB_POSTGRES_URL", util::pg_url())

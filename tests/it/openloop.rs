@@ -1,7 +1,8 @@
 //! Open loop on the real PostgreSQL: a stall shows in latency measured from the intended
 //! start and not in service time, with drops and late ops counted; the achieved rate
 //! tracks the target below saturation (judged on the recorded series); the HDR interval
-//! log holds exactly the ops the report counts; `compare` flags a planted regression.
+//! log holds exactly the ops the report counts; `compare` flags a planted regression; a
+//! closed loop stalled by a pause is named as stalled in the decision.
 
 use std::process::Command;
 
@@ -142,6 +143,43 @@ async fn the_achieved_rate_tracks_the_target_below_saturation() {
     let issued_over_scheduled = ol.issued as f64 / ol.scheduled as f64;
     assert!(issued_over_scheduled > 0.98, "{ol:?}");
     assert!(ol.schedule_lag_us.p50 < 5_000, "median schedule lag {} us", ol.schedule_lag_us.p50);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_closed_loop_is_named_in_the_decision() {
+    crate::require!(Postgres);
+    let _heavy = util::heavy().await;
+    // Every op stalls at its entry for 3 s from 1 s into a 6 s closed loop: at least two
+    // whole sampling intervals complete no op, whatever the machine's load.
+    let p = plan(
+        "[workload]\nworkers = 4\nduration_s = 6\n[workload.mix]\nmark_read = 3\ncreate = 1\n\
+         [[faults]]\nkind = \"pause\"\nat_ms = 1000\nduration_ms = 3000\n",
+    );
+    let report = util::run_kept(&p, None).await;
+    let s = &report.strategies[0];
+    let stored = util::stored_drift_and_drop(&s.backend.name(), &s.namespace, None).await;
+    assert!(stored.iter().all(|(_, c, t)| c == t), "conditional-update drifted under a pause");
+    let fired = s.faults[0].fired_at_ms.expect("the pause fired") as f64 / 1e3;
+    let stall = s.stall.as_ref().expect("the pause is named as a stall");
+    let [from, to] = stall.idle.expect("a window with no completed op");
+    // The window is whole sampling intervals that completed nothing, inside the pause
+    // (the series' and the faults' clocks start within a sampling interval of each other).
+    assert!(to - from >= counterlab_report::decision::stall::STALL_S, "{stall:?}");
+    assert!(from < fired + 3.0 && to > fired, "window {from}-{to} s vs a pause from {fired} s for 3 s");
+    let idle: Vec<_> = s.series.iter().filter(|p| p.t_s > from && p.t_s <= to).collect();
+    assert!(!idle.is_empty() && idle.iter().all(|p| p.ops == 0 && p.phase != "settle"), "{idle:?}");
+    // Named beside the throughput, at the end of the sentence and in report.json.
+    let words = stall.words();
+    assert!(words.starts_with("no op completed for "), "{words}");
+    let g = &counterlab_report::decision::decide(&report)[0];
+    assert!(counterlab_report::decision::relative_text(&g.rows[0]).ends_with(" stalled"));
+    assert!(g.sentence.ends_with(&format!("conditional-update's load stalled: {words}.")), "{}", g.sentence);
+    let json: serde_json::Value = serde_json::from_str(&counterlab_report::render_json(&report)).unwrap();
+    assert_eq!(json["decision"]["groups"][0]["rows"][0]["stall"], words.as_str());
+    let back: counterlab_report::Report = serde_json::from_value(json).unwrap();
+    assert_eq!(back.strategies[0].stall.as_ref(), Some(stall), "the stall reads back from report.json");
+    let terminal = counterlab_report::render_terminal_width(&report, 80);
+    assert!(terminal.contains("stalled"), "{terminal}");
 }
 
 /// Sums every histogram of an interval log, by tag.

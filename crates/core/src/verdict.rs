@@ -48,6 +48,9 @@ pub struct Findings<'a> {
     pub executed: Vec<(OpKind, u64)>,
     /// Why this backend cannot show drift, when it cannot (SQLite: one writer at a time).
     pub serialises_writers: Option<&'a str>,
+    /// Conflicts the server raised and the design retried: a design with no guarantee
+    /// that shows no drift after them hit its race and was kept by retries.
+    pub conflicts_retried: u64,
     /// The lag a cache's reads were allowed, in milliseconds (None: reads see the counter).
     pub read_lag_ms: Option<f64>,
     /// What the check did not cover: shown in brackets after the label.
@@ -192,6 +195,14 @@ fn judge_all(f: &Findings<'_>, rules: VerdictRules) -> Judgement {
         CounterVerdict::DriftExpected => (Verdict::DriftExpected, format!("{wrong} — expected, it makes no guarantee")),
         CounterVerdict::NoDriftObserved => match f.serialises_writers {
             Some(why) => (Verdict::NoDriftObserved, format!("no counter drifted, and none can here: {why}")),
+            None if f.conflicts_retried > 0 => (
+                Verdict::NoDriftObserved,
+                format!(
+                    "no counter drifted: its race was hit and kept by retries ({} conflicts retried); \
+                     it makes no guarantee",
+                    f.conflicts_retried
+                ),
+            ),
             None => (
                 Verdict::NoDriftObserved,
                 "no counter drifted, but it makes no guarantee: this run did not hit its race".to_string(),
@@ -307,6 +318,7 @@ mod tests {
             errors: Some(ErrorFigures { failed: 0, ops: 1000, top: None }),
             executed: vec![(OpKind::MarkRead, 500), (OpKind::ReadCount, 500)],
             serialises_writers: None,
+            conflicts_retried: 0,
             read_lag_ms: None,
             limits: Vec::new(),
         }
@@ -402,6 +414,18 @@ mod tests {
         let mut f = findings(Guarantee::None, &none_ok, &[]);
         f.serialises_writers = Some("SQLite runs one writer at a time");
         assert!(judge(&f, VerdictRules::default()).sentence.contains("none can here: SQLite"));
+        // Retried conflicts on a serialised backend do not change why no drift is seen.
+        f.conflicts_retried = 3;
+        assert!(judge(&f, VerdictRules::default()).sentence.contains("none can here: SQLite"));
+        f.serialises_writers = None;
+        let retried = judge(&f, VerdictRules::default());
+        assert_eq!(retried.label, "no-drift-observed");
+        assert_eq!(
+            retried.sentence,
+            "s: no counter drifted: its race was hit and kept by retries (3 conflicts retried); it makes no guarantee"
+        );
+        f.conflicts_retried = 0;
+        assert!(judge(&f, VerdictRules::default()).sentence.ends_with("this run did not hit its race"));
     }
 
     #[test]

@@ -113,6 +113,32 @@ impl From<CheckReport> for CheckWire {
     }
 }
 
+impl CheckReport {
+    /// The report's check of a run: its counters against the truth and its judgement.
+    pub fn of(c: &counterlab_core::CheckResult, judgement: &counterlab_core::Judgement) -> CheckReport {
+        CheckReport {
+            users_checked: c.users_checked,
+            users_mismatched: c.users_mismatched,
+            over_counted: c.over_counted,
+            under_counted: c.under_counted,
+            negative_counters: c.negative_counters,
+            missing_counters: c.missing_counters,
+            drift_abs_total: c.drift_abs_total,
+            drift_net: c.drift_net,
+            worst_users: c
+                .worst
+                .iter()
+                .map(|w| WorstUser { user: w.user, counter: w.counter, truth: w.truth })
+                .collect(),
+            verdict: judgement.verdict.clone(),
+            matches_guarantee: judgement.held,
+            evidence: judgement.evidence,
+            summary: judgement.sentence.clone(),
+            limits: judgement.limits.clone(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

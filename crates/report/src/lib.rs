@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 pub use check::{CheckReport, WorstUser};
 pub use compare::{Comparison, MIN_OPS_FOR_P99, compare, render_comparison, render_comparison_markdown};
 pub use csv_out::{CSV_HEADER, render_csv};
+pub use decision::stall::Stall;
 pub use explored::{ExploreSummary, UnsafePair};
 pub use html::render_html;
 pub use junit::{RowOutcome, case_name, render_junit, row_outcome};
@@ -200,6 +201,9 @@ pub struct StrategyReport {
     /// A distributed run (`counterlab check`): the agents that ran this row's load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agents: Option<AgentsReport>,
+    /// Set when the load stalled (`decision::stall`): the decision and the row name it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<Stall>,
 }
 
 /// The agents of a distributed run's row and the clock uncertainty its read check used.
@@ -332,6 +336,10 @@ pub struct StageReport {
     /// `constant` or `poisson` (open loop only).
     pub arrival: Option<String>,
     pub duration_s: f64,
+    /// The stage's planned length (None for an op budget): a stage that ran well past
+    /// it stalled (`decision::stall`).
+    #[serde(default)]
+    pub planned_s: Option<f64>,
     /// Open loop: ops the schedule called for; closed loop: ops issued.
     pub scheduled: u64,
     /// Ops issued (completed, ok or not).
@@ -662,6 +670,10 @@ fn stage_report(r: &StageResult) -> StageReport {
         rate_to,
         arrival,
         duration_s: secs,
+        planned_s: match r.stage.stop {
+            Stop::Duration(d) => Some(d.as_secs_f64()),
+            Stop::Ops(_) => None,
+        },
         scheduled: r.scheduled,
         ops: r.issued(),
         dropped: r.dropped,
@@ -845,6 +857,8 @@ impl StrategyReport {
         let permission_denied: u64 = load.ops.iter().map(|s| s.errors_by_class[ErrorClass::Permission.index()]).sum();
         let c = run.check;
         let figures: BTreeMap<String, f64> = run.figures.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        let stages: Vec<StageReport> = load.stages.iter().map(stage_report).collect();
+        let series: Vec<SeriesPoint> = run.series.iter().map(series_point).collect();
         StrategyReport {
             strategy: run.info.name.to_string(),
             backend: run.backend,
@@ -879,34 +893,16 @@ impl StrategyReport {
             explored: None,
             figures,
             load_model: load_model(load),
-            stages: load.stages.iter().map(stage_report).collect(),
+            stall: decision::stall::detect(&series, &stages),
+            stages,
             open_loop: open_loop_report(load),
-            series: run.series.iter().map(series_point).collect(),
+            series,
             hdr_log: run.hdr_log,
             repeats: Vec::new(),
             read_from: ReadFrom::Primary,
             staleness: None,
             agents: None,
-            check: CheckReport {
-                users_checked: c.users_checked,
-                users_mismatched: c.users_mismatched,
-                over_counted: c.over_counted,
-                under_counted: c.under_counted,
-                negative_counters: c.negative_counters,
-                missing_counters: c.missing_counters,
-                drift_abs_total: c.drift_abs_total,
-                drift_net: c.drift_net,
-                worst_users: c
-                    .worst
-                    .iter()
-                    .map(|w| WorstUser { user: w.user, counter: w.counter, truth: w.truth })
-                    .collect(),
-                verdict: run.judgement.verdict.clone(),
-                matches_guarantee: run.judgement.held,
-                evidence: run.judgement.evidence,
-                summary: run.judgement.sentence.clone(),
-                limits: run.judgement.limits.clone(),
-            },
+            check: CheckReport::of(c, &run.judgement),
         }
     }
 }

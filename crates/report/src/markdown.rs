@@ -93,11 +93,12 @@ fn markdown_summary(w: &mut String, r: &Report) {
         line(
             w,
             format!(
-                "| {} | {} | {} | {:.0} | {} | {} | {} |",
+                "| {} | {} | {} | {:.0}{} | {} | {} | {} |",
                 c(&s.strategy),
                 s.backend,
                 s.isolation,
                 s.throughput_ops_per_s,
+                crate::decision::stalled_mark(s),
                 s.errors_total,
                 mismatched(s),
                 s.check.label()

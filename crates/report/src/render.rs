@@ -153,7 +153,7 @@ fn terminal_summary(w: &mut String, r: &Report, width: u16) {
             s.strategy.clone(),
             s.backend.name(),
             s.isolation.name().into(),
-            format!("{:.0}", s.throughput_ops_per_s),
+            format!("{:.0}{}", s.throughput_ops_per_s, decision::stalled_mark(s)),
             s.errors_total.to_string(),
             mismatched(s),
             s.check.label(),

@@ -31,6 +31,9 @@ pub struct RepeatRun {
     /// Per op: p99 latency (us, from the intended start) and how many ops it is over.
     pub p99_us: BTreeMap<String, u64>,
     pub op_counts: BTreeMap<String, u64>,
+    /// How this repeat's load stalled, if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stall: Option<crate::Stall>,
 }
 
 impl RepeatRun {
@@ -46,6 +49,7 @@ impl RepeatRun {
             matches_guarantee: r.check.matches_guarantee,
             p99_us: r.ops.iter().map(|(k, o)| (k.clone(), o.latency_us.p99)).collect(),
             op_counts: r.ops.iter().map(|(k, o)| (k.clone(), o.count)).collect(),
+            stall: r.stall.clone(),
         }
     }
 }
@@ -106,8 +110,18 @@ pub fn merge_repeats(runs: Vec<StrategyReport>, seed: u64) -> Option<StrategyRep
         l.max = med(&|l| l.max as f64).round() as u64;
         l.mean = med(&|l| l.mean);
     }
+    row.stall = worst_stall(&repeats);
     row.repeats = repeats;
     Some(row)
+}
+
+/// The longest stall over the repeats, naming its repeat (None when none stalled).
+fn worst_stall(repeats: &[RepeatRun]) -> Option<crate::Stall> {
+    let worst = repeats
+        .iter()
+        .filter_map(|r| r.stall.as_ref().map(|s| (r.repeat, s)))
+        .max_by(|a, b| a.1.seconds().total_cmp(&b.1.seconds()))?;
+    Some(crate::Stall { repeat: Some(worst.0), ..worst.1.clone() })
 }
 
 /// The repeat of median throughput (the lower middle one for an even count).
@@ -209,6 +223,24 @@ mod tests {
         ];
         let row = merge_repeats(runs, 1).unwrap();
         assert_eq!((row.check.label().as_str(), row.throughput_ops_per_s), ("drift-expected", 95.0));
+    }
+
+    #[test]
+    fn the_longest_stall_of_any_repeat_is_the_row_s_naming_its_repeat() {
+        let stalled = |idle: [f64; 2]| {
+            let mut r = run(100.0, 5, "pass", true);
+            r.stall = Some(crate::Stall { idle: Some(idle), ..Default::default() });
+            r
+        };
+        let runs = vec![stalled([1.0, 2.0]), run(100.0, 5, "pass", true), stalled([1.0, 3.5])];
+        let row = merge_repeats(runs, 1).unwrap();
+        assert_eq!(
+            row.stall.as_ref().map(|s| s.words()).as_deref(),
+            Some("no op completed for 2.5 s (1.0-3.5 s) in repeat 3")
+        );
+        assert!(row.repeats[1].stall.is_none() && row.repeats[0].stall.is_some());
+        let calm = merge_repeats(vec![run(100.0, 5, "pass", true), run(90.0, 5, "pass", true)], 1).unwrap();
+        assert!(calm.stall.is_none());
     }
 
     #[test]

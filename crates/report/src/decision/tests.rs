@@ -78,8 +78,11 @@ fn the_issue_example_reads_as_one_sentence() {
     assert_eq!(
         g.sentence,
         "On postgres at read-committed, conditional-update kept exact counts and was fastest of the exact designs: \
-         1.17× select-for-update, p99 12 ms vs 18 ms. direct-update lost 426/1000 counters (no guarantee)."
+         1.17× select-for-update, p99 12 ms vs 18 ms; fewer than 3 runs a side do not settle this order \
+         (--repeat 3 does). direct-update lost 426/1000 counters (no guarantee)."
     );
+    assert_eq!((g.choice.basis, g.choice.settled), (Basis::Throughput, false));
+    assert_eq!(outcome(&g.choice), "conditional-update (faster, not settled)");
     // Relative to the fastest that kept its guarantee, not to the faster wrong design.
     assert_eq!(relative_text(&g.rows[0]), "1.00×");
     assert_eq!(relative_text(&g.rows[2]), "1.28×");
@@ -87,24 +90,47 @@ fn the_issue_example_reads_as_one_sentence() {
 }
 
 #[test]
-fn differences_within_the_band_are_ties_not_wins() {
+fn differences_within_the_band_are_ties_not_wins_and_with_nothing_else_apart_the_order_is_not_settled() {
     let r = report(vec![
         row("select-for-update", "postgres", "exact", "pass", 1000.0, 18_000),
         row("conditional-update", "postgres", "exact", "pass", 1100.0, 12_000),
     ]);
     let g = &decide(&r)[0];
     assert!(g.rows[1].tie && !g.rows[0].tie, "{:?}", g.rows);
-    assert!(g.sentence.contains("tied on throughput"), "{}", g.sentence);
+    assert_eq!((g.choice.pick.is_none(), g.choice.basis, g.choice.settled), (true, Basis::NotSettled, false));
+    assert_eq!(outcome(&g.choice), "not settled");
+    assert_eq!(
+        g.sentence,
+        "On postgres at read-committed, conditional-update and select-for-update both kept exact counts, and the \
+         order between them is not settled: throughput within the noise band, p99 12 ms vs 18 ms (not apart), the \
+         same number of moving parts; fewer than 3 runs a side cannot settle it (--repeat 3 may)."
+    );
     assert!(!g.sentence.contains("fastest"), "a tie is not a win: {}", g.sentence);
     assert_eq!(relative_text(&g.rows[1]), "0.91× (tie)");
     assert!(noise_note(&r).contains("15%"));
-    // Just outside the band (1.16×): a win; just inside (1.14×): a tie.
-    assert!(!tied(&[1000.0], &[1160.0]) && tied(&[1000.0], &[1140.0]) && tied(&[1140.0], &[1000.0]));
-    // Several samples: overlapping ranges tie, disjoint ones do not.
-    assert!(tied(&[900.0, 1100.0], &[1050.0, 1200.0]) && !tied(&[900.0, 1000.0], &[1050.0, 1200.0]));
-    assert!(!tied(&[f64::NAN], &[1.0]));
 }
 
+#[test]
+fn a_throughput_tie_with_one_run_each_falls_through_to_a_p99_twice_as_low() {
+    let r = report(vec![
+        row("select-for-update", "postgres", "exact", "pass", 1100.0, 60_000),
+        row("conditional-update", "postgres", "exact", "pass", 1000.0, 12_000),
+    ]);
+    let g = &decide(&r)[0];
+    assert_eq!(g.choice.basis, Basis::P99);
+    let order: Vec<&str> = g.rows.iter().map(|r| r.row.strategy.as_str()).collect();
+    assert_eq!(order, ["conditional-update", "select-for-update"], "the pick heads the table, though slower");
+    assert_eq!(relative_text(&g.rows[1]), "1.10× (tie)", "relative to the pick");
+    assert_eq!(outcome(&g.choice), "conditional-update (lower p99, not settled)");
+    assert!(
+        g.sentence.ends_with(
+            "and tied on throughput (within the noise band); conditional-update is picked for its lower p99: \
+             12 ms vs 60 ms; fewer than 3 runs a side do not settle this order (--repeat 3 does)."
+        ),
+        "{}",
+        g.sentence
+    );
+}
 #[test]
 fn groups_are_per_sql_backend_and_level_and_failures_rank_last() {
     let mut redis = row("redis-counter", "postgres+redis", "exact", "FAIL: counters", 3000.0, 900);
@@ -120,16 +146,22 @@ fn groups_are_per_sql_backend_and_level_and_failures_rank_last() {
     assert_eq!(groups.len(), 2);
     let g = &groups[0];
     let order: Vec<&str> = g.rows.iter().map(|r| r.row.strategy.as_str()).collect();
-    assert_eq!(order, ["cache-aside", "conditional-update", "redis-counter"]);
+    assert_eq!(order, ["conditional-update", "cache-aside", "redis-counter"], "the pick heads the table");
     assert_eq!(g.rows[2].standing, Standing::Failed);
     assert!(g.rows[2].verdict.starts_with("FAILED its exact guarantee (counters; 426/1000"), "{}", g.rows[2].verdict);
-    assert_eq!(g.rows[0].cost, "Redis, eventual reads (read lag), stalest read 40 ms of 100 ms allowed");
-    assert_eq!(g.rows[1].cost, "none");
+    assert_eq!(g.rows[1].cost, "Redis, eventual reads (read lag), stalest read 40 ms of 100 ms allowed");
+    assert_eq!(g.rows[0].cost, "none");
+    // Tied on throughput (900 vs 800) and p99 (1.5 ms vs 2 ms): fewer moving parts decide.
+    assert_eq!(
+        (g.choice.basis, outcome(&g.choice).as_str()),
+        (Basis::MovingParts, "conditional-update (fewer moving parts, not settled)")
+    );
     assert!(
         g.sentence.starts_with(
-            "On postgres at read-committed, cache-aside (carries: Redis, eventual reads (read lag), stalest read 40 ms \
-             of 100 ms allowed) and conditional-update both kept exact counts and tied on throughput (within the \
-             noise band): p99 1.5 ms vs 2 ms."
+            "On postgres at read-committed, conditional-update and cache-aside (carries: Redis, eventual reads (read \
+             lag), stalest read 40 ms of 100 ms allowed) both kept exact counts and tied on throughput (within the \
+             noise band) and p99 (2 ms vs 1.5 ms); conditional-update is picked for fewer moving parts (none vs \
+             Redis, eventual reads (read lag), stalest read 40 ms of 100 ms allowed); fewer than 3 runs"
         ),
         "{}",
         g.sentence
@@ -138,7 +170,7 @@ fn groups_are_per_sql_backend_and_level_and_failures_rank_last() {
     assert_eq!(
         s.sentence,
         "On sqlite at serializable, no design kept its guarantee. direct-update showed no drift (no guarantee; \
-         the race was not hit)."
+         none can here: SQLite runs one writer at a time)."
     );
     assert_eq!(s.rows[0].p99, "400 µs");
 }
@@ -152,23 +184,139 @@ fn a_lone_design_and_an_empty_report() {
     assert_eq!(relative_text(&decide(&r)[0].rows[0]), "-", "no work, no ratio");
 }
 
+/// A row run `tputs.len()` times: each repeat's throughput and worst p99 (us).
+pub(crate) fn repeated(strategy: &str, tputs: &[f64], p99s: &[u64]) -> StrategyReport {
+    let mut sorted = tputs.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let mut p = p99s.to_vec();
+    p.sort();
+    let mut r = row(strategy, "postgres", "exact", "pass", sorted[sorted.len() / 2], p[p.len() / 2]);
+    r.repeats = tputs
+        .iter()
+        .zip(p99s)
+        .enumerate()
+        .map(|(i, (t, us))| crate::RepeatRun {
+            repeat: i as u32 + 1,
+            throughput_ops_per_s: *t,
+            p99_us: BTreeMap::from([("mark_read".to_string(), *us), ("delete".to_string(), 1)]),
+            op_counts: BTreeMap::from([("mark_read".to_string(), 100), ("delete".to_string(), 0)]),
+            ..Default::default()
+        })
+        .collect();
+    r
+}
+
 #[test]
-fn repeated_rows_tie_by_their_measured_ranges() {
-    let with = |tputs: &[f64]| {
-        let mut r = row("a", "postgres", "exact", "pass", tputs[tputs.len() / 2], 1000);
-        r.repeats = tputs
-            .iter()
-            .enumerate()
-            .map(|(i, t)| crate::RepeatRun { repeat: i as u32 + 1, throughput_ops_per_s: *t, ..Default::default() })
-            .collect();
-        r
-    };
-    let (a, b, c) = (with(&[900.0, 1000.0, 1100.0]), with(&[1050.0, 1200.0, 1300.0]), with(&[1200.0, 1300.0, 1400.0]));
-    assert_eq!(throughput_samples(&a), vec![900.0, 1000.0, 1100.0]);
-    // 1.2x apart in medians but overlapping ranges: a tie; ranges apart: a win.
-    assert!(tied(&throughput_samples(&a), &throughput_samples(&b)));
-    assert!(!tied(&throughput_samples(&a), &throughput_samples(&c)));
-    assert!(noise_note(&report(vec![a, c])).contains("min-max ranges overlap"));
+fn three_runs_a_side_with_ranges_apart_settle_the_order() {
+    let a = repeated("conditional-update", &[1200.0, 1300.0, 1250.0], &[9_000, 9_500, 9_200]);
+    let b = repeated("select-for-update", &[1000.0, 1100.0, 1050.0], &[9_100, 9_400, 9_300]);
+    assert_eq!(evidence::p99_samples(&a), vec![9_000.0, 9_500.0, 9_200.0], "the worst op that ran, per repeat");
+    let r = report(vec![b, a]);
+    let g = &decide(&r)[0];
+    assert_eq!((g.choice.basis, g.choice.settled), (Basis::Throughput, true));
+    assert_eq!(outcome(&g.choice), "conditional-update (faster, settled)");
+    assert!(
+        g.sentence.contains(": 1.19× select-for-update, p99 9.2 ms vs 9.3 ms; settled over 3 runs a side."),
+        "{}",
+        g.sentence
+    );
+    assert!(noise_note(&r).contains("Mann-Whitney"));
+    // Two runs a side, ranges apart: the faster is named, the order not settled.
+    let r = report(vec![
+        repeated("conditional-update", &[1200.0, 1300.0], &[9_000, 9_500]),
+        repeated("select-for-update", &[1000.0, 1100.0], &[9_100, 9_400]),
+    ]);
+    let g = &decide(&r)[0];
+    assert_eq!(outcome(&g.choice), "conditional-update (faster, not settled)");
+    assert!(
+        g.sentence.contains("fewer than 3 runs a side do not settle this order (--repeat 3 does)"),
+        "{}",
+        g.sentence
+    );
+}
+
+#[test]
+fn overlapping_ranges_fall_through_to_p99_then_moving_parts_then_no_pick() {
+    // Faster by median, but the ranges overlap: p99 apart over 3 runs decides, settled.
+    let fast = repeated("select-for-update", &[1050.0, 1150.0, 1250.0], &[40_000, 45_000, 50_000]);
+    let low = repeated("conditional-update", &[1000.0, 1100.0, 1200.0], &[9_000, 9_500, 9_200]);
+    let r = report(vec![fast.clone(), low.clone()]);
+    let g = &decide(&r)[0];
+    assert_eq!((g.choice.basis, g.choice.settled), (Basis::P99, true));
+    assert_eq!(g.rows[0].row.strategy, "conditional-update");
+    assert!(g.sentence.contains("(ranges overlap over 3 runs a side); conditional-update is picked for its lower p99: 9.2 ms vs 45 ms; settled over 3 runs a side."), "{}", g.sentence);
+    // p99 overlapping too: the design with fewer moving parts.
+    let mut redis = repeated("redis-counter", &[1050.0, 1150.0, 1250.0], &[9_100, 9_400, 9_300]);
+    redis.moving_parts = vec!["Redis".into()];
+    let r = report(vec![redis.clone(), low.clone()]);
+    let g = &decide(&r)[0];
+    assert_eq!(
+        (outcome(&g.choice).as_str(), g.choice.settled),
+        ("conditional-update (fewer moving parts, settled)", true)
+    );
+    // Same parts: no pick, and the sentence says the order is not settled.
+    redis.moving_parts.clear();
+    let r = report(vec![redis, low]);
+    let g = &decide(&r)[0];
+    assert_eq!((g.choice.pick.map(|p| p.strategy.as_str()), g.choice.basis), (None, Basis::NotSettled));
+    assert!(
+        g.sentence.contains("the order between them is not settled: throughput ranges overlap over 3 runs a side"),
+        "{}",
+        g.sentence
+    );
+    assert!(!g.sentence.contains("--repeat"), "3 runs a side were run: {}", g.sentence);
+    let json: serde_json::Value = serde_json::from_str(&crate::render_json(&r)).unwrap();
+    let j = &json["decision"]["groups"][0];
+    assert_eq!(
+        (j["pick"].is_null(), j["basis"].as_str(), j["settled"].as_bool()),
+        (true, Some("not-settled"), Some(false))
+    );
+    assert_eq!(j["outcome"], "not settled");
+}
+
+#[test]
+fn a_stalled_load_is_named_beside_its_throughput_in_the_sentence_and_in_json() {
+    let mut stalled = row("conditional-update", "postgres", "exact", "pass", 1300.0, 1_600_000);
+    stalled.stall = Some(crate::Stall { idle: Some([1.0, 3.5]), ..Default::default() });
+    let r = report(vec![stalled, row("select-for-update", "postgres", "exact", "pass", 1000.0, 18_000)]);
+    let g = &decide(&r)[0];
+    assert_eq!(relative_text(&g.rows[0]), "1.00× stalled");
+    assert_eq!(relative_text(&g.rows[1]), "0.77×");
+    assert!(
+        g.sentence.ends_with(" conditional-update's load stalled: no op completed for 2.5 s (1.0-3.5 s)."),
+        "{}",
+        g.sentence
+    );
+    let json: serde_json::Value = serde_json::from_str(&crate::render_json(&r)).unwrap();
+    let rows = &json["decision"]["groups"][0]["rows"];
+    assert_eq!(rows[0]["stall"], "no op completed for 2.5 s (1.0-3.5 s)");
+    assert!(rows[1]["stall"].is_null());
+    assert_eq!(json["strategies"][0]["stall"]["idle"][1], 3.5);
+}
+
+#[test]
+fn a_race_kept_by_retries_is_not_called_not_hit() {
+    let mut retried = row("direct-update", "postgres", "none", "no-drift-observed", 900.0, 9_000);
+    retried.isolation = Isolation::RepeatableRead;
+    retried.retries = 825;
+    let quiet = row("direct-update", "mysql", "none", "no-drift-observed", 900.0, 9_000);
+    let mut sqlite = row("direct-update", "sqlite", "none", "no-drift-observed", 900.0, 9_000);
+    sqlite.retries = 4;
+    assert_eq!(
+        verdict_words(&retried),
+        "showed no drift (no guarantee): its race was hit and kept by retries (825 conflicts retried)"
+    );
+    assert_eq!(verdict_words(&quiet), "showed no drift (no guarantee; the race was not hit)");
+    assert_eq!(
+        verdict_words(&sqlite),
+        "showed no drift (no guarantee; none can here: SQLite runs one writer at a time)"
+    );
+    let r = report(vec![retried, row("conditional-update", "postgres", "exact", "pass", 800.0, 9_000)]);
+    let mut r = r;
+    r.strategies[1].isolation = Isolation::RepeatableRead;
+    let g = &decide(&r)[0];
+    assert!(g.sentence.contains("direct-update showed no drift (no guarantee): its race was hit and kept by retries (825 conflicts retried)."), "{}", g.sentence);
+    assert!(!g.sentence.contains("not hit"));
 }
 
 #[test]
@@ -195,6 +343,9 @@ fn the_decision_is_in_report_json_as_every_view_shows_it() {
     let names: Vec<&str> = g["rows"].as_array().unwrap().iter().map(|x| x["strategy"].as_str().unwrap()).collect();
     assert_eq!(names, ["conditional-update", "direct-update"], "rank order");
     assert_eq!((g["rows"][0]["standing"].as_str(), g["rows"][1]["standing"].as_str()), (Some("held"), Some("drifted")));
+    let basis = (g["pick"].as_str(), g["basis"].as_str(), g["settled"].as_bool());
+    assert_eq!(basis, (Some("conditional-update"), Some("only-one-held"), Some(true)));
+    assert_eq!(g["outcome"], "conditional-update (the only design that kept its guarantee)");
     let back: Report = serde_json::from_value(json).unwrap();
     assert_eq!(back.strategies.len(), 2, "a report with its decision still loads");
 }

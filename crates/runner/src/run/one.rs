@@ -766,6 +766,7 @@ fn verdict(
         errors: judged_errors(cell.plan, cell.t.name, load),
         executed: executed(cell.plan, load),
         serialises_writers: lone_writer,
+        conflicts_retried: load.ops.iter().map(|s| s.retries).sum(),
         read_lag_ms: load_lag_ms,
         limits,
     };
