@@ -88,6 +88,10 @@ pub fn sql_backend(s: &StrategyReport) -> Dialect {
 }
 
 fn standing(s: &StrategyReport) -> Standing {
+    // A design the explorer refuted did not keep its guarantee, whatever the load showed.
+    if s.explored.as_ref().is_some_and(|e| e.breaks_guarantee()) {
+        return Standing::Failed;
+    }
     match s.check.verdict {
         V::Pass if s.check.matches_guarantee => Standing::Held,
         V::Pass | V::Fail(_) => Standing::Failed,

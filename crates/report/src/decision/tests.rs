@@ -349,3 +349,47 @@ fn the_decision_is_in_report_json_as_every_view_shows_it() {
     let back: Report = serde_json::from_value(json).unwrap();
     assert_eq!(back.strategies.len(), 2, "a report with its decision still loads");
 }
+
+#[test]
+fn an_explored_row_says_what_the_explorer_found_and_a_refuted_design_is_not_picked() {
+    use crate::{ExploreSummary, UnsafePair};
+    let safe = ExploreSummary { pairs: 16, schedules: 200, declares_exact: true, ..Default::default() };
+    let refuted = ExploreSummary {
+        unsafe_pairs: vec![UnsafePair {
+            pair: "create ‖ create".into(),
+            failing: 40,
+            explored: 50,
+            anomalies: vec!["lost_update".into()],
+        }],
+        ..safe.clone()
+    };
+    let lucky = ExploreSummary { declares_exact: false, ..refuted.clone() };
+    let mut fast = row("read-then-write", "postgres", "exact", "pass", 3000.0, 5_000);
+    fast.explored = Some(refuted);
+    let mut sfu = row("select-for-update", "postgres", "exact", "pass", 1000.0, 18_000);
+    sfu.explored = Some(safe);
+    let mut direct = row("direct-update", "postgres", "none", "no-drift-observed", 1500.0, 9_000);
+    direct.explored = Some(lucky);
+    let r = report(vec![fast, sfu, direct]);
+    let g = &decide(&r)[0];
+    assert_eq!(g.choice.pick.map(|p| p.strategy.as_str()), Some("select-for-update"), "{}", g.sentence);
+    assert!(
+        g.sentence.contains(
+            "select-for-update kept exact counts and is safe in every explored interleaving, the only design that did."
+        ),
+        "{}",
+        g.sentence
+    );
+    assert!(
+        g.sentence
+            .contains("read-then-write kept exact counts, but explored it is UNSAFE (create ‖ create: lost_update)."),
+        "{}",
+        g.sentence
+    );
+    assert!(
+        g.sentence
+            .contains("direct-update showed no drift (no guarantee; the race was not hit), but explored it is UNSAFE"),
+        "the lucky load and the race read apart: {}",
+        g.sentence
+    );
+}

@@ -36,8 +36,32 @@ fn no_drift(s: &StrategyReport) -> String {
     }
 }
 
-/// The verdict in words, as a verb phrase that reads in a table and in the sentence.
+/// The verdict in words, as a verb phrase that reads in a table and in the sentence,
+/// with what the explorer found when the row was explored (`run --explore`).
 pub fn verdict_words(s: &StrategyReport) -> String {
+    format!("{}{}", load_words(s), explored_clause(s))
+}
+
+/// What exploring the row added: safe in every explored interleaving, or the op pairs
+/// whose interleavings break it (a lucky load and a safe design read apart).
+fn explored_clause(s: &StrategyReport) -> String {
+    let Some(e) = &s.explored else { return String::new() };
+    match e.outcome() {
+        "SAFE" => " and is safe in every explored interleaving".into(),
+        "UNSAFE" => {
+            let pairs: Vec<String> =
+                e.unsafe_pairs.iter().take(2).map(|p| format!("{}: {}", p.pair, p.anomalies.join(", "))).collect();
+            let more = e.unsafe_pairs.len().saturating_sub(2);
+            let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+            format!(", but explored it is UNSAFE ({}{more})", pairs.join("; "))
+        }
+        "NOT EXPLORED" => "; no explored interleaving broke it, not every order was run".into(),
+        _ => String::new(),
+    }
+}
+
+/// The load's verdict in words.
+fn load_words(s: &StrategyReport) -> String {
     let held = match s.guarantee {
         Guarantee::Eventual => "converged to exact counts",
         _ => "kept exact counts",
