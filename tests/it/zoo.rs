@@ -1,6 +1,7 @@
 //! `counterlab zoo` can fail: a correct strategy expected to show an anomaly is a miss, a
 //! racy one expected to show none is a false positive; both exit 1 with the replay
-//! command, and a file without `expect_anomaly` is refused before anything runs.
+//! command; a run the environment decided is rerun and counted apart; and a file
+//! without `expect_anomaly` is refused before anything runs.
 
 use std::process::Command;
 
@@ -54,5 +55,28 @@ fn a_miss_and_a_false_positive_fail_the_zoo() {
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("c-plain.toml: not a zoo scenario: it declares no expect_anomaly"), "{text}");
     assert!(!text.contains("zoo: "), "nothing may run: {text}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A control whose run the environment decided (here NO EVIDENCE: the scenario asks for
+/// more calls of each kind than half a second makes) is not a false positive: it is run
+/// once more, then listed as an `environment` failure, and still fails the zoo.
+#[test]
+fn a_run_the_environment_decided_is_rerun_and_counted_apart_from_false_positives() {
+    crate::require!(Postgres);
+    let _heavy = crate::util::heavy_blocking();
+    let dir = tempdir("zoo-env");
+    let head = "strategies = [\"conditional-update\"]\nbackends = [\"postgres\"]\nexpect_anomaly = \"none\"\n\
+                [verdict]\nmin_ops_per_kind = 1000000";
+    std::fs::write(dir.join("starved.toml"), format!("{head}\n{BODY}")).unwrap();
+    let out = dir.join("out");
+    let (code, text) = zoo(&dir, &out);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("the environment decided it; once more"), "{text}");
+    assert!(text.contains("0 missed, 0 false positives, 1 environment failures (run twice)"), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("zoo.json")).unwrap()).unwrap();
+    let run = &json["runs"][0];
+    assert_eq!((run["result"].as_str(), run["rerun"].as_bool()), (Some("environment"), Some(true)), "{run}");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -34,8 +34,12 @@ pub struct ZooRow {
     pub seed: u64,
     /// The anomaly the file expects, or `none`.
     pub expected: String,
-    /// `detected`, `missed`, `clean`, `false positive` or `skipped`.
+    /// `detected`, `missed`, `clean`, `false positive`, `environment` (no anomaly named,
+    /// and a verdict that says the run itself went wrong: errors or refusals only, NO
+    /// EVIDENCE, INCOMPLETE; run once more first) or `skipped`.
     pub result: String,
+    /// Whether the run was run once more because it came out `environment`.
+    pub rerun: bool,
     /// Every anomaly found, `name xcount`.
     pub found: Vec<String>,
     /// Calls completed when the expected anomaly's first witness completed.
@@ -51,8 +55,21 @@ pub struct ZooRow {
 
 impl ZooRow {
     pub fn failed(&self) -> bool {
-        matches!(self.result.as_str(), "missed" | "false positive")
+        matches!(self.result.as_str(), "missed" | "false positive" | "environment")
     }
+}
+
+/// A row that came out otherwise than expected with no anomaly named and a verdict about
+/// the run, not the counters: the environment (a server refusing, erroring or lost),
+/// not the checker, decided it.
+fn environment(s: &counterlab_report::StrategyReport) -> bool {
+    use counterlab_core::{FailPart, Verdict};
+    let about_the_run = match &s.check.verdict {
+        Verdict::NoEvidence | Verdict::Incomplete(_) => true,
+        Verdict::Fail(parts) => parts.iter().all(|p| matches!(p, FailPart::Errors | FailPart::Denied)),
+        _ => false,
+    };
+    s.anomalies.is_empty() && about_the_run
 }
 
 /// Why a zoo run could not judge anything.
@@ -100,9 +117,10 @@ fn judge(file: &Path, expected: &str, seed: u64, report: &Report) -> Vec<ZooRow>
             let held = s.check.matches_guarantee && s.check.evidence;
             let result = match (expected, s.anomalies.is_empty() && held, hit) {
                 ("none", true, _) => "clean",
+                (_, _, Some(_)) if expected != "none" => "detected",
+                _ if environment(s) => "environment",
                 ("none", false, _) => "false positive",
-                (_, _, Some(_)) => "detected",
-                (_, _, None) => "missed",
+                (_, _, _) => "missed",
             };
             ZooRow {
                 file: name.clone(),
@@ -122,6 +140,7 @@ fn judge(file: &Path, expected: &str, seed: u64, report: &Report) -> Vec<ZooRow>
                 drifted: s.check.users_mismatched,
                 explained: hit.map_or(0, |a| a.count.min(s.check.users_mismatched)),
                 replay: report.replay_command.clone(),
+                rerun: false,
             }
         })
         .collect();
@@ -138,6 +157,7 @@ fn judge(file: &Path, expected: &str, seed: u64, report: &Report) -> Vec<ZooRow>
         drifted: 0,
         explained: 0,
         replay: report.replay_command.clone(),
+        rerun: false,
     }));
     rows
 }
@@ -177,7 +197,14 @@ pub async fn run_zoo(
         }
         log(&format!("zoo: {} seed {} (expects {expected})", file.display(), p.seed));
         let report = run_plan(&p, opts, &mut |_| {}).await?;
-        let judged = judge(&file, &expected, p.seed, &report);
+        let mut judged = judge(&file, &expected, p.seed, &report);
+        if judged.iter().any(|r| r.result == "environment") {
+            // Once more: a sick server is rarely sick twice in a row; a checker error is.
+            log(&format!("zoo: {} seed {}: the environment decided it; once more", file.display(), p.seed));
+            let again = run_plan(&p, opts, &mut |_| {}).await?;
+            judged = judge(&file, &expected, p.seed, &again);
+            judged.iter_mut().for_each(|r| r.rerun = true);
+        }
         for r in &judged {
             log(&format!("zoo: {} {} seed {}: {} [{}]", r.file, r.strategy, r.seed, r.result, r.found.join(", ")));
         }
@@ -239,7 +266,9 @@ pub fn summary(rows: &[ZooRow]) -> Vec<ZooSummary> {
     out
 }
 
-/// The detection table as Markdown (also what the terminal shows).
+/// The detection table as Markdown (also what the terminal shows). A run the environment
+/// decided twice (`environment`) fails the zoo like a miss, but is counted apart: it says
+/// nothing about the checker.
 pub fn render(rows: &[ZooRow]) -> String {
     let mut s = String::from(
         "| file | strategy | expected | as expected | runs | mean calls to detect | drifted users explained by it | misses / false positives |\n|---|---|---|---|---|---|---|---|\n",
@@ -259,7 +288,11 @@ pub fn render(rows: &[ZooRow]) -> String {
     let fp = rows.iter().filter(|r| r.result == "false positive").count();
     let missed = rows.iter().filter(|r| r.result == "missed").count();
     let skipped = rows.iter().filter(|r| r.result == "skipped").count();
-    s += &format!("\n{} runs: {missed} missed, {fp} false positives, {skipped} skipped\n", rows.len());
+    let env = rows.iter().filter(|r| r.result == "environment").count();
+    s += &format!(
+        "\n{} runs: {missed} missed, {fp} false positives, {env} environment failures (run twice), {skipped} skipped\n",
+        rows.len()
+    );
     for r in rows.iter().filter(|r| r.failed()) {
         s += &format!(
             "- {} {} seed {}: {} (found: {}); replay: `{}`\n",
