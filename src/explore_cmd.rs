@@ -247,7 +247,7 @@ async fn replay(mut args: ExploreArgs, file: &Path) -> Result<u8, Failure> {
     args.backends = vec![r.dialect.clone()];
     args.isolation = vec![r.isolation.clone()];
     let cfg = ExploreConfig {
-        sessions: r.ops.len(),
+        sessions: r.ops.iter().filter(|o| **o != counterlab::run::explore::Op::Flush).count(),
         budget: 1,
         preemptions: None,
         pairs: Some(vec![(r.ops[0], r.ops[1])]),

@@ -206,6 +206,13 @@ pub trait Strategy: Send + Sync {
     /// Starts the strategy's background tasks (flusher, reconciler) before the load.
     async fn start(&self) {}
 
+    /// One pass of the background work `start` would run between its ticks (a buffer
+    /// flush), run by the explorer as a session of its own so that its calls interleave
+    /// with the ops' (docs/explore.md). False: the design has no such pass.
+    async fn background_pass(&self) -> Result<bool, OpError> {
+        Ok(false)
+    }
+
     /// After the load: stops background tasks and drains buffers, within `bound`. An
     /// error means it did not become quiescent in time.
     async fn settle(&self, bound: Duration) -> Result<(), OpError> {

@@ -74,6 +74,9 @@ impl Strategy for Pausable {
     async fn start(&self) {
         self.inner.start().await
     }
+    async fn background_pass(&self) -> Result<bool, OpError> {
+        self.inner.background_pass().await
+    }
     async fn settle(&self, bound: Duration) -> Result<(), OpError> {
         self.inner.settle(bound).await
     }

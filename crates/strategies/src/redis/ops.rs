@@ -219,6 +219,16 @@ impl Strategy for RedisStrategy {
         }
     }
 
+    /// A buffered design's flush (with the durable designs' recovery first), as the
+    /// flusher task runs it each tick: a `flusher_crash` armed by `inject` fires in it.
+    async fn background_pass(&self) -> Result<bool, OpError> {
+        if !self.shared.design.buffered() {
+            return Ok(false);
+        }
+        self.shared.flush_pass(true).await?;
+        Ok(true)
+    }
+
     async fn settle(&self, bound: Duration) -> Result<(), OpError> {
         let sh = &self.shared;
         let deadline = Instant::now() + bound;

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use counterlab_core::explore::{Explorer, Left, Schedule};
 use counterlab_core::{
-    CheckInput, Context, Event, Guarantee, OpKind, Outcome, ReadFrom, SeedSpec, Strategy, UserId, classify,
+    CheckInput, Context, Event, Fault, Guarantee, Outcome, ReadFrom, SeedSpec, Strategy, UserId, classify,
 };
 use counterlab_plan::RunPlan;
 use counterlab_strategies::{BackendError, Db, Namespace, statement_for};
@@ -72,9 +72,14 @@ impl ExploreConfig {
         self.pairs.clone().unwrap_or_else(pairs)
     }
 
-    fn ops(&self, (a, b): (Op, Op)) -> Vec<Op> {
+    /// The sessions' ops for a pair: a third session repeats the second op, and a design
+    /// with background work adds one pass of it (`Op::Flush`) as a session of its own.
+    fn ops(&self, (a, b): (Op, Op), background: bool) -> Vec<Op> {
         let mut v = vec![a, b];
         v.extend(std::iter::repeat_n(b, self.sessions.saturating_sub(2)));
+        if background {
+            v.push(Op::Flush);
+        }
         v
     }
 }
@@ -88,7 +93,8 @@ pub async fn explore_plan(
 ) -> Result<Vec<Explored>, BackendError> {
     assert!((2..=3).contains(&cfg.sessions), "2 or 3 sessions");
     let mut plan = plan.clone();
-    plan.workload.connections = cfg.sessions as u32 + 2;
+    // One more for a design's background pass (`Op::Flush`), two spare.
+    plan.workload.connections = cfg.sessions as u32 + 3;
     plan.workload.n_workers = cfg.sessions as u32;
     let run_id = super::new_run_id();
     let servers = Servers::connect(&plan, opts, &run_id, log).await?;
@@ -172,10 +178,6 @@ async fn explore_cell(
     row.declares_exact = cell.t.info.guarantee == Guarantee::Exact;
     row.dialect = cell.t.server.dialect().name().to_string();
     row.skipped = None;
-    if cell.t.info.guarantee == Guarantee::Eventual {
-        row.skipped = Some("an eventual design applies later (flusher, consumer): its background steps are not gated yet, so its schedules are not explored".into());
-        return row;
-    }
     let ns = match cell.t.server.create_namespace(&cell.ns_name, cell.pool_spec()).await {
         Ok(ns) => ns,
         Err(e) => {
@@ -194,12 +196,16 @@ async fn explore_cell(
     };
     match built {
         Ok(strategy) => {
-            warm_up(strategy.as_ref(), cell.t.seed, cell.op_timeout()).await;
+            let background = warm_up(strategy.as_ref(), cell.t.seed, cell.op_timeout()).await;
+            if cell.t.info.guarantee == Guarantee::Eventual && !background {
+                row.skipped = Some(NOT_GATED.into());
+            }
             let mut users = 0;
-            for pair in cfg.pairs() {
+            for pair in cfg.pairs().into_iter().filter(|_| row.skipped.is_none()) {
                 let started = Instant::now();
-                let result = explore_pair(&cell, &ns, strategy.clone(), cfg, pair, &mut users).await;
-                let p = Pair { ops: cfg.ops(pair), result, seconds: started.elapsed().as_secs_f64() };
+                let ops = cfg.ops(pair, background);
+                let result = explore_pair(&cell, &ns, strategy.clone(), cfg, &ops, &mut users).await;
+                let p = Pair { ops, result, seconds: started.elapsed().as_secs_f64() };
                 log(&format!(
                     "{}: {} ‖ {}: {} ({} schedules, {:.1}s)",
                     cell.label(),
@@ -224,16 +230,22 @@ async fn explore_cell(
     row
 }
 
+/// Why an eventual design without a background pass is not explored.
+const NOT_GATED: &str = "an eventual design whose background work (a broker consumer, a reconciler) has no pass \
+     the explorer can run as a session: its schedules are not explored";
+
 /// Runs every op once, outside any schedule, on the namespace's last user (a spare no
 /// schedule takes), so that what a design does only the first time (a script's NOSCRIPT
 /// reload, a lazily prepared statement) is not a step of the first schedule alone: a
 /// step the first schedule has and the second has not makes the search not repeatable.
-/// What the ops answer is not looked at; each is bounded by the op timeout.
-async fn warm_up(strategy: &dyn Strategy, seed: SeedSpec, bound: std::time::Duration) {
+/// What the ops answer is not looked at; each is bounded by the op timeout. Then one
+/// background pass: whether the design has one (its schedules then add it as a session).
+async fn warm_up(strategy: &dyn Strategy, seed: SeedSpec, bound: std::time::Duration) -> bool {
     let spare = seed.n_users as UserId;
     for op in ops::Op::ALL {
         let _ = tokio::time::timeout(bound, op.run(strategy, seed, spare)).await;
     }
+    matches!(tokio::time::timeout(bound, strategy.background_pass()).await, Ok(Ok(true)))
 }
 
 /// Every schedule of one op pair (within the budget and bound), each on a fresh user.
@@ -242,10 +254,9 @@ async fn explore_pair(
     ns: &Namespace,
     strategy: Arc<dyn Strategy>,
     cfg: &ExploreConfig,
-    pair: (Op, Op),
+    ops: &[Op],
     users: &mut u64,
 ) -> PairResult {
-    let ops = cfg.ops(pair);
     let mut ex = Explorer::new(cfg.preemptions, cfg.budget.min(MAX_USERS_PER_PAIR));
     let (mut failing, mut retried, mut first): (u64, u64, Option<Failing>) = (0, 0, None);
     let setup = |user| session::Setup {
@@ -272,12 +283,13 @@ async fn explore_pair(
         };
         *users += 1;
         let user = if cfg.replay.is_some() { 1 } else { *users as UserId };
-        let ran = match session::run_schedule(&setup(user), &ops, &mut schedule).await {
+        let claims = arm_flusher_crash(cell, strategy.as_ref(), ops).await;
+        let ran = match session::run_schedule(&setup(user), ops, &mut schedule).await {
             Ok(r) => r,
             Err(why) => return PairResult::Error { explored: ex.explored, why },
         };
         retried += ran.ended.iter().any(|e| e.attempts > 1) as u64;
-        match judged(ns, strategy.as_ref(), cell, user, ran, &schedule).await {
+        match judged(ns, strategy.as_ref(), (cell, claims), user, ran, &schedule).await {
             Ok(Some(f)) => {
                 failing += 1;
                 if first.as_ref().is_none_or(|g| f.steps.len() < g.steps.len()) {
@@ -331,16 +343,35 @@ fn outcome(counts: (u64, u64, u64), first: Option<Failing>, left: Option<Left>, 
     }
 }
 
+/// The flusher's own counts of lost and doubled claims (its figures).
+fn flush_claims(strategy: &dyn Strategy) -> (u64, u64) {
+    let figures = strategy.figures();
+    let f = |k: &str| figures.iter().find(|(n, _)| *n == k).map_or(0, |(_, v)| *v as u64);
+    (f("lost_flush_claims"), f("double_flush_claims"))
+}
+
+/// With a flush session and a `flusher_crash` fault scheduled for the strategy, the
+/// flush of this schedule dies at the design's fault point (as under load). Returns the
+/// flusher's claim counts before the schedule, so its own lost and doubled claims of
+/// this schedule name the drift.
+async fn arm_flusher_crash(cell: &Cell<'_>, strategy: &dyn Strategy, ops: &[Op]) -> (u64, u64) {
+    let crash = cell.plan.faults.iter().any(|f| f.fault == Fault::FlusherCrash && f.applies_to(cell.t.name));
+    if crash && ops.contains(&Op::Flush) && strategy.takes(Fault::FlusherCrash) {
+        let _ = strategy.inject(Fault::FlusherCrash).await;
+    }
+    flush_claims(strategy)
+}
+
 /// The schedule as a failing one when its counter is not the truth (None: exact).
 async fn judged(
     ns: &Namespace,
     strategy: &dyn Strategy,
-    cell: &Cell<'_>,
+    (cell, claims): (&Cell<'_>, (u64, u64)),
     user: UserId,
     ran: session::Ran,
     schedule: &Schedule,
 ) -> Result<Option<Failing>, String> {
-    let (counter, truth, anomalies) = judge(ns, strategy, cell, user, &ran).await?;
+    let (counter, truth, anomalies) = judge(ns, strategy, (cell, claims), user, &ran).await?;
     // Keys read without the namespace's prefix (`cl:<namespace>:`).
     let prefix = format!("cl:{}:", cell.ns_name);
     let steps = ran.steps.into_iter().map(|s| Step { sent: s.sent.replace(&prefix, ""), ..s }).collect();
@@ -359,13 +390,19 @@ async fn judged(
 async fn judge(
     ns: &Namespace,
     strategy: &dyn Strategy,
-    cell: &Cell<'_>,
+    (cell, claims): (&Cell<'_>, (u64, u64)),
     user: UserId,
     ran: &session::Ran,
 ) -> Result<(Option<i64>, i64, Vec<String>), String> {
     let db: &Db = ns.db();
     let d = db.dialect();
     let e = |e: counterlab_core::OpError| format!("reading the counter back: {}", e.message);
+    if ran.ended.iter().any(|x| x.op == Op::Flush) {
+        // What the schedule left buffered is applied, outside any schedule, as the
+        // run's settle would: judged is the state the design converges to.
+        let settle = |e: counterlab_core::OpError| format!("draining after the schedule: {}", e.message);
+        strategy.settle(cell.op_timeout()).await.map_err(settle)?;
+    }
     // A Redis counter read by the design itself (one key), unless reads come from a cache
     // that may lag; else every user's counters as the final check reads them.
     let counter = if cell.t.redis.is_some() && strategy.read_lag().is_none() {
@@ -382,10 +419,11 @@ async fn judge(
         return Ok((counter, truth, Vec::new()));
     }
     let events = events_of(cell.t.seed, user, ran);
+    let now = flush_claims(strategy);
     let cx = Context {
         guarantee: cell.t.info.guarantee,
-        lost_flushes: 0,
-        double_flushes: 0,
+        lost_flushes: now.0.saturating_sub(claims.0),
+        double_flushes: now.1.saturating_sub(claims.1),
         double_applies: (0, 0),
         reconciler: false,
         seed: cell.t.seed,
@@ -404,7 +442,8 @@ fn events_of(seed: SeedSpec, user: UserId, ran: &session::Ran) -> Vec<Event> {
     ran.ended
         .iter()
         .enumerate()
-        .map(|(i, e)| {
+        .filter_map(|(i, e)| Some((i, e, e.op.kind()?)))
+        .map(|(i, e, op)| {
             let (id, observed, outcome) = match &e.result {
                 Ok((id, v)) => (*id, *v, Outcome::Ok),
                 Err(_) if e.outcome == "unknown" => (e.op.target(seed, user).unwrap_or(0), 0, Outcome::Unknown),
@@ -412,7 +451,7 @@ fn events_of(seed: SeedSpec, user: UserId, ran: &session::Ran) -> Vec<Event> {
             };
             Event {
                 worker: i as u32,
-                op: e.op.kind(),
+                op,
                 user,
                 id,
                 invoke_us: e.invoked * 1000,
@@ -423,7 +462,6 @@ fn events_of(seed: SeedSpec, user: UserId, ran: &session::Ran) -> Vec<Event> {
                 unknown_attempts: 0,
             }
         })
-        .filter(|ev| ev.op != OpKind::ReadCount)
         .collect()
 }
 

@@ -29,6 +29,9 @@ pub enum Op {
     /// delete of a (read).
     DeleteRead,
     MarkAllRead,
+    /// One pass of the design's background work (a buffer flush): the session an
+    /// eventual design's schedules add beside the pair (not a pair's op).
+    Flush,
 }
 
 impl Op {
@@ -43,15 +46,18 @@ impl Op {
             Op::DeleteUnread => "delete(b, unread)",
             Op::DeleteRead => "delete(a, read)",
             Op::MarkAllRead => "mark_all_read",
+            Op::Flush => "flush",
         }
     }
 
-    pub fn kind(self) -> OpKind {
+    /// The history's kind of the op (None: the flush, which is no op of the history).
+    pub fn kind(self) -> Option<OpKind> {
         match self {
-            Op::Create => OpKind::Create,
-            Op::MarkRead | Op::MarkReadOther => OpKind::MarkRead,
-            Op::DeleteUnread | Op::DeleteRead => OpKind::Delete,
-            Op::MarkAllRead => OpKind::MarkAllRead,
+            Op::Create => Some(OpKind::Create),
+            Op::MarkRead | Op::MarkReadOther => Some(OpKind::MarkRead),
+            Op::DeleteUnread | Op::DeleteRead => Some(OpKind::Delete),
+            Op::MarkAllRead => Some(OpKind::MarkAllRead),
+            Op::Flush => None,
         }
     }
 
@@ -62,7 +68,7 @@ impl Op {
             Op::DeleteRead => Some(first),
             Op::MarkRead | Op::DeleteUnread => Some(first + 1),
             Op::MarkReadOther => Some(first + 2),
-            Op::Create | Op::MarkAllRead => None,
+            Op::Create | Op::MarkAllRead | Op::Flush => None,
         }
     }
 
@@ -75,6 +81,7 @@ impl Op {
             Op::MarkRead | Op::MarkReadOther => s.mark_read(user, id).await.map(|c| (id, c as i64)),
             Op::DeleteUnread | Op::DeleteRead => s.delete(user, id).await.map(|c| (id, c as i64)),
             Op::MarkAllRead => s.mark_all_read(user).await.map(|n| (0, n as i64)),
+            Op::Flush => s.background_pass().await.map(|ran| (0, ran as i64)),
         }
     }
 }
