@@ -164,7 +164,7 @@ fn races_seen_by_reads(acc: &mut Acc, events: &[Event], rc: &ReadCheck, mut seen
         }
         // One search per user: the earliest violation decides.
         seen.insert(v.read.user);
-        if let Some((c, d)) = late_increment(evs, &v.read) {
+        if let Some((c, d)) = late_increment(evs, &v.read, v.lo - v.read.observed) {
             let note = "the create was still in flight at the read: its row was counted down before its +1 landed";
             let w = Witness {
                 user: v.read.user,

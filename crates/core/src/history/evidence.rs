@@ -37,9 +37,11 @@ pub(super) fn zeroing_race<'a>(evs: &[&'a Event], until: u64) -> Option<(&'a Eve
 /// completed: an ok mark_all_read that changed rows, or an ok mark_read or delete of
 /// that row, invoked before the create completed. In a design whose SQL decides and
 /// whose counter follows in a later step, the decrement can land between the create's
-/// commit and its increment; the read in between sees one too few. The create that
-/// invoked last is taken (the one most likely still pending). O(C x D) over one user.
-pub(super) fn late_increment<'a>(evs: &[&'a Event], read: &Event) -> Option<(&'a Event, &'a Event)> {
+/// commit and its increment; the read in between sees one too few. Each such create
+/// explains one count short, so a read further below its lower bound (`short`) than
+/// there are of them has another cause, and none is returned. The create that invoked
+/// last is taken (the one most likely still pending). O(C x D) over one user.
+pub(super) fn late_increment<'a>(evs: &[&'a Event], read: &Event, short: i64) -> Option<(&'a Event, &'a Event)> {
     let in_flight = |c: &&&'a Event| {
         c.op == OpKind::Create
             && c.outcome != Outcome::Fail
@@ -59,7 +61,9 @@ pub(super) fn late_increment<'a>(evs: &[&'a Event], read: &Event) -> Option<(&'a
     };
     let mut creates: Vec<&'a Event> = evs.iter().filter(in_flight).copied().collect();
     creates.sort_by_key(|c| std::cmp::Reverse(c.invoke_us));
-    creates.into_iter().find_map(|c| evs.iter().find(|d| counted(c, d)).map(|d| (c, *d)))
+    let pairs: Vec<(&'a Event, &'a Event)> =
+        creates.into_iter().filter_map(|c| evs.iter().find(|d| counted(c, d)).map(|d| (c, *d))).collect();
+    (short <= pairs.len() as i64).then(|| pairs.first().copied()).flatten()
 }
 
 /// Ok deletes that removed a notification the history shows was read when the delete

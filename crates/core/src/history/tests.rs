@@ -150,6 +150,12 @@ fn a_read_short_by_a_create_still_in_flight_names_that_create_not_a_finished_one
     assert_eq!(w.id, 21, "{w:?}");
     assert_eq!(w.ops.iter().map(|e| e.op).collect::<Vec<_>>(), vec![Create, MarkAllRead, ReadCount]);
     assert!(a.iter().all(|a| a.name != "lost_increment"), "no borrowed pair: {a:?}");
+    // Two short with one create in flight: the late increment explains one, not both.
+    let mut h3 = h;
+    h3[4].observed = -2;
+    let r3 = check_reads(&h3, &|_| 2);
+    let a3 = classify(&h3, &[], Some(&r3), &[], cx());
+    assert!(a3.iter().all(|a| a.name != "late_increment_visible"), "{a3:?}");
     // Create 21 finished before the read began: it was not in flight, so not this name.
     let mut h2 = h;
     h2[2].complete_us = 135;
