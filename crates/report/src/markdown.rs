@@ -38,6 +38,10 @@ pub fn render_markdown(r: &Report) -> String {
         details(w, "Repeats: each run's throughput and verdict", |w| w.push_str(&repeats));
     }
     details(w, "Latency per operation", |w| markdown_latency(w, r));
+    let tables = crate::cost::cost_tables(r);
+    if !tables.is_empty() {
+        details(w, "Server-side cost per op (the servers' own statistics)", |w| markdown_cost(w, r, &tables));
+    }
     details(w, "Per strategy: drift, errors, figures, faults, anomalies and witnesses", |w| {
         for s in &r.strategies {
             markdown_strategy(w, s);
@@ -83,6 +87,22 @@ fn markdown_decision(w: &mut String, r: &Report) {
         line(w, "");
     }
     line(w, format!("_{}_\n", noise_note(r)));
+}
+
+/// The cost tables (`cost.rs`), each with its note on what is server-wide.
+fn markdown_cost(w: &mut String, r: &Report, tables: &[crate::cost::CostTable]) {
+    for t in tables {
+        line(w, format!("**{}**\n", t.title));
+        line(w, format!("| {} |", t.head.join(" | ")));
+        line(w, format!("|---|---|{}", "---:|".repeat(t.head.len() - 2)));
+        for row in &t.rows {
+            line(w, format!("| {} |", row.iter().map(|x| c(x)).collect::<Vec<_>>().join(" | ")));
+        }
+        line(w, format!("\n_{}_\n", t.note));
+    }
+    for e in crate::cost::cost_errors(r) {
+        line(w, format!("- not read: {}", c(&e)));
+    }
 }
 
 /// The compact summary: one row per strategy run, its verdict label last.

@@ -266,7 +266,10 @@ async fn measure(
         cell.ns_name
     ));
     let watched = watch_memory(cell, made);
+    let before = super::cost::read(ns, made.space.as_ref(), true).await;
     let (loaded, history) = drive(cell, ns, strategy, cfg, log).await;
+    let after = super::cost::read(ns, made.space.as_ref(), false).await;
+    let cost = super::cost::cost(before, after, &loaded.load, cell.t.seed.n_users, &cell.ns_name);
     let over_cap = match &watched {
         Some((space, cap)) => space.stop_memory_watch(*cap).await,
         None => None,
@@ -286,7 +289,12 @@ async fn measure(
     }
     let history_file = write_history(cell, &mut history)?;
     let context = RowContext { identity, in_effect, seed_s, history_file };
-    Ok(row(cell, loaded, found, context, log))
+    let mut done = row(cell, loaded, found, context, log);
+    for e in cost.iter().flat_map(|c| &c.sources).filter_map(|s| s.error.as_ref().map(|e| (&s.name, e))) {
+        log(&format!("{}: cost: {} not read: {}", cell.label(), e.0, e.1));
+    }
+    done.0.cost = cost;
+    Ok(done)
 }
 
 /// The row of a cell whose setup or check could not complete (`why`), judged on what the
