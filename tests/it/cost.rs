@@ -29,19 +29,19 @@ fn blocking<T: Send + 'static>(f: impl std::future::Future<Output = T> + Send + 
         .unwrap()
 }
 
-/// Runs `plan` with `read` called as the load starts and as the check starts (after
-/// settle); returns the report and the two values.
+/// Runs `plan` with `read` called (with the namespace) as the load starts and as the
+/// check starts (after settle); returns the report and the two values.
 async fn run_reading<T: Send + 'static>(
     plan: &counterlab::scenario::RunPlan,
     opts: counterlab::run::RunOptions,
-    read: fn() -> T,
+    read: fn(&str) -> T,
 ) -> (Report, Vec<T>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let mut opts = opts;
     let s = seen.clone();
-    opts.on_phase = Some(Arc::new(move |p: Phase, _: &str| {
+    opts.on_phase = Some(Arc::new(move |p: Phase, ns: &str| {
         if matches!(p, Phase::Load | Phase::Check) {
-            s.lock().unwrap().push(read());
+            s.lock().unwrap().push(read(ns));
         }
     }));
     let r = run_plan(plan, &opts, &mut |l| eprintln!("{l}")).await.expect("the run completes");
@@ -56,27 +56,43 @@ fn source<'a>(r: &'a Report, name: &str) -> &'a CostSource {
     s
 }
 
+/// The WAL position (bytes) and how many other counterlab namespaces' sessions did
+/// anything in the last second or are doing something now (they write WAL too).
+fn wal_position(ns: &str) -> (i64, i64) {
+    let ns = ns.to_string();
+    blocking(async move {
+        let q = "SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint, (SELECT count(*) FROM pg_stat_activity \
+                 WHERE usename LIKE 'cl\\_%' AND usename <> $1 \
+                 AND (state <> 'idle' OR state_change > now() - interval '1 second'))";
+        sqlx::query_as(q).bind(ns).fetch_one(&util::admin().await).await.unwrap()
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wal_bytes_are_within_ten_percent_of_an_lsn_difference_taken_around_the_load() {
+async fn wal_is_within_ten_percent_of_an_lsn_difference_taken_around_the_load() {
     crate::require!(Postgres);
-    // Alone: no heavy test writes WAL meanwhile. What else writes WAL in the interval:
-    // the server's background (checkpoints, autovacuum) and any light test running beside.
+    // Alone: no heavy test of this suite writes WAL meanwhile.
     let _alone = util::alone().await;
     let plan = util::plan(&scenario("postgres", "conditional-update", 50, 4));
-    let lsn = || {
-        blocking(async {
-            let q = "SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint";
-            sqlx::query_scalar::<_, i64>(q).fetch_one(&util::admin().await).await.unwrap()
-        })
-    };
-    let (r, lsns) = run_reading(&plan, util::options(false, None), lsn).await;
-    let independent = (lsns[1] - lsns[0]) as f64;
+    let (r, seen) = run_reading(&plan, util::options(false, None), wal_position).await;
+    let independent = (seen[1].0 - seen[0].0) as f64;
     let wal = source(&r, "pg_wal");
     assert_eq!(wal.scope, Scope::Server);
-    let reported = wal.delta.get("wal_bytes") as f64;
     assert!(independent > 10_000.0, "the load wrote WAL: {independent}");
-    let off = (reported - independent).abs() / independent;
-    assert!(off < 0.10, "wal_bytes {reported} vs LSN difference {independent}: {:.1}% apart", off * 100.0);
+    let apart = |reported: i64| (reported as f64 - independent).abs() / independent;
+    // The insert position read before the load and after settle brackets the hooks' reads.
+    let lsn = wal.delta.get("lsn_bytes");
+    assert!(apart(lsn) < 0.10, "lsn_bytes {lsn} vs the LSN difference {independent}");
+    // pg_stat_wal has every session's WAL as each flushes its statistics (at most once a
+    // second): another run's WAL done before the load can land inside it. So it is held
+    // to the LSN difference only when no other namespace's session was busy around it.
+    let others = seen[0].1 + seen[1].1;
+    let bytes = wal.delta.get("wal_bytes");
+    eprintln!("wal_bytes {bytes}, lsn_bytes {lsn}, LSN difference {independent}, other runs' sessions {others}");
+    match others {
+        0 => assert!(apart(bytes) < 0.10, "wal_bytes {bytes} vs the LSN difference {independent}"),
+        n => eprintln!("wal_bytes not compared: {n} sessions of other runs wrote WAL around the load"),
+    }
     let cost = r.strategies[0].cost.as_ref().unwrap();
     assert_eq!(cost.ops, r.strategies[0].stages.iter().map(|s| s.ops).sum::<u64>());
     assert!(cost.per_op("pg_wal", "wal_bytes").unwrap() > 0.0);
@@ -156,7 +172,7 @@ async fn redis_evalsha_calls_equal_an_independent_commandstats_delta() {
     let mut opts = util::options(false, None);
     opts.redis_url = Some(url);
     let plan = util::plan(&scenario("postgres", "lua-script", 40, 4));
-    let (r, seen) = run_reading(&plan, opts, || evalsha(URL.lock().unwrap().clone())).await;
+    let (r, seen) = run_reading(&plan, opts, |_| evalsha(URL.lock().unwrap().clone())).await;
     let commands = source(&r, "redis_commands");
     assert_eq!(commands.scope, Scope::Server);
     let (calls, usec) = (seen[1].0 - seen[0].0, seen[1].1 - seen[0].1);

@@ -3,6 +3,8 @@
 //! MariaDB/MySQL, as (counter, value) pairs under the server's names. The statements are
 //! in `sql/<dialect>/stats.sql`.
 
+use std::time::{Duration, Instant};
+
 use counterlab_core::{ErrorClass, OpError, Outcome};
 use sqlx::PgPool;
 
@@ -71,10 +73,18 @@ impl Namespace {
     }
 }
 
-/// Runs the statistics flush on every idle connection of `pool` (held together, so each
-/// is a different one); the number flushed.
+/// How long `pg_flush` waits for the pool's connections to come back idle (sqlx returns
+/// a connection to the pool from a task of its own, after a ping).
+const IDLE_WAIT: Duration = Duration::from_secs(2);
+
+/// Runs the statistics flush on every connection of `pool` once all are idle (bounded by
+/// `IDLE_WAIT`), held together, so each is a different one; the number flushed.
 async fn pg_flush(pool: &PgPool) -> Result<u32, OpError> {
     let flush = statement(stats(Dialect::Postgres).expect("postgres stats.sql"), "flush");
+    let started = Instant::now();
+    while pool.num_idle() < pool.size() as usize && started.elapsed() < IDLE_WAIT {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let mut held = Vec::new();
     while held.len() < pool.options().get_max_connections() as usize {
         let Some(c) = pool.try_acquire() else { break };
