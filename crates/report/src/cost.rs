@@ -142,7 +142,7 @@ fn per_op_sum(c: &CostReport, source: &str, counters: &[&str]) -> Option<f64> {
 
 fn pg_row(c: &CostReport) -> Vec<String> {
     vec![
-        fig(c.per_op("pg_wal", "wal_bytes")),
+        fig(c.per_op("pg_wal", "lsn_bytes")),
         fig(c.per_op("pg_wal", "wal_records")),
         fig(c.per_op("pg_wal", "wal_fpi")),
         fig(c.per_op("pg_tables", "n_tup_ins")),
@@ -211,7 +211,7 @@ pub fn cost_tables(r: &Report) -> Vec<CostTable> {
                 "blocks hit",
             ],
             pg_row,
-            "* server-wide (pg_stat_wal: other sessions' WAL in the same interval is included); the rest are the namespace's tables (pg_stat_user_tables, pg_statio_user_tables). HOT: share of updates that were heap-only.",
+            "* server-wide, other sessions' WAL in the same interval included: WAL B is the distance between the WAL insert positions read before the load and after settle; records and full-page images are pg_stat_wal's. The rest are the namespace's tables (pg_stat_user_tables, pg_statio_user_tables). HOT: share of updates that were heap-only.",
         ),
         (
             "MariaDB/MySQL, server-wide",
