@@ -98,9 +98,14 @@ fn probes(ns: &Namespace, space: Option<&RedisSpace>, before: bool) -> Vec<Probe
     p
 }
 
+/// The readings before the load (after the seed).
+pub(super) async fn before(ns: &Namespace, space: Option<&RedisSpace>) -> Readings {
+    read(ns, space, true).await
+}
+
 /// Reads every source of the cell (PostgreSQL's pending statistics flushed first:
 /// `Namespace::flush_stats`). A source that cannot be read is kept with its error.
-pub(super) async fn read(ns: &Namespace, space: Option<&RedisSpace>, before: bool) -> Readings {
+async fn read(ns: &Namespace, space: Option<&RedisSpace>, before: bool) -> Readings {
     let flushed = ns.flush_stats().await.map_err(|e| format!("flushing the statistics: {e}"));
     let mut out = Vec::new();
     for p in probes(ns, space, before) {
@@ -113,12 +118,21 @@ pub(super) async fn read(ns: &Namespace, space: Option<&RedisSpace>, before: boo
     Readings(out)
 }
 
-/// The cost of the load: each source's `after - before` (None when nothing was read, as
-/// on SQLite alone). Per op divides by every op issued, warm-up included.
-pub(super) fn cost(before: Readings, after: Readings, load: &LoadResult, users: u64, ns: &str) -> Option<CostReport> {
+/// The cost of the load, read after settle: each source's `after - before` (None when
+/// nothing was read, as on SQLite alone). Per op divides by every op issued, warm-up
+/// included.
+pub(super) async fn after(
+    ns: &Namespace,
+    space: Option<&RedisSpace>,
+    before: Readings,
+    load: &LoadResult,
+    users: u64,
+) -> Option<CostReport> {
+    let after = read(ns, space, false).await;
     if after.0.is_empty() {
         return None;
     }
+    let ns = ns.name();
     let sources = after
         .0
         .into_iter()
@@ -157,5 +171,14 @@ fn rows_from(status: &Counters) -> String {
         false => "Handler_* (MariaDB 10.11 has no Innodb_rows_*: every engine's row operations, server-wide, \
                   temporary tables excluded)"
             .into(),
+    }
+}
+
+/// Logs the sources that could not be read (`<label>: cost: <source> not read: <why>`).
+pub(super) fn log_errors(cost: Option<&CostReport>, label: &str, log: &mut dyn FnMut(&str)) {
+    for s in cost.iter().flat_map(|c| &c.sources) {
+        if let Some(e) = &s.error {
+            log(&format!("{label}: cost: {} not read: {e}", s.name));
+        }
     }
 }
