@@ -143,6 +143,7 @@ async fn mariadb_row_lock_waits_appear_under_contention_and_not_with_one_worker(
     // Alone: the waits are the server's, so no heavy test may contend meanwhile.
     let _alone = util::alone().await;
     let contended = mariadb_lock_waits(2, 8).await;
+    eprintln!("row lock waits with 8 workers on 2 users: {contended}");
     assert!(contended > 0, "8 workers on 2 users' rows waited on no row lock");
     assert_eq!(mariadb_lock_waits(20, 1).await, 0, "one worker waited on a row lock");
 }
@@ -177,6 +178,7 @@ async fn redis_evalsha_calls_equal_an_independent_commandstats_delta() {
     assert_eq!(commands.scope, Scope::Server);
     let (calls, usec) = (seen[1].0 - seen[0].0, seen[1].1 - seen[0].1);
     assert!(calls > 100, "the load ran EVALSHA: {seen:?}");
+    eprintln!("evalsha: {calls} calls, {usec} µs around the load");
     assert_eq!(commands.delta.get("evalsha.calls"), calls, "{commands:?}");
     assert_eq!(commands.delta.get("evalsha.usec"), usec, "{commands:?}");
     let memory = source(&r, "redis_memory");
