@@ -331,4 +331,50 @@ mod tests {
         assert!(md[plan..].contains("```json"), "the plan is inside its block");
         assert!(!md.contains(" us |") && !md.contains("p99 us"), "one unit: ms");
     }
+
+    #[test]
+    fn the_cost_table_shows_measured_rows_per_op_marks_server_wide_figures_and_names_failed_readings() {
+        use crate::cost::{CostReport, CostSource, Counters, Scope};
+        let counters = |kv: &[(&str, i64)]| kv.iter().map(|(k, v)| (k.to_string(), *v)).collect::<Counters>();
+        let mut measured = row("conditional-update", "postgres", "exact", "pass", 1250.0, 12_000);
+        measured.cost = Some(CostReport {
+            ops: 1000,
+            users: 100,
+            sources: vec![
+                CostSource {
+                    name: "pg_tables".into(),
+                    delta: counters(&[("n_tup_upd", 1500), ("n_tup_hot_upd", 600), ("n_tup_ins", 200)]),
+                    ..Default::default()
+                },
+                CostSource {
+                    name: "pg_wal".into(),
+                    scope: Scope::Server,
+                    delta: counters(&[("lsn_bytes", 240_000), ("wal_bytes", 1), ("wal_records", 3000)]),
+                    ..Default::default()
+                },
+                CostSource {
+                    name: "redis_memory".into(),
+                    error: Some("after settle: gone".into()),
+                    ..Default::default()
+                },
+            ],
+        });
+        let r = report(vec![measured, row("direct-update", "postgres", "none", "drift-expected", 1500.0, 9_000)]);
+        let md = render_markdown(&r);
+        let table = &md[md.find("**PostgreSQL, per op**").unwrap()..];
+        assert!(table.contains("| strategy | level | ops | WAL B* |"), "{md}");
+        assert!(
+            table.contains("| conditional-update | read-committed | 1000 | 240 | 3.00 | 0.00 | 0.20 | 1.50 | 40% |"),
+            "{md}"
+        );
+        assert!(!table.contains("| direct-update |"), "a row without a cost has no line");
+        assert!(md.contains("_* server-wide"), "{md}");
+        assert!(md.contains(
+            "- not read: conditional-update on postgres at read-committed: redis_memory: after settle: gone"
+        ));
+        let html = crate::render_html(&r);
+        assert!(html.contains("<h3>PostgreSQL, per op</h3>") && html.contains("<td class=\"num\">40%</td>"));
+        let none = report(vec![row("direct-update", "postgres", "none", "drift-expected", 1500.0, 9_000)]);
+        assert!(!render_markdown(&none).contains("Server-side cost"));
+    }
 }
