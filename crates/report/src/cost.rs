@@ -65,9 +65,9 @@ pub struct CostSource {
     /// server has them, else `Handler_*`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rows_from: Option<String>,
-    /// After minus before.
+    /// After minus before (empty for a gauge).
     pub delta: Counters,
-    /// The reading after settle, for sources of gauges (memory, keys); empty otherwise.
+    /// The reading after settle, for a gauge (`redis_memory`: bytes, keys); empty otherwise.
     #[serde(skip_serializing_if = "is_empty")]
     pub after: Counters,
     /// Why a reading failed (then `delta` is empty).

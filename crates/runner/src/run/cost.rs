@@ -50,7 +50,7 @@ impl Probe {
             Probe::RedisCommands => "INFO commandstats of every primary: the whole server, other clients \
                                      included (the reading adds one info call)"
                 .into(),
-            Probe::RedisMemory => format!("SCAN and MEMORY USAGE of the keys cl:{ns}:* (bytes, keys)"),
+            Probe::RedisMemory => format!("SCAN and MEMORY USAGE of the keys cl:{ns}:* after settle (bytes, keys)"),
         }
     }
 
@@ -78,10 +78,9 @@ impl Probe {
 /// The readings of a cell's sources at one moment.
 pub(super) struct Readings(Vec<(Probe, Result<Counters, String>)>);
 
-/// The sources of a cell, in the order they are read `before` the load: the SQL server's,
-/// then the namespace's Redis memory (its SCAN and MEMORY USAGE calls) before the command
-/// statistics, so the reading's own calls stay out of the delta; after settle the command
-/// statistics are read first for the same reason.
+/// The sources of a cell, in the order they are read: the SQL server's, then Redis's
+/// command statistics and, after settle only, the namespace's Redis memory (a gauge; read
+/// after the command statistics, so its SCAN and MEMORY USAGE calls stay out of them).
 fn probes(ns: &Namespace, space: Option<&RedisSpace>, before: bool) -> Vec<Probe> {
     let mut p = match ns.db() {
         Db::Pg(_) => vec![Probe::PgTables, Probe::PgWal],
@@ -89,10 +88,9 @@ fn probes(ns: &Namespace, space: Option<&RedisSpace>, before: bool) -> Vec<Probe
         Db::Lite(_) => Vec::new(),
     };
     if space.is_some() {
-        let redis = [Probe::RedisMemory, Probe::RedisCommands];
-        match before {
-            true => p.extend(redis),
-            false => p.extend(redis.into_iter().rev()),
+        p.push(Probe::RedisCommands);
+        if !before {
+            p.push(Probe::RedisMemory);
         }
     }
     p
@@ -148,18 +146,16 @@ pub(super) async fn after(
 
 fn source(p: Probe, ns: &str, before: Result<Counters, String>, after: Result<Counters, String>) -> CostSource {
     let mut s = CostSource { name: p.name().into(), scope: p.scope(), source: p.source(ns), ..Default::default() };
-    match (before, after) {
-        (Ok(b), Ok(a)) => {
+    match (p, before, after) {
+        (Probe::RedisMemory, _, Ok(a)) => s.after = a,
+        (_, Ok(b), Ok(a)) => {
             s.delta = a.delta(&b);
             if p == Probe::MysqlStatus {
                 s.rows_from = Some(rows_from(&a));
             }
-            if p == Probe::RedisMemory {
-                s.after = a;
-            }
         }
-        (Err(e), _) => s.error = Some(format!("before the load: {e}")),
-        (_, Err(e)) => s.error = Some(format!("after settle: {e}")),
+        (_, _, Err(e)) => s.error = Some(format!("after settle: {e}")),
+        (_, Err(e), _) => s.error = Some(format!("before the load: {e}")),
     }
     s
 }
