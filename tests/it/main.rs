@@ -126,3 +126,7 @@ mod replica;
 /// `counterlab explore`: every interleaving of two ops' server calls on the real servers:
 /// UNSAFE with a blocked step and a replayable schedule, SAFE designs, the bound's limit.
 mod explore;
+
+/// `StrategyReport.cost` against the servers' statistics read independently: WAL bytes,
+/// updated and HOT rows, MariaDB row lock waits, Redis EVALSHA calls.
+mod cost;

@@ -4,6 +4,7 @@
 
 mod check;
 mod compare;
+pub mod cost;
 mod csv_out;
 pub mod decision;
 mod explored;
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 pub use check::{CheckReport, WorstUser};
 pub use compare::{Comparison, MIN_OPS_FOR_P99, compare, render_comparison, render_comparison_markdown};
+pub use cost::{CostReport, CostSource, Counters, Scope};
 pub use csv_out::{CSV_HEADER, render_csv};
 pub use decision::stall::Stall;
 pub use explored::{ExploreSummary, UnsafePair};
@@ -204,6 +206,11 @@ pub struct StrategyReport {
     /// Set when the load stalled (`decision::stall`): the decision and the row name it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stall: Option<Stall>,
+    /// What the load cost the servers, from their own statistics read before the load
+    /// and after settle (`cost.rs`); None where nothing was read (SQLite alone, a
+    /// distributed run, a row whose setup or check did not complete).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<CostReport>,
 }
 
 /// The agents of a distributed run's row and the clock uncertainty its read check used.
@@ -902,6 +909,7 @@ impl StrategyReport {
             read_from: ReadFrom::Primary,
             staleness: None,
             agents: None,
+            cost: None,
             check: CheckReport::of(c, &run.judgement),
         }
     }

@@ -38,6 +38,10 @@ pub fn render_markdown(r: &Report) -> String {
         details(w, "Repeats: each run's throughput and verdict", |w| w.push_str(&repeats));
     }
     details(w, "Latency per operation", |w| markdown_latency(w, r));
+    let tables = crate::cost::cost_tables(r);
+    if !tables.is_empty() {
+        details(w, "Server-side cost per op (the servers' own statistics)", |w| markdown_cost(w, r, &tables));
+    }
     details(w, "Per strategy: drift, errors, figures, faults, anomalies and witnesses", |w| {
         for s in &r.strategies {
             markdown_strategy(w, s);
@@ -83,6 +87,22 @@ fn markdown_decision(w: &mut String, r: &Report) {
         line(w, "");
     }
     line(w, format!("_{}_\n", noise_note(r)));
+}
+
+/// The cost tables (`cost.rs`), each with its note on what is server-wide.
+fn markdown_cost(w: &mut String, r: &Report, tables: &[crate::cost::CostTable]) {
+    for t in tables {
+        line(w, format!("**{}**\n", t.title));
+        line(w, format!("| {} |", t.head.join(" | ")));
+        line(w, format!("|---|---|{}", "---:|".repeat(t.head.len() - 2)));
+        for row in &t.rows {
+            line(w, format!("| {} |", row.iter().map(|x| c(x)).collect::<Vec<_>>().join(" | ")));
+        }
+        line(w, format!("\n_{}_\n", t.note));
+    }
+    for e in crate::cost::cost_errors(r) {
+        line(w, format!("- not read: {}", c(&e)));
+    }
 }
 
 /// The compact summary: one row per strategy run, its verdict label last.
@@ -311,5 +331,51 @@ mod tests {
         let plan = md.find("<details><summary>Resolved plan</summary>").unwrap();
         assert!(md[plan..].contains("```json"), "the plan is inside its block");
         assert!(!md.contains(" us |") && !md.contains("p99 us"), "one unit: ms");
+    }
+
+    #[test]
+    fn the_cost_table_shows_measured_rows_per_op_marks_server_wide_figures_and_names_failed_readings() {
+        use crate::cost::{CostReport, CostSource, Counters, Scope};
+        let counters = |kv: &[(&str, i64)]| kv.iter().map(|(k, v)| (k.to_string(), *v)).collect::<Counters>();
+        let mut measured = row("conditional-update", "postgres", "exact", "pass", 1250.0, 12_000);
+        measured.cost = Some(CostReport {
+            ops: 1000,
+            users: 100,
+            sources: vec![
+                CostSource {
+                    name: "pg_tables".into(),
+                    delta: counters(&[("n_tup_upd", 1500), ("n_tup_hot_upd", 600), ("n_tup_ins", 200)]),
+                    ..Default::default()
+                },
+                CostSource {
+                    name: "pg_wal".into(),
+                    scope: Scope::Server,
+                    delta: counters(&[("lsn_bytes", 240_000), ("wal_bytes", 1), ("wal_records", 3000)]),
+                    ..Default::default()
+                },
+                CostSource {
+                    name: "redis_memory".into(),
+                    error: Some("after settle: gone".into()),
+                    ..Default::default()
+                },
+            ],
+        });
+        let r = report(vec![measured, row("direct-update", "postgres", "none", "drift-expected", 1500.0, 9_000)]);
+        let md = render_markdown(&r);
+        let table = &md[md.find("**PostgreSQL, per op**").unwrap()..];
+        assert!(table.contains("| strategy | level | ops | WAL B* |"), "{md}");
+        assert!(
+            table.contains("| conditional-update | read-committed | 1000 | 240 | 3.00 | 0.00 | 0.20 | 1.50 | 40% |"),
+            "{md}"
+        );
+        assert!(!table.contains("| direct-update |"), "a row without a cost has no line");
+        assert!(md.contains("_* server-wide"), "{md}");
+        assert!(md.contains(
+            "- not read: conditional-update on postgres at read-committed: redis_memory: after settle: gone"
+        ));
+        let html = crate::render_html(&r);
+        assert!(html.contains("<h3>PostgreSQL, per op</h3>") && html.contains("<td class=\"num\">40%</td>"));
+        let none = report(vec![row("direct-update", "postgres", "none", "drift-expected", 1500.0, 9_000)]);
+        assert!(!render_markdown(&none).contains("Server-side cost"));
     }
 }

@@ -14,6 +14,10 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Executor, MySqlPool, PgPool, SqlitePool};
 
+mod stats;
+
+pub use stats::{Readings, StatsOf};
+
 use crate::db::{Db, Dialect, Isolation};
 use crate::error::{BackendError, REFUSED, check_url, redact_url};
 use crate::leftover::{Leftover, Marker, is_namespace_name};

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use counterlab_core::Strategy;
 
-pub use backend::{DEFAULT_MYSQL_URL, DEFAULT_POSTGRES_URL, Namespace, PoolSpec, Server};
+pub use backend::{DEFAULT_MYSQL_URL, DEFAULT_POSTGRES_URL, Namespace, PoolSpec, Readings, Server, StatsOf};
 pub use counterlab_core::SeedSpec;
 pub use custom::{
     Action, CUSTOM_OPS, CompileError, CountersSpec, CustomSpec, CustomStrategy, DEFAULT_RETRY_ATTEMPTS, MAX_AFTER_MS,

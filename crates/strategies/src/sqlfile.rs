@@ -23,6 +23,15 @@ pub fn single(dialect: Dialect) -> Option<&'static str> {
     }
 }
 
+/// The statistics read around a cell's load (`backend/stats.rs`): the servers only.
+pub fn stats(dialect: Dialect) -> Option<&'static str> {
+    match dialect {
+        Dialect::Postgres => Some(include_str!("../sql/postgres/stats.sql")),
+        Dialect::Mysql => Some(include_str!("../sql/mysql/stats.sql")),
+        Dialect::Sqlite => None,
+    }
+}
+
 pub fn schema(dialect: Dialect) -> &'static str {
     match dialect {
         Dialect::Postgres => include_str!("../sql/postgres/schema.sql"),

@@ -113,6 +113,7 @@ pub fn render_html(r: &Report) -> String {
     comparison(w, r);
     charts(w, r);
     latency_table(w, r);
+    cost_tables(w, r);
     stages_table(w, r);
     open_loop_table(w, r);
     thresholds(w, r);
@@ -358,6 +359,28 @@ fn latency_table(w: &mut String, r: &Report) {
 
 /// A stage's arrival rate: one figure when steady, `from -> to` when ramping, `-` for a
 /// closed loop.
+/// The server-side cost tables (`crate::cost`), when any row was measured.
+fn cost_tables(w: &mut String, r: &Report) {
+    let tables = crate::cost::cost_tables(r);
+    if tables.is_empty() {
+        return;
+    }
+    writeln!(w, "<h2>Server-side cost</h2>").unwrap();
+    for t in tables {
+        writeln!(w, "<h3>{}</h3>", esc(t.title)).unwrap();
+        let rows: Vec<Vec<Cell>> = t
+            .rows
+            .iter()
+            .map(|row| row.iter().enumerate().map(|(i, x)| if i < 2 { cell(esc(x)) } else { num(x) }).collect())
+            .collect();
+        table(w, &t.head, &rows);
+        writeln!(w, "<p class=\"muted\">{}</p>", esc(&t.note)).unwrap();
+    }
+    for e in crate::cost::cost_errors(r) {
+        writeln!(w, "<p class=\"muted\">not read: {}</p>", esc(&e)).unwrap();
+    }
+}
+
 fn stage_rate(st: &StageReport) -> String {
     match (st.rate_from, st.rate_to) {
         (Some(a), Some(b)) if a == b => fig(a, 1),
@@ -776,6 +799,7 @@ mod tests {
             staleness: None,
             agents: None,
             stall: None,
+            cost: None,
             stages: vec![StageReport {
                 name: "steady".into(),
                 measured: true,

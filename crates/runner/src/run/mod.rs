@@ -3,6 +3,7 @@
 //! teardown (or `--keep`), assembled into one `Report`.
 
 mod config;
+mod cost;
 mod deadline;
 pub mod explore;
 mod names;

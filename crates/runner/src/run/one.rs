@@ -266,7 +266,7 @@ async fn measure(
         cell.ns_name
     ));
     let watched = watch_memory(cell, made);
-    let (loaded, history) = drive(cell, ns, strategy, cfg, log).await;
+    let (loaded, history) = drive(cell, ns, strategy, cfg, Some(made), log).await;
     let over_cap = match &watched {
         Some((space, cap)) => space.stop_memory_watch(*cap).await,
         None => None,
@@ -473,16 +473,21 @@ pub(super) struct Loaded {
     /// The distributed check: the agents' strategy figures, summed (None: the
     /// strategy's own, read at the check).
     pub(super) figures: Option<Vec<(String, f64)>>,
+    /// What the load cost the servers (`cost.rs`; None: not read).
+    pub(super) cost: Option<counterlab_report::CostReport>,
 }
 
 /// Runs the load with the sampler and the scheduled faults, then settles (retried, like
 /// the check's reads, while a lost connection is what failed: a buffered design's settle
-/// drains Redis into SQL, and its claims make a replay harmless).
+/// drains Redis into SQL, and its claims make a replay harmless). With `cost_of` (what
+/// the cell made: its Redis space) the servers' statistics are read just before the load
+/// (the pool warmed, the strategy started) and after settle (`cost.rs`).
 pub(super) async fn drive(
     cell: &Cell<'_>,
     ns: &Namespace,
     strategy: Arc<dyn Strategy>,
     cfg: &DriverConfig,
+    cost_of: Option<&Made>,
     log: &mut dyn FnMut(&str),
 ) -> (Loaded, Result<History, String>) {
     let (plan, seed) = (cell.plan, cell.t.seed);
@@ -495,6 +500,11 @@ pub(super) async fn drive(
     let w = &plan.workload;
     ns.db().warm(w.stages.iter().filter_map(|s| s.workers()).fold(w.n_workers, u32::max)).await;
     strategy.start().await;
+    let space = cost_of.map(|m| m.space.as_ref());
+    let before = match space {
+        Some(space) => Some(super::cost::before(ns, space).await),
+        None => None,
+    };
     let monitor = Monitor::new();
     let sampler = Sampler::start(
         monitor.clone(),
@@ -514,6 +524,33 @@ pub(super) async fn drive(
     let cfg = DriverConfig { history_sink: Some(store.clone()), ..cfg.clone() };
     let load = run_load(strategy.clone(), pool, &cfg, monitor.clone()).await;
     let history = store.finish();
+    let (faults, failover_us) = fired_faults(scheduled).await;
+    cell.enter(Phase::Settle);
+    let settle_start = Instant::now();
+    monitor.set_phase(counterlab_sim::SETTLE);
+    // Each attempt bounded by the phase's bound too (a strategy's settle honours its
+    // timeout; this holds where one does not): over it is not retried.
+    let (bound, phase) = (Duration::from_millis(plan.redis.settle_timeout_ms), cell.bounds().settle);
+    let settle = || async {
+        tokio::time::timeout(phase, strategy.settle(bound)).await.unwrap_or_else(|_| {
+            let why = format!("over its bound of {:.1} s", phase.as_secs_f64());
+            Err(counterlab_core::OpError::new(ErrorClass::Other, Outcome::Fail, why))
+        })
+    };
+    let settle_error = retry_lost("settle", Some(ns.db()), log, settle).await.err();
+    let settle_s = settle_start.elapsed().as_secs_f64();
+    let series = sampler.finish().await;
+    let cost = match (before, space) {
+        (Some(before), Some(space)) => super::cost::after(ns, space, before, &load, seed.n_users).await,
+        _ => None,
+    };
+    super::cost::log_errors(cost.as_ref(), &cell.label(), log);
+    (Loaded { strategy, load, faults, settle_s, settle_error, series, failover_us, figures: None, cost }, history)
+}
+
+/// The scheduled faults as they went: when each fired and its outcome (one the load
+/// outlasted is aborted), and the span the failovers took (µs from the load's start).
+async fn fired_faults(scheduled: Vec<super::post::ScheduledFault>) -> (Vec<FaultEvent>, Option<(u64, u64)>) {
     let (mut faults, mut failover_us) = (Vec::new(), None);
     for (mut ev, h) in scheduled {
         if h.is_finished() {
@@ -530,22 +567,7 @@ pub(super) async fn drive(
         }
         faults.push(ev);
     }
-    cell.enter(Phase::Settle);
-    let settle_start = Instant::now();
-    monitor.set_phase(counterlab_sim::SETTLE);
-    // Each attempt bounded by the phase's bound too (a strategy's settle honours its
-    // timeout; this holds where one does not): over it is not retried.
-    let (bound, phase) = (Duration::from_millis(plan.redis.settle_timeout_ms), cell.bounds().settle);
-    let settle = || async {
-        tokio::time::timeout(phase, strategy.settle(bound)).await.unwrap_or_else(|_| {
-            let why = format!("over its bound of {:.1} s", phase.as_secs_f64());
-            Err(counterlab_core::OpError::new(ErrorClass::Other, Outcome::Fail, why))
-        })
-    };
-    let settle_error = retry_lost("settle", Some(ns.db()), log, settle).await.err();
-    let settle_s = settle_start.elapsed().as_secs_f64();
-    let series = sampler.finish().await;
-    (Loaded { strategy, load, faults, settle_s, settle_error, series, failover_us, figures: None }, history)
+    (faults, failover_us)
 }
 
 /// The span covering `a` (if any) and `b`.
@@ -866,6 +888,7 @@ pub(super) fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log:
         history: f.history,
     });
     report.drift_note = l.series.drift_note;
+    report.cost = l.cost;
     report.moving_parts = moving_parts(cell, &report);
     report.read_from = cell.t.read_from;
     report.staleness = f.staleness.as_ref().map(counterlab_report::StalenessReport::from_core);

@@ -19,7 +19,7 @@ use super::stop::Stop;
 
 /// A scheduled fault: its report entry and the task that fires it (when it fired and
 /// when its injections were done, in µs from the start; what it did).
-type ScheduledFault = (FaultEvent, tokio::task::JoinHandle<(u64, u64, String)>);
+pub(super) type ScheduledFault = (FaultEvent, tokio::task::JoinHandle<(u64, u64, String)>);
 
 /// Fires the plan's faults at their offsets from `start`, in the background.
 pub(super) fn schedule_faults(plan: &RunPlan, strategy: &Arc<dyn Strategy>, start: Instant) -> Vec<ScheduledFault> {

@@ -25,6 +25,7 @@ mod reconciler;
 mod scripts;
 pub(crate) use scripts::ScriptGuard;
 mod set;
+mod stats;
 mod target;
 mod ttl;
 mod watch;

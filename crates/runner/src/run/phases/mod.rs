@@ -372,7 +372,7 @@ async fn load_cell(
     let strategy = one::build(cell, ns, &mut made).await?;
     let t0_local_us = agent::local_us(skew);
     let t0 = SystemTime::now();
-    let (l, history) = one::drive(cell, ns, strategy, cfg, log).await;
+    let (l, history) = one::drive(cell, ns, strategy, cfg, None, log).await;
     let mut history = history.map_err(|e| PhaseError(format!("{}: the history: {e}", cell.label())))?;
     let sub = dir.join(&cell.short);
     std::fs::create_dir_all(&sub).map_err(|e| PhaseError(format!("cannot create {}: {e}", sub.display())))?;
@@ -485,6 +485,7 @@ async fn check_cell(cell: &Cell<'_>, m: merge::MergedCell, log: Log<'_>) -> Resu
         series,
         failover_us: None,
         figures: Some(m.figures),
+        cost: None,
     };
     let totals = agent::totals_log(&loaded.load, &cell.label());
     let found = one::check(cell, &ns, &loaded, &mut history, log).await;
