@@ -73,18 +73,21 @@ fn racy_mark_read_is_unsafe_with_a_blocked_step(backend: &str) {
 #[test]
 fn direct_update_double_decrements_on_postgres_with_a_step_blocked_on_a_row_lock() {
     crate::require!(Postgres);
+    let _heavy = crate::util::heavy_blocking();
     racy_mark_read_is_unsafe_with_a_blocked_step("postgres");
 }
 
 #[test]
 fn direct_update_double_decrements_on_mariadb_with_a_step_blocked_on_a_row_lock() {
     crate::require!(Mariadb);
+    let _heavy = crate::util::heavy_blocking();
     racy_mark_read_is_unsafe_with_a_blocked_step("mysql");
 }
 
 #[test]
 fn guarded_and_locking_designs_are_safe_over_every_op_pair_on_postgres() {
     crate::require!(Postgres);
+    let _heavy = crate::util::heavy_blocking();
     let args = [
         "--strategy",
         "conditional-update",
@@ -118,6 +121,7 @@ fn guarded_and_locking_designs_are_safe_over_every_op_pair_on_postgres() {
 #[test]
 fn a_failing_schedule_replays_ten_times_out_of_ten() {
     crate::require!(Postgres);
+    let _heavy = crate::util::heavy_blocking();
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().to_str().unwrap();
     let args =
@@ -145,6 +149,7 @@ fn a_failing_schedule_replays_ten_times_out_of_ten() {
 #[test]
 fn a_race_beyond_the_preemption_bound_is_not_explored_never_safe() {
     crate::require!(Postgres);
+    let _heavy = crate::util::heavy_blocking();
     // With no preemption only the two serial orders run, and both are exact: the race
     // needs one switch in the middle of an op.
     let args = [
@@ -172,6 +177,7 @@ fn a_race_beyond_the_preemption_bound_is_not_explored_never_safe() {
 #[test]
 fn a_strategy_file_is_explored_as_it_is_and_an_exact_design_unsafe_fails_the_exit_code() {
     crate::require!(Postgres);
+    let _heavy = crate::util::heavy_blocking();
     // read-then-write declares exact but writes the counter back as an absolute value.
     let args = ["--backend", "postgres", "--isolation", "read-committed", "--pair", "mark_read,mark_read_other"];
     let (code, cells, out) = explore("scenarios/zoo/lost-update.toml", &args);
@@ -184,6 +190,7 @@ fn a_strategy_file_is_explored_as_it_is_and_an_exact_design_unsafe_fails_the_exi
 #[test]
 fn redis_calls_are_steps_the_unwatched_read_then_set_loses_an_update_and_lua_is_safe() {
     crate::require!(Postgres, Redis);
+    let _heavy = crate::util::heavy_blocking();
     let args = [
         "--strategy",
         "watch-multi-unwatched",
@@ -217,6 +224,7 @@ fn redis_calls_are_steps_the_unwatched_read_then_set_loses_an_update_and_lua_is_
 #[test]
 fn a_flush_is_a_session_and_the_flushers_that_lose_or_double_a_claim_are_unsafe() {
     crate::require!(Postgres, Redis);
+    let _heavy = crate::util::heavy_blocking();
     let args = ["--pair", "create,mark_read", "--preemptions", "1", "--backend", "postgres"];
     let more = ["--strategy", "zset-buffer", "--strategy", "zset-buffer-durable"];
     let (code, cells, out) = explore("scenarios/zoo/flush-crash-after-zrem.toml", &[&args[..], &more].concat());
@@ -243,6 +251,7 @@ fn a_flush_is_a_session_and_the_flushers_that_lose_or_double_a_claim_are_unsafe(
 #[test]
 fn a_script_loaded_on_first_use_is_loaded_before_the_search_not_in_its_first_schedule() {
     crate::require!(Postgres);
+    let _heavy = crate::util::heavy_blocking();
     // A Redis of the test's own: on the shared one another test may have loaded the script.
     let redis = util::PrivateRedis::start_with(&[]);
     let url = format!("redis://127.0.0.1:{}", redis.1);
@@ -274,6 +283,7 @@ fn a_script_loaded_on_first_use_is_loaded_before_the_search_not_in_its_first_sch
 #[test]
 fn gluing_begin_to_the_next_statement_runs_fewer_schedules_with_the_same_results() {
     crate::require!(Postgres);
+    let _heavy = crate::util::heavy_blocking();
     let base = [
         "--strategy",
         "direct-update",
@@ -315,6 +325,7 @@ fn gluing_begin_to_the_next_statement_runs_fewer_schedules_with_the_same_results
 #[test]
 fn three_sessions_interleave_and_each_takes_steps_in_the_failing_schedule() {
     crate::require!(Postgres);
+    let _heavy = crate::util::heavy_blocking();
     let args = [
         "--strategy",
         "direct-update",
@@ -358,6 +369,7 @@ fn three_sessions_interleave_and_each_takes_steps_in_the_failing_schedule() {
 #[test]
 fn a_run_with_explore_fails_an_exact_design_the_load_could_not_catch() {
     crate::require!(Postgres);
+    let _heavy = crate::util::heavy_blocking();
     let dir = tempfile::tempdir().unwrap();
     let args = [
         "run",

@@ -114,6 +114,7 @@ async fn watch_multi_hash_and_set_leave_no_key_and_no_acl_user() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_increment_seen_by_a_read_names_the_create_in_flight() {
     crate::require!(Postgres, Redis);
+    let _heavy = util::heavy().await;
     let path = std::path::Path::new("scenarios/zoo/late-incr-visible.toml");
     let plan = counterlab_plan::load(path, &Default::default(), &util::known(), 1).expect("the zoo entry loads");
     let report = run_plan(&plan, &util::options(false, None), &mut |_| {}).await.expect("run succeeds");

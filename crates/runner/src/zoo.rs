@@ -117,7 +117,8 @@ fn judge(file: &Path, expected: &str, seed: u64, report: &Report) -> Vec<ZooRow>
             let held = s.check.matches_guarantee && s.check.evidence;
             let result = match (expected, s.anomalies.is_empty() && held, hit) {
                 ("none", true, _) => "clean",
-                (_, _, Some(_)) if expected != "none" => "detected",
+                // (A control's `hit` is always None: no anomaly is named "none".)
+                (_, _, Some(_)) => "detected",
                 _ if environment(s) => "environment",
                 ("none", false, _) => "false positive",
                 (_, _, _) => "missed",
