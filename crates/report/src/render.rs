@@ -38,34 +38,76 @@ pub fn terminal_width() -> u16 {
     Table::new().width().filter(|w| *w >= 40).unwrap_or(FIXED_WIDTH)
 }
 
-/// The report for a terminal of the width stdout has (see `terminal_width`).
-pub fn render_terminal(r: &Report) -> String {
-    render_terminal_width(r, terminal_width())
+/// How much of the report the terminal shows: `-q`, the default, `-v`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Detail {
+    /// The decision's sentences, the verdict table and what went wrong (`--quiet`).
+    Quiet,
+    /// Everything but the per-op latency table.
+    #[default]
+    Normal,
+    /// Also the per-op latency table (`--verbose`).
+    Verbose,
 }
 
-/// The report for a terminal `width` columns wide: the decision view, the summary and
-/// latency tables, then notes, figures, problems and every verdict in words.
+/// The report for a terminal of the width stdout has (see `terminal_width`).
+pub fn render_terminal(r: &Report) -> String {
+    render_terminal_as(r, terminal_width(), Detail::Normal)
+}
+
+/// The report for a terminal `width` columns wide, at the default detail.
 pub fn render_terminal_width(r: &Report, width: u16) -> String {
+    render_terminal_as(r, width, Detail::Normal)
+}
+
+/// The report for a terminal `width` columns wide. It opens with the decision (its
+/// sentences and ranked tables), then the run's header, the per-op latencies (`Verbose`
+/// only), the repeats, notes, figures and problems, and ends with the verdict table and
+/// every verdict in words, so the last screen holds the verdicts. `Quiet`: the
+/// decision's sentences, the verdict table and what went wrong, nothing else.
+pub fn render_terminal_as(r: &Report, width: u16, detail: Detail) -> String {
     let mut out = String::new();
     let w = &mut out;
+    if detail == Detail::Quiet {
+        for g in decide(r) {
+            writeln!(w, "{}\n", wrap(&g.sentence, width)).unwrap();
+        }
+        terminal_summary(w, r, width);
+        let mut notes = String::new();
+        terminal_problems(&mut notes, r);
+        write_wrapped(w, &notes, width);
+        return out;
+    }
+    terminal_decision(w, r, width);
     let servers: Vec<String> = r.servers.iter().map(|s| format!("{} {} at {}", s.backend, s.version, s.url)).collect();
     let head = format!("scenario {}  seed {}  run {}  on {}", r.scenario, r.seed, r.run_id, servers.join(", "));
-    writeln!(w, "{}\n", wrap(&head, width)).unwrap();
-    terminal_decision(w, r, width);
-    terminal_summary(w, r, width);
-    terminal_latency(w, r, width);
+    writeln!(w, "{}", wrap(&head, width)).unwrap();
+    if detail == Detail::Verbose {
+        writeln!(w).unwrap();
+        terminal_latency(w, r, width);
+    }
     w.push_str(&crate::repeats::repeats_block(r, "\nrepeats (", "  "));
     let mut notes = String::new();
     terminal_strategy_notes(&mut notes, r);
     terminal_figures(&mut notes, r);
     terminal_problems(&mut notes, r);
-    writeln!(notes, "\nverdicts:").unwrap();
+    terminal_context(&mut notes, r);
+    write_wrapped(w, &notes, width);
+    writeln!(w).unwrap();
+    terminal_summary(w, r, width);
+    let mut notes = String::from("verdicts:\n");
     for s in &r.strategies {
         let at = s.label().split_once(" on ").map_or(String::new(), |x| x.1.to_string());
         let refuted = s.explored.as_ref().filter(|e| e.breaks_guarantee());
         let refuted = refuted.map_or(String::new(), |e| format!("; but explored, it fails: {}", e.words()));
         writeln!(notes, "  {:<20} {at}: {}{refuted}", s.check.label(), s.check.summary).unwrap();
     }
+    write_wrapped(w, &notes, width);
+    out
+}
+
+/// `notes` written to `w`, each line wrapped to `width` at spaces, keeping its indent.
+fn write_wrapped(w: &mut String, notes: &str, width: u16) {
     for l in notes.lines() {
         let text = l.trim_start();
         let indent = &l[..l.len() - text.len()];
@@ -74,7 +116,6 @@ pub fn render_terminal_width(r: &Report, width: u16) -> String {
             writeln!(w, "{indent}{part}").unwrap();
         }
     }
-    out
 }
 
 /// Keeps column `i` as wide as its content (a name or a label that must not break).
@@ -144,24 +185,34 @@ fn terminal_decision(w: &mut String, r: &Report, width: u16) {
     writeln!(w, "{}\n", wrap(&decision::noise_note(r), width)).unwrap();
 }
 
-/// The summary table: one row per strategy run with its totals and verdict label.
+/// The verdict table: one row per strategy run with its totals and verdict label. When
+/// every row ran on one backend at one level, they are named once above the table;
+/// otherwise under each strategy's name (so neither is split inside a narrow column).
 fn terminal_summary(w: &mut String, r: &Report, width: u16) {
-    let head = ["strategy", "backend", "isolation", "ops/s", "errors", "mismatched", "verdict"];
-    let mut t = table(width, &head, &[3, 4, 5]);
+    let at = |s: &StrategyReport| format!("{} at {}", s.backend, s.isolation);
+    let shared = r.strategies.first().map(at).filter(|a| r.strategies.iter().all(|s| at(s) == *a));
+    if let Some(a) = &shared {
+        writeln!(w, "on {a}:").unwrap();
+    }
+    let head = ["strategy", "ops/s", "errors", "wrong", "verdict"];
+    let mut t = table(width, &head, &[1, 2, 3]);
     for s in &r.strategies {
+        let name = match &shared {
+            Some(_) => s.strategy.clone(),
+            None => format!("{}\n  {}", s.strategy, at(s)),
+        };
         t.add_row(vec![
-            s.strategy.clone(),
-            s.backend.name(),
-            s.isolation.name().into(),
+            name,
             format!("{:.0}{}", s.throughput_ops_per_s, decision::stalled_mark(s)),
             s.errors_total.to_string(),
             mismatched(s),
             s.check.label(),
         ]);
     }
-    keep_whole(&mut t, 0);
-    keep_whole(&mut t, 6);
-    writeln!(w, "{t}\n").unwrap();
+    for i in 0..head.len() {
+        keep_whole(&mut t, i);
+    }
+    writeln!(w, "{t}").unwrap();
 }
 
 /// The latency table: one row per op that ran, per strategy run (ms; µs below 1 ms).
@@ -231,7 +282,7 @@ fn terminal_figures(w: &mut String, r: &Report) {
     }
 }
 
-/// What went wrong around the runs: breached thresholds, skipped combinations, failed cleanups.
+/// What went wrong around the runs: breached thresholds, unmet expectations, failed cleanups.
 fn terminal_problems(w: &mut String, r: &Report) {
     let breaches: Vec<String> = r
         .strategies
@@ -251,6 +302,14 @@ fn terminal_problems(w: &mut String, r: &Report) {
     if !unmet.is_empty() {
         writeln!(w, "\nexpectations not met:\n  {}", unmet.join("\n  ")).unwrap();
     }
+    for s in r.strategies.iter().filter(|s| s.cleanup_error.is_some()) {
+        writeln!(w, "\n{}: cleanup failed: {}", s.label(), s.cleanup_error.as_deref().unwrap_or_default()).unwrap();
+    }
+}
+
+/// Around the runs, not wrong: the expectations no row judged, the explored results and
+/// the skipped combinations, one line per backend, level and reason.
+fn terminal_context(w: &mut String, r: &Report) {
     if !r.expectations_not_judged.is_empty() {
         writeln!(w, "\nexpectations not judged (no row ran them):\n  {}", r.expectations_not_judged.join("\n  "))
             .unwrap();
@@ -263,11 +322,16 @@ fn terminal_problems(w: &mut String, r: &Report) {
     if !explored.is_empty() {
         writeln!(w, "\nexplored interleavings (counterlab explore):\n  {}", explored.join("\n  ")).unwrap();
     }
+    let mut skipped: Vec<(String, Vec<&str>)> = Vec::new();
     for k in &r.skipped {
-        writeln!(w, "\nskipped {} on {} at {}: {}", k.strategy, k.backend, k.isolation, k.reason).unwrap();
+        let why = format!("on {} at {}: {}", k.backend, k.isolation, k.reason);
+        match skipped.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, names)) => names.push(&k.strategy),
+            None => skipped.push((why, vec![&k.strategy])),
+        }
     }
-    for s in r.strategies.iter().filter(|s| s.cleanup_error.is_some()) {
-        writeln!(w, "\n{}: cleanup failed: {}", s.label(), s.cleanup_error.as_deref().unwrap_or_default()).unwrap();
+    for (why, names) in skipped {
+        writeln!(w, "\nskipped {} {why}", names.join(", ")).unwrap();
     }
 }
 
@@ -335,6 +399,41 @@ mod tests {
         assert!(all.find("DECISION").unwrap() < all.find("verdicts:").unwrap());
         assert!(all.contains("On sqlite at repeatable-read, "), "{all}");
         assert!(all.contains("12 ms"), "p99 in ms: {all}");
+    }
+
+    /// The default opens with the decision and ends with the verdicts, the latency table
+    /// only at `Verbose`; `Quiet` is the sentences, the verdict table and the problems.
+    #[test]
+    fn each_detail_shows_its_parts_in_order() {
+        let mut rows = Vec::new();
+        for (name, g, v) in [("direct-update", "none", "drift-expected"), ("conditional-update", "exact", "pass")] {
+            rows.push(row(name, "sqlite", g, v, 1000.0 + rows.len() as f64 * 300.0, 12_345));
+        }
+        let mut r = report(rows);
+        let normal = render_terminal_as(&r, 80, Detail::Normal);
+        assert!(normal.starts_with("DECISION\n"), "{normal}");
+        let last = normal.lines().last().unwrap();
+        assert!(last.contains("conditional-update") || last.starts_with("  "), "ends with the verdicts: {normal}");
+        let (before, verdicts) = normal.split_once("\nverdicts:\n").unwrap();
+        assert_eq!(verdicts.lines().filter(|l| !l.starts_with("   ")).count(), 2, "{normal}");
+        assert!(before.rfind("│ conditional-update").unwrap() > before.find("scenario ").unwrap(), "{normal}");
+        assert!(!normal.contains("p99.9"), "no latency table by default: {normal}");
+        let verbose = render_terminal_as(&r, 80, Detail::Verbose);
+        assert!(verbose.contains("p99.9") && verbose.contains("mark_read"), "{verbose}");
+        r.strategies[1].expectations.push(crate::ExpectationResult {
+            expected: "conditional-update: verdict pass".into(),
+            judged: true,
+            met: false,
+            detail: "it drifted".into(),
+        });
+        let quiet = render_terminal_as(&r, 80, Detail::Quiet);
+        assert!(quiet.starts_with("On sqlite at "), "{quiet}");
+        assert!(quiet.contains("│ direct-update") && quiet.contains("expectations not met:"), "{quiet}");
+        assert!(!quiet.contains("DECISION") && !quiet.contains("verdicts:") && !quiet.contains("p99.9"), "{quiet}");
+        assert!(quiet.lines().count() <= 12, "{quiet}");
+        for l in quiet.lines().chain(normal.lines()).chain(verbose.lines()) {
+            assert!(l.chars().count() <= 80, "{l}");
+        }
     }
 
     #[test]
