@@ -563,7 +563,8 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     say!("{}", shown.trim_end_matches('\n'));
     let path = out.join("report.json");
     match written {
-        Ok(()) => say!("\nreport: {}", path.display()),
+        // --quiet: no blank line, every line counts.
+        Ok(()) => say!("{}report: {}", if args.output.quiet { "" } else { "\n" }, path.display()),
         Err(e) => return Err(Failure::Input(e)),
     }
     write_ci_formats(&args, &report)?;

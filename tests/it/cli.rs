@@ -330,6 +330,54 @@ fn the_quickstart_tells_the_story_on_sqlite(o: &Output, dir: &std::path::Path) -
     json
 }
 
+/// The terminal report of the quickstart on SQLite: by default it opens with the decision
+/// and ends with the verdict table and verdict lines, with no per-op latency table; `-v`
+/// adds that table; `-q` is the decision's sentence and the verdict table in at most 15
+/// lines, its verdicts those of report.json.
+#[test]
+fn the_terminal_report_opens_with_the_decision_and_quiet_is_short() {
+    let dir = tempdir("terminal-detail");
+    let run = |flag: &str| {
+        let out = dir.join(format!("out{flag}"));
+        let o = Command::new(env!("CARGO_BIN_EXE_counterlab"))
+            .args(["run", "scenarios/quickstart.toml", "--backend", "sqlite", "--ops", "300", "--repeat", "1"])
+            .args(["--out", out.to_str().unwrap()])
+            .args((!flag.is_empty()).then_some(flag))
+            .env_remove("DATABASE_URL")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{flag}: {}", text(&o));
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+        (String::from_utf8(o.stdout).unwrap(), json)
+    };
+    let (normal, _) = run("");
+    assert!(normal.starts_with("DECISION\n\nOn sqlite at serializable, "), "{normal}");
+    assert!(!normal.contains("p99.9"), "the latency table is for -v: {normal}");
+    let (body, tail) = normal.rsplit_once("\nverdicts:\n").unwrap();
+    let (verdicts, report) = tail.rsplit_once("\n\n").unwrap();
+    assert!(verdicts.lines().all(|l| l.starts_with("  ")) && report.starts_with("report: "), "{normal}");
+    assert_eq!(verdicts.lines().filter(|l| l.contains(" sqlite at serializable: ")).count(), 4, "{normal}");
+    let table = body.rfind("│ autocommit-direct-update").unwrap();
+    assert!(table > body.find("scenario quickstart").unwrap(), "the verdict table comes last: {normal}");
+    let (verbose, _) = run("-v");
+    assert!(verbose.starts_with("DECISION\n") && verbose.contains("p99.9") && verbose.contains("mark_read_dup"));
+    let (quiet, json) = run("-q");
+    let lines: Vec<&str> = quiet.lines().collect();
+    assert!(lines.len() <= 15, "{} lines:\n{quiet}", lines.len());
+    assert!(
+        quiet.starts_with("On sqlite at serializable, ") && lines.last().unwrap().starts_with("report: "),
+        "{quiet}"
+    );
+    assert!(!quiet.contains("DECISION") && !quiet.contains("verdicts:") && !quiet.contains("seeded"), "{quiet}");
+    for s in json["strategies"].as_array().unwrap() {
+        let (name, verdict) = (s["strategy"].as_str().unwrap(), s["check"]["verdict"].as_str().unwrap());
+        let row = lines.iter().find(|l| l.starts_with(&format!("│ {name} "))).unwrap_or_else(|| panic!("{quiet}"));
+        assert!(row.contains(&format!(" {verdict} ")), "{row} vs {verdict}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn a_breached_threshold_exits_1_and_names_it() {
     let dir = tempdir("threshold");

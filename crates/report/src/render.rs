@@ -69,10 +69,12 @@ pub fn render_terminal_as(r: &Report, width: u16, detail: Detail) -> String {
     let mut out = String::new();
     let w = &mut out;
     if detail == Detail::Quiet {
-        for g in decide(r) {
+        let groups = decide(r);
+        for g in &groups {
             writeln!(w, "{}\n", wrap(&g.sentence, width)).unwrap();
         }
-        terminal_summary(w, r, width);
+        // One group's sentence already names its backend and level.
+        terminal_summary(w, r, width, groups.len() > 1);
         let mut notes = String::new();
         terminal_problems(&mut notes, r);
         write_wrapped(w, &notes, width);
@@ -86,15 +88,14 @@ pub fn render_terminal_as(r: &Report, width: u16, detail: Detail) -> String {
         writeln!(w).unwrap();
         terminal_latency(w, r, width);
     }
-    w.push_str(&crate::repeats::repeats_block(r, "\nrepeats (", "  "));
-    let mut notes = String::new();
+    let mut notes = crate::repeats::repeats_block(r, "\nrepeats (", "  ");
     terminal_strategy_notes(&mut notes, r);
     terminal_figures(&mut notes, r);
     terminal_problems(&mut notes, r);
     terminal_context(&mut notes, r);
     write_wrapped(w, &notes, width);
     writeln!(w).unwrap();
-    terminal_summary(w, r, width);
+    terminal_summary(w, r, width, true);
     let mut notes = String::from("verdicts:\n");
     for s in &r.strategies {
         let at = s.label().split_once(" on ").map_or(String::new(), |x| x.1.to_string());
@@ -165,7 +166,8 @@ fn terminal_decision(w: &mut String, r: &Report, width: u16) {
         writeln!(w, "\n{}", wrap(&g.sentence, width)).unwrap();
         let mut t = table(
             width,
-            &["#", "strategy", "verdict", "vs best", "p99", "retries/give-ups", "moving parts"],
+            // Two-line headers: a narrow column wraps its cells at spaces, never a header's word.
+            &["#", "strategy", "verdict", "vs best", "p99", "retries/\ngive-ups", "moving\nparts"],
             &[0, 3, 4, 5],
         );
         for (i, x) in g.rows.iter().enumerate() {
@@ -186,12 +188,13 @@ fn terminal_decision(w: &mut String, r: &Report, width: u16) {
 }
 
 /// The verdict table: one row per strategy run with its totals and verdict label. When
-/// every row ran on one backend at one level, they are named once above the table;
-/// otherwise under each strategy's name (so neither is split inside a narrow column).
-fn terminal_summary(w: &mut String, r: &Report, width: u16) {
+/// every row ran on one backend at one level, they are named once above the table (if
+/// `name_shared`); otherwise under each strategy's name (so neither is split inside a
+/// narrow column).
+fn terminal_summary(w: &mut String, r: &Report, width: u16, name_shared: bool) {
     let at = |s: &StrategyReport| format!("{} at {}", s.backend, s.isolation);
     let shared = r.strategies.first().map(at).filter(|a| r.strategies.iter().all(|s| at(s) == *a));
-    if let Some(a) = &shared {
+    if let Some(a) = shared.as_ref().filter(|_| name_shared) {
         writeln!(w, "on {a}:").unwrap();
     }
     let head = ["strategy", "ops/s", "errors", "wrong", "verdict"];
@@ -264,7 +267,7 @@ fn terminal_figures(w: &mut String, r: &Report) {
             || !s.anomalies.is_empty()
     }) {
         let figs: Vec<String> = s.figures.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        writeln!(w, "\n{}: {}", s.label(), figs.join(" ")).unwrap();
+        writeln!(w, "\n{}:{}", s.label(), figs.iter().map(|f| format!(" {f}")).collect::<String>()).unwrap();
         for f in &s.faults {
             let when = f.fired_at_ms.map_or("not fired".to_string(), |t| format!("fired at {t} ms"));
             writeln!(w, "  fault {} (planned {} ms, {when}): {}", f.kind, f.at_ms, f.outcome).unwrap();
@@ -361,7 +364,7 @@ mod tests {
     fn tables(r: &Report, width: u16) -> String {
         let mut w = String::new();
         terminal_decision(&mut w, r, width);
-        terminal_summary(&mut w, r, width);
+        terminal_summary(&mut w, r, width, true);
         terminal_latency(&mut w, r, width);
         w
     }
