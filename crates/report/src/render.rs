@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 
-use comfy_table::{Cell, CellAlignment, ColumnConstraint, ContentArrangement, Table, presets};
+use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table, presets};
 
 use crate::decision::{self, decide, relative_text};
 use crate::units::latency;
@@ -164,27 +164,66 @@ fn terminal_decision(w: &mut String, r: &Report, width: u16) {
     writeln!(w, "DECISION").unwrap();
     for g in decide(r) {
         writeln!(w, "\n{}", wrap(&g.sentence, width)).unwrap();
-        let mut t = table(
-            width,
-            // Two-line headers: a narrow column wraps its cells at spaces, never a header's word.
-            &["#", "strategy", "verdict", "vs best", "p99", "retries/\ngive-ups", "moving\nparts"],
-            &[0, 3, 4, 5],
-        );
-        for (i, x) in g.rows.iter().enumerate() {
-            t.add_row(vec![
-                Cell::new(i + 1),
-                Cell::new(x.row.display_name()),
-                Cell::new(&x.verdict),
-                Cell::new(relative_text(x)),
-                Cell::new(&x.p99),
-                Cell::new(format!("{}/{}", x.row.retries, x.row.give_ups)),
-                Cell::new(&x.cost),
-            ]);
-        }
-        keep_whole(&mut t, 1);
-        writeln!(w, "{t}").unwrap();
+        writeln!(w, "{}", ranked_table(&g, width)).unwrap();
     }
     writeln!(w, "{}\n", wrap(&decision::noise_note(r), width)).unwrap();
+}
+
+/// One group's ranked rows as a table `width` columns wide (wider only when a single
+/// word or number could not fit). Every column is as wide as its content; the verdict
+/// words and the moving parts are wrapped here at spaces, so nothing is split inside a
+/// word. When a verdict column as wide as its longest word does not fit, the verdict
+/// words go under the strategy's name instead.
+fn ranked_table(g: &decision::Group<'_>, width: u16) -> Table {
+    let mut cells: Vec<Vec<String>> = g
+        .rows
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let retries = format!("{}/{}", x.row.retries, x.row.give_ups);
+            let name = x.row.display_name().to_string();
+            vec![(i + 1).to_string(), name, x.verdict.clone(), relative_text(x), x.p99.clone(), retries, x.cost.clone()]
+        })
+        .collect();
+    let mut head = vec!["#", "strategy", "verdict", "vs best", "p99", "retries/\ngive-ups", "moving\nparts"];
+    let col = |i: usize| cells.iter().map(|c| c[i].clone()).chain([head[i].to_string()]).collect::<Vec<_>>();
+    let widest = |i: usize| widest_piece(&col(i), false);
+    let word = |i: usize| widest_piece(&col(i), true);
+    let fixed: usize = [0, 1, 3, 4, 5].iter().map(|&i| widest(i)).sum();
+    let mut parts = widest(6).min(word(6).max(14));
+    let room = (width as usize).saturating_sub(fixed + parts + 3 * 7 + 1);
+    if room >= word(2) {
+        let verdict = widest(2).min(room);
+        cells.iter_mut().for_each(|c| c[2] = wrap(&c[2], verdict as u16));
+    } else {
+        let name = widest(1).max(word(2));
+        let rest = (width as usize).saturating_sub(fixed - widest(1) + name + 3 * 6 + 1);
+        parts = widest(6).min(word(6).max(rest));
+        for c in &mut cells {
+            let words = c.remove(2);
+            c[1] = format!("{}\n{}", c[1], wrap(&words, name as u16));
+        }
+        head.remove(2);
+    }
+    let last = head.len() - 1;
+    cells.iter_mut().for_each(|c| c[last] = wrap(&c[last], parts as u16));
+    // #, vs best, p99 and retries read right-aligned.
+    let right: Vec<usize> = (0..last).filter(|&i| i == 0 || i >= last - 3).collect();
+    let mut t = table(width, &head, &right);
+    cells.into_iter().for_each(|c| {
+        t.add_row(c);
+    });
+    (0..=last).for_each(|i| keep_whole(&mut t, i));
+    t
+}
+
+/// The widest line (or, with `words`, the longest word) of `cells`, in characters.
+fn widest_piece(cells: &[String], words: bool) -> usize {
+    let pieces = |c: &String| -> Vec<usize> {
+        let count = |p: &str| p.chars().count();
+        if words { c.split_whitespace().map(count).collect() } else { c.lines().map(count).collect() }
+    };
+    cells.iter().flat_map(pieces).max().unwrap_or(0)
 }
 
 /// The verdict table: one row per strategy run with its totals and verdict label. When
@@ -397,6 +436,15 @@ mod tests {
                 assert!(l.chars().count() <= width as usize, "{} > {width}: {l}", l.chars().count());
             }
             assert!(text.contains("conditional-update-unguarded"), "names are not broken:\n{text}");
+            // No word of a verdict or a moving part, and no header word, is split.
+            for g in decide(&r) {
+                for x in &g.rows {
+                    for word in x.verdict.split_whitespace().chain(x.cost.split_whitespace()) {
+                        assert!(text.contains(word), "{word} split at {width}:\n{text}");
+                    }
+                }
+            }
+            assert!(text.contains("retries/") && text.contains("give-ups"), "{text}");
         }
         let all = render_terminal_width(&r, 80);
         assert!(all.find("DECISION").unwrap() < all.find("verdicts:").unwrap());
