@@ -459,6 +459,10 @@ fn a_scenario_name_cannot_move_the_output_directory() {
     let (_, rest) = body.split_once('\n').unwrap();
     let scenario = cwd.join("s.toml");
     std::fs::write(&scenario, format!("name = \"x/../../../escaped\"\n{rest}")).unwrap();
+    // The strategy file the quickstart lists, beside the copy as beside the original.
+    std::fs::create_dir_all(cwd.join("strategies")).unwrap();
+    let file = "strategies/autocommit-direct-update.toml";
+    std::fs::copy(std::path::Path::new("scenarios").join(file), cwd.join(file)).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_counterlab"))
         .args(["run", "s.toml", "--backend", "sqlite", "--ops", "100", "--quiet"])
         .current_dir(&cwd)
