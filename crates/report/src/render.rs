@@ -1,6 +1,8 @@
 //! The terminal rendering of a report: the decision view first (one sentence and one
-//! ranked table per backend x isolation), then a compact summary and per-op latencies,
-//! as comfy-table tables laid out to the terminal's width (a fixed width off a terminal).
+//! ranked table per backend x isolation), the verdict table and every verdict in words
+//! last, the per-op latencies only at `Detail::Verbose` and just the sentences, the
+//! verdict table and problems at `Detail::Quiet`; comfy-table tables laid out to the
+//! terminal's width (a fixed width off a terminal), never splitting a word or a number.
 
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
