@@ -2,7 +2,7 @@
 //! ranked table per backend x isolation), the verdict table and every verdict in words
 //! last, the per-op latencies only at `Detail::Verbose` and just the sentences, the
 //! verdict table and problems at `Detail::Quiet`; comfy-table tables laid out to the
-//! terminal's width (a fixed width off a terminal), never splitting a word or a number.
+//! terminal's width (a fixed width off a terminal), their words and numbers kept whole.
 
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
@@ -259,15 +259,15 @@ fn terminal_summary(w: &mut String, r: &Report, width: u16, name_shared: bool) {
     writeln!(w, "{t}").unwrap();
 }
 
-/// The latency table: one row per op that ran, per strategy run (ms; µs below 1 ms).
+/// The latency tables: per strategy run, a line naming it, then one row per op that ran
+/// (ms; µs below 1 ms); narrow enough for 80 columns with every column whole.
 fn terminal_latency(w: &mut String, r: &Report, width: u16) {
-    let head = ["latency", "op", "count", "errors", "p50", "p99", "p99.9", "max"];
-    let mut t = table(width, &head, &[2, 3, 4, 5, 6, 7]);
+    let head = ["op", "count", "errors", "p50", "p99", "p99.9", "max"];
     for s in &r.strategies {
+        let mut t = table(width, &head, &[1, 2, 3, 4, 5, 6]);
         for (op, o) in s.ops.iter().filter(|(_, o)| o.count > 0) {
             let l = &o.latency_us;
             t.add_row(vec![
-                format!("{} {} {}", s.strategy, s.backend, s.isolation),
                 op.clone(),
                 o.count.to_string(),
                 o.errors.to_string(),
@@ -277,9 +277,9 @@ fn terminal_latency(w: &mut String, r: &Report, width: u16) {
                 latency(l.max),
             ]);
         }
+        (0..head.len()).for_each(|i| keep_whole(&mut t, i));
+        writeln!(w, "{}\n{t}", wrap(&format!("latency, {}:", s.label()), width)).unwrap();
     }
-    keep_whole(&mut t, 1);
-    writeln!(w, "{t}").unwrap();
 }
 
 /// Per strategy run, where there is any: its worst users, first errors and kept namespace.
