@@ -30,7 +30,7 @@ use clap::{Parser, Subcommand};
 use counterlab::clock;
 use counterlab::run::{RunOptions, run_plan};
 use counterlab::scenario::{self, Overrides};
-use counterlab_report::{RowOutcome, render_html, render_json, render_markdown, render_terminal, row_outcome};
+use counterlab_report::{RowOutcome, render_html, render_json, render_markdown, render_terminal_as, row_outcome};
 use counterlab_strategies::BackendError;
 use counterlab_strategies::Registry;
 
@@ -559,10 +559,12 @@ async fn run(args: RunArgs) -> Result<Ending, Failure> {
     let report = report.map_err(backend_failure)?;
     let written = write_report(&out, &report);
     JSON_STDOUT.store(args.output.json, Ordering::Relaxed);
-    say!("{}", render_terminal(&report).trim_end_matches('\n'));
+    let shown = render_terminal_as(&report, counterlab_report::terminal_width(), args.output.detail());
+    say!("{}", shown.trim_end_matches('\n'));
     let path = out.join("report.json");
     match written {
-        Ok(()) => say!("\nreport: {}", path.display()),
+        // --quiet: no blank line, every line counts.
+        Ok(()) => say!("{}report: {}", if args.output.quiet { "" } else { "\n" }, path.display()),
         Err(e) => return Err(Failure::Input(e)),
     }
     write_ci_formats(&args, &report)?;

@@ -11,10 +11,12 @@ use counterlab::run::{Progress, Status};
 /// How the run's output is shown (the flags).
 #[derive(clap::Args, Clone)]
 pub struct OutputArgs {
-    /// Print only the verdicts, the report's path and errors (no progress, no log).
+    /// Print only the decision, the verdict table, what went wrong and the report's path
+    /// (no progress, no log).
     #[arg(long, short = 'q', conflicts_with = "verbose")]
     pub quiet: bool,
-    /// Also log each phase of each strategy run (seed, load, settle, check, teardown).
+    /// Also log each phase of each strategy run (seed, load, settle, check, teardown)
+    /// and print the per-op latency table.
     #[arg(long, short = 'v')]
     pub verbose: bool,
     /// Print the run's summary as JSON on stdout (and nothing else there: the table,
@@ -24,6 +26,17 @@ pub struct OutputArgs {
     /// Off a terminal (CI logs, pipes): seconds between plain progress lines.
     #[arg(long, value_name = "S", default_value_t = 5.0, value_parser = positive_seconds)]
     pub progress_interval: f64,
+}
+
+impl OutputArgs {
+    /// How much of the report the terminal shows under these flags.
+    pub fn detail(&self) -> counterlab_report::Detail {
+        match (self.quiet, self.verbose) {
+            (true, _) => counterlab_report::Detail::Quiet,
+            (false, true) => counterlab_report::Detail::Verbose,
+            (false, false) => counterlab_report::Detail::Normal,
+        }
+    }
 }
 
 fn positive_seconds(s: &str) -> Result<f64, String> {

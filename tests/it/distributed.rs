@@ -258,10 +258,11 @@ fn bad_handles_segments_and_agent_outputs_are_one_line_errors() {
         assert!(e.contains("outside 1..=4"), "{e}");
     }
     // A valid handle (no servers needed to read it), then outputs that do not fit it.
-    let text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/quickstart.toml")).unwrap();
+    // At its own path: the strategy files the quickstart lists are read beside it.
+    let qs = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/quickstart.toml");
+    let (qs, text) = (qs.to_str().unwrap(), std::fs::read_to_string(&qs).unwrap());
     let plan = counterlab::scenario::parse(
-        "q.toml",
+        qs,
         &text,
         "q",
         &counterlab::run::phases::handle::Source { text: text.clone(), ..Default::default() }.overrides(42),
@@ -272,7 +273,7 @@ fn bad_handles_segments_and_agent_outputs_are_one_line_errors() {
     let printed = serde_json::to_value(&plan).unwrap();
     let handle = serde_json::json!({
         "format": "counterlab-handle/1", "run_id": "20261202t000000_abcd", "prepared_at_utc": "x", "seed": 42,
-        "scenario": {"path": "q.toml", "name": "q", "text": text, "strategies": [], "backends": [], "isolation": [],
+        "scenario": {"path": qs, "name": "q", "text": text, "strategies": [], "backends": [], "isolation": [],
                      "workers": null, "duration_s": null, "ops": null, "rate": null, "sets": []},
         "plan": printed,
         "cells": [{"strategy": "direct-update", "backend": "postgres", "isolation": "read-committed",

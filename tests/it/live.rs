@@ -105,6 +105,11 @@ fn the_live_view_fits_80_columns_in_tmux() {
     assert!(loads > 0, "no load line seen in {} captures:\n{}", captures.len(), captures.join("\n-----\n"));
     let last = captures.last().unwrap();
     assert!(progress_lines(last).is_empty() && last.contains("report: "), "the live line is cleared: {last}");
+    // The report ends with its verdicts: the last 80x24 screen holds the verdict table and
+    // the verdict lines, none wider than the pane (-J joins a wrapped line into one).
+    assert!(last.contains("│ conditional-update ") && last.contains("│ select-for-update "), "{last}");
+    assert!(last.contains("\nverdicts:\n  pass ") && !last.contains("p99.9"), "{last}");
+    assert!(last.lines().all(|l| l.trim_end().chars().count() <= 80), "{last}");
 }
 
 #[test]

@@ -34,7 +34,7 @@ pub use explored::{ExploreSummary, UnsafePair};
 pub use html::render_html;
 pub use junit::{RowOutcome, case_name, render_junit, row_outcome};
 pub use markdown::render_markdown;
-pub use render::{FIXED_WIDTH, render_terminal, render_terminal_width, terminal_width};
+pub use render::{Detail, FIXED_WIDTH, render_terminal, render_terminal_as, render_terminal_width, terminal_width};
 pub use repeats::{RepeatRun, merge_repeats, throughput_with_spread};
 pub use thresholds::{Metric, Threshold, ThresholdResult, evaluate};
 

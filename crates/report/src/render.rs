@@ -1,11 +1,13 @@
 //! The terminal rendering of a report: the decision view first (one sentence and one
-//! ranked table per backend x isolation), then a compact summary and per-op latencies,
-//! as comfy-table tables laid out to the terminal's width (a fixed width off a terminal).
+//! ranked table per backend x isolation), the verdict table and every verdict in words
+//! last, the per-op latencies only at `Detail::Verbose` and just the sentences, the
+//! verdict table and problems at `Detail::Quiet`; comfy-table tables laid out to the
+//! terminal's width (a fixed width off a terminal), their words and numbers kept whole.
 
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 
-use comfy_table::{Cell, CellAlignment, ColumnConstraint, ContentArrangement, Table, presets};
+use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table, presets};
 
 use crate::decision::{self, decide, relative_text};
 use crate::units::latency;
@@ -38,34 +40,77 @@ pub fn terminal_width() -> u16 {
     Table::new().width().filter(|w| *w >= 40).unwrap_or(FIXED_WIDTH)
 }
 
-/// The report for a terminal of the width stdout has (see `terminal_width`).
-pub fn render_terminal(r: &Report) -> String {
-    render_terminal_width(r, terminal_width())
+/// How much of the report the terminal shows: `-q`, the default, `-v`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Detail {
+    /// The decision's sentences, the verdict table and what went wrong (`--quiet`).
+    Quiet,
+    /// Everything but the per-op latency table.
+    #[default]
+    Normal,
+    /// Also the per-op latency table (`--verbose`).
+    Verbose,
 }
 
-/// The report for a terminal `width` columns wide: the decision view, the summary and
-/// latency tables, then notes, figures, problems and every verdict in words.
+/// The report for a terminal of the width stdout has (see `terminal_width`).
+pub fn render_terminal(r: &Report) -> String {
+    render_terminal_as(r, terminal_width(), Detail::Normal)
+}
+
+/// The report for a terminal `width` columns wide, at the default detail.
 pub fn render_terminal_width(r: &Report, width: u16) -> String {
+    render_terminal_as(r, width, Detail::Normal)
+}
+
+/// The report for a terminal `width` columns wide. It opens with the decision (its
+/// sentences and ranked tables), then the run's header, the per-op latencies (`Verbose`
+/// only), the repeats, notes, figures and problems, and ends with the verdict table and
+/// every verdict in words, so the last screen holds the verdicts. `Quiet`: the
+/// decision's sentences, the verdict table and what went wrong, nothing else.
+pub fn render_terminal_as(r: &Report, width: u16, detail: Detail) -> String {
     let mut out = String::new();
     let w = &mut out;
+    if detail == Detail::Quiet {
+        let groups = decide(r);
+        for g in &groups {
+            writeln!(w, "{}\n", wrap(&g.sentence, width)).unwrap();
+        }
+        // One group's sentence already names its backend and level.
+        terminal_summary(w, r, width, groups.len() > 1);
+        let mut notes = String::new();
+        terminal_problems(&mut notes, r);
+        write_wrapped(w, &notes, width);
+        return out;
+    }
+    terminal_decision(w, r, width);
     let servers: Vec<String> = r.servers.iter().map(|s| format!("{} {} at {}", s.backend, s.version, s.url)).collect();
     let head = format!("scenario {}  seed {}  run {}  on {}", r.scenario, r.seed, r.run_id, servers.join(", "));
-    writeln!(w, "{}\n", wrap(&head, width)).unwrap();
-    terminal_decision(w, r, width);
-    terminal_summary(w, r, width);
-    terminal_latency(w, r, width);
-    w.push_str(&crate::repeats::repeats_block(r, "\nrepeats (", "  "));
-    let mut notes = String::new();
+    writeln!(w, "{}", wrap(&head, width)).unwrap();
+    if detail == Detail::Verbose {
+        writeln!(w).unwrap();
+        terminal_latency(w, r, width);
+    }
+    let mut notes = crate::repeats::repeats_block(r, "\nrepeats (", "  ");
     terminal_strategy_notes(&mut notes, r);
     terminal_figures(&mut notes, r);
     terminal_problems(&mut notes, r);
-    writeln!(notes, "\nverdicts:").unwrap();
+    terminal_context(&mut notes, r);
+    write_wrapped(w, &notes, width);
+    writeln!(w).unwrap();
+    terminal_summary(w, r, width, true);
+    let mut notes = String::from("verdicts:\n");
     for s in &r.strategies {
         let at = s.label().split_once(" on ").map_or(String::new(), |x| x.1.to_string());
         let refuted = s.explored.as_ref().filter(|e| e.breaks_guarantee());
         let refuted = refuted.map_or(String::new(), |e| format!("; but explored, it fails: {}", e.words()));
         writeln!(notes, "  {:<20} {at}: {}{refuted}", s.check.label(), s.check.summary).unwrap();
     }
+    write_wrapped(w, &notes, width);
+    out
+}
+
+/// `notes` written to `w`, each line wrapped to `width` at spaces, keeping its indent.
+fn write_wrapped(w: &mut String, notes: &str, width: u16) {
     for l in notes.lines() {
         let text = l.trim_start();
         let indent = &l[..l.len() - text.len()];
@@ -74,7 +119,6 @@ pub fn render_terminal_width(r: &Report, width: u16) -> String {
             writeln!(w, "{indent}{part}").unwrap();
         }
     }
-    out
 }
 
 /// Keeps column `i` as wide as its content (a name or a label that must not break).
@@ -122,57 +166,108 @@ fn terminal_decision(w: &mut String, r: &Report, width: u16) {
     writeln!(w, "DECISION").unwrap();
     for g in decide(r) {
         writeln!(w, "\n{}", wrap(&g.sentence, width)).unwrap();
-        let mut t = table(
-            width,
-            &["#", "strategy", "verdict", "vs best", "p99", "retries/give-ups", "moving parts"],
-            &[0, 3, 4, 5],
-        );
-        for (i, x) in g.rows.iter().enumerate() {
-            t.add_row(vec![
-                Cell::new(i + 1),
-                Cell::new(x.row.display_name()),
-                Cell::new(&x.verdict),
-                Cell::new(relative_text(x)),
-                Cell::new(&x.p99),
-                Cell::new(format!("{}/{}", x.row.retries, x.row.give_ups)),
-                Cell::new(&x.cost),
-            ]);
-        }
-        keep_whole(&mut t, 1);
-        writeln!(w, "{t}").unwrap();
+        writeln!(w, "{}", ranked_table(&g, width)).unwrap();
     }
     writeln!(w, "{}\n", wrap(&decision::noise_note(r), width)).unwrap();
 }
 
-/// The summary table: one row per strategy run with its totals and verdict label.
-fn terminal_summary(w: &mut String, r: &Report, width: u16) {
-    let head = ["strategy", "backend", "isolation", "ops/s", "errors", "mismatched", "verdict"];
-    let mut t = table(width, &head, &[3, 4, 5]);
+/// One group's ranked rows as a table `width` columns wide (wider only when a single
+/// word or number could not fit). Every column is as wide as its content; the verdict
+/// words and the moving parts are wrapped here at spaces, so nothing is split inside a
+/// word. When a verdict column as wide as its longest word does not fit, the verdict
+/// words go under the strategy's name instead.
+fn ranked_table(g: &decision::Group<'_>, width: u16) -> Table {
+    let mut cells: Vec<Vec<String>> = g
+        .rows
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let retries = format!("{}/{}", x.row.retries, x.row.give_ups);
+            let name = x.row.display_name().to_string();
+            vec![(i + 1).to_string(), name, x.verdict.clone(), relative_text(x), x.p99.clone(), retries, x.cost.clone()]
+        })
+        .collect();
+    let mut head = vec!["#", "strategy", "verdict", "vs best", "p99", "retries/\ngive-ups", "moving\nparts"];
+    let col = |i: usize| cells.iter().map(|c| c[i].clone()).chain([head[i].to_string()]).collect::<Vec<_>>();
+    let widest = |i: usize| widest_piece(&col(i), false);
+    let word = |i: usize| widest_piece(&col(i), true);
+    let fixed: usize = [0, 1, 3, 4, 5].iter().map(|&i| widest(i)).sum();
+    let mut parts = widest(6).min(word(6).max(14));
+    let room = (width as usize).saturating_sub(fixed + parts + 3 * 7 + 1);
+    if room >= word(2) {
+        let verdict = widest(2).min(room);
+        cells.iter_mut().for_each(|c| c[2] = wrap(&c[2], verdict as u16));
+    } else {
+        let name = widest(1).max(word(2));
+        let rest = (width as usize).saturating_sub(fixed - widest(1) + name + 3 * 6 + 1);
+        parts = widest(6).min(word(6).max(rest));
+        for c in &mut cells {
+            let words = c.remove(2);
+            c[1] = format!("{}\n{}", c[1], wrap(&words, name as u16));
+        }
+        head.remove(2);
+    }
+    let last = head.len() - 1;
+    cells.iter_mut().for_each(|c| c[last] = wrap(&c[last], parts as u16));
+    // #, vs best, p99 and retries read right-aligned.
+    let right: Vec<usize> = (0..last).filter(|&i| i == 0 || i >= last - 3).collect();
+    let mut t = table(width, &head, &right);
+    cells.into_iter().for_each(|c| {
+        t.add_row(c);
+    });
+    (0..=last).for_each(|i| keep_whole(&mut t, i));
+    t
+}
+
+/// The widest line (or, with `words`, the longest word) of `cells`, in characters.
+fn widest_piece(cells: &[String], words: bool) -> usize {
+    let pieces = |c: &String| -> Vec<usize> {
+        let count = |p: &str| p.chars().count();
+        if words { c.split_whitespace().map(count).collect() } else { c.lines().map(count).collect() }
+    };
+    cells.iter().flat_map(pieces).max().unwrap_or(0)
+}
+
+/// The verdict table: one row per strategy run with its totals and verdict label. When
+/// every row ran on one backend at one level, they are named once above the table (if
+/// `name_shared`); otherwise under each strategy's name (so neither is split inside a
+/// narrow column).
+fn terminal_summary(w: &mut String, r: &Report, width: u16, name_shared: bool) {
+    let at = |s: &StrategyReport| format!("{} at {}", s.backend, s.isolation);
+    let shared = r.strategies.first().map(at).filter(|a| r.strategies.iter().all(|s| at(s) == *a));
+    if let Some(a) = shared.as_ref().filter(|_| name_shared) {
+        writeln!(w, "on {a}:").unwrap();
+    }
+    let head = ["strategy", "ops/s", "errors", "wrong", "verdict"];
+    let mut t = table(width, &head, &[1, 2, 3]);
     for s in &r.strategies {
+        let name = match &shared {
+            Some(_) => s.strategy.clone(),
+            None => format!("{}\n  {}", s.strategy, at(s)),
+        };
         t.add_row(vec![
-            s.strategy.clone(),
-            s.backend.name(),
-            s.isolation.name().into(),
+            name,
             format!("{:.0}{}", s.throughput_ops_per_s, decision::stalled_mark(s)),
             s.errors_total.to_string(),
             mismatched(s),
             s.check.label(),
         ]);
     }
-    keep_whole(&mut t, 0);
-    keep_whole(&mut t, 6);
-    writeln!(w, "{t}\n").unwrap();
+    for i in 0..head.len() {
+        keep_whole(&mut t, i);
+    }
+    writeln!(w, "{t}").unwrap();
 }
 
-/// The latency table: one row per op that ran, per strategy run (ms; µs below 1 ms).
+/// The latency tables: per strategy run, a line naming it, then one row per op that ran
+/// (ms; µs below 1 ms); narrow enough for 80 columns with every column whole.
 fn terminal_latency(w: &mut String, r: &Report, width: u16) {
-    let head = ["latency", "op", "count", "errors", "p50", "p99", "p99.9", "max"];
-    let mut t = table(width, &head, &[2, 3, 4, 5, 6, 7]);
+    let head = ["op", "count", "errors", "p50", "p99", "p99.9", "max"];
     for s in &r.strategies {
+        let mut t = table(width, &head, &[1, 2, 3, 4, 5, 6]);
         for (op, o) in s.ops.iter().filter(|(_, o)| o.count > 0) {
             let l = &o.latency_us;
             t.add_row(vec![
-                format!("{} {} {}", s.strategy, s.backend, s.isolation),
                 op.clone(),
                 o.count.to_string(),
                 o.errors.to_string(),
@@ -182,9 +277,9 @@ fn terminal_latency(w: &mut String, r: &Report, width: u16) {
                 latency(l.max),
             ]);
         }
+        (0..head.len()).for_each(|i| keep_whole(&mut t, i));
+        writeln!(w, "{}\n{t}", wrap(&format!("latency, {}:", s.label()), width)).unwrap();
     }
-    keep_whole(&mut t, 1);
-    writeln!(w, "{t}").unwrap();
 }
 
 /// Per strategy run, where there is any: its worst users, first errors and kept namespace.
@@ -213,7 +308,7 @@ fn terminal_figures(w: &mut String, r: &Report) {
             || !s.anomalies.is_empty()
     }) {
         let figs: Vec<String> = s.figures.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        writeln!(w, "\n{}: {}", s.label(), figs.join(" ")).unwrap();
+        writeln!(w, "\n{}:{}", s.label(), figs.iter().map(|f| format!(" {f}")).collect::<String>()).unwrap();
         for f in &s.faults {
             let when = f.fired_at_ms.map_or("not fired".to_string(), |t| format!("fired at {t} ms"));
             writeln!(w, "  fault {} (planned {} ms, {when}): {}", f.kind, f.at_ms, f.outcome).unwrap();
@@ -231,7 +326,7 @@ fn terminal_figures(w: &mut String, r: &Report) {
     }
 }
 
-/// What went wrong around the runs: breached thresholds, skipped combinations, failed cleanups.
+/// What went wrong around the runs: breached thresholds, unmet expectations, failed cleanups.
 fn terminal_problems(w: &mut String, r: &Report) {
     let breaches: Vec<String> = r
         .strategies
@@ -251,6 +346,14 @@ fn terminal_problems(w: &mut String, r: &Report) {
     if !unmet.is_empty() {
         writeln!(w, "\nexpectations not met:\n  {}", unmet.join("\n  ")).unwrap();
     }
+    for s in r.strategies.iter().filter(|s| s.cleanup_error.is_some()) {
+        writeln!(w, "\n{}: cleanup failed: {}", s.label(), s.cleanup_error.as_deref().unwrap_or_default()).unwrap();
+    }
+}
+
+/// Around the runs, not wrong: the expectations no row judged, the explored results and
+/// the skipped combinations, one line per backend, level and reason.
+fn terminal_context(w: &mut String, r: &Report) {
     if !r.expectations_not_judged.is_empty() {
         writeln!(w, "\nexpectations not judged (no row ran them):\n  {}", r.expectations_not_judged.join("\n  "))
             .unwrap();
@@ -263,11 +366,16 @@ fn terminal_problems(w: &mut String, r: &Report) {
     if !explored.is_empty() {
         writeln!(w, "\nexplored interleavings (counterlab explore):\n  {}", explored.join("\n  ")).unwrap();
     }
+    let mut skipped: Vec<(String, Vec<&str>)> = Vec::new();
     for k in &r.skipped {
-        writeln!(w, "\nskipped {} on {} at {}: {}", k.strategy, k.backend, k.isolation, k.reason).unwrap();
+        let why = format!("on {} at {}: {}", k.backend, k.isolation, k.reason);
+        match skipped.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, names)) => names.push(&k.strategy),
+            None => skipped.push((why, vec![&k.strategy])),
+        }
     }
-    for s in r.strategies.iter().filter(|s| s.cleanup_error.is_some()) {
-        writeln!(w, "\n{}: cleanup failed: {}", s.label(), s.cleanup_error.as_deref().unwrap_or_default()).unwrap();
+    for (why, names) in skipped {
+        writeln!(w, "\nskipped {} {why}", names.join(", ")).unwrap();
     }
 }
 
@@ -297,7 +405,7 @@ mod tests {
     fn tables(r: &Report, width: u16) -> String {
         let mut w = String::new();
         terminal_decision(&mut w, r, width);
-        terminal_summary(&mut w, r, width);
+        terminal_summary(&mut w, r, width, true);
         terminal_latency(&mut w, r, width);
         w
     }
@@ -330,11 +438,55 @@ mod tests {
                 assert!(l.chars().count() <= width as usize, "{} > {width}: {l}", l.chars().count());
             }
             assert!(text.contains("conditional-update-unguarded"), "names are not broken:\n{text}");
+            // No word of a verdict or a moving part, and no header word, is split.
+            for g in decide(&r) {
+                for x in &g.rows {
+                    for word in x.verdict.split_whitespace().chain(x.cost.split_whitespace()) {
+                        assert!(text.contains(word), "{word} split at {width}:\n{text}");
+                    }
+                }
+            }
+            assert!(text.contains("retries/") && text.contains("give-ups"), "{text}");
         }
         let all = render_terminal_width(&r, 80);
         assert!(all.find("DECISION").unwrap() < all.find("verdicts:").unwrap());
         assert!(all.contains("On sqlite at repeatable-read, "), "{all}");
         assert!(all.contains("12 ms"), "p99 in ms: {all}");
+    }
+
+    /// The default opens with the decision and ends with the verdicts, the latency table
+    /// only at `Verbose`; `Quiet` is the sentences, the verdict table and the problems.
+    #[test]
+    fn each_detail_shows_its_parts_in_order() {
+        let mut rows = Vec::new();
+        for (name, g, v) in [("direct-update", "none", "drift-expected"), ("conditional-update", "exact", "pass")] {
+            rows.push(row(name, "sqlite", g, v, 1000.0 + rows.len() as f64 * 300.0, 12_345));
+        }
+        let mut r = report(rows);
+        let normal = render_terminal_as(&r, 80, Detail::Normal);
+        assert!(normal.starts_with("DECISION\n"), "{normal}");
+        let last = normal.lines().last().unwrap();
+        assert!(last.contains("conditional-update") || last.starts_with("  "), "ends with the verdicts: {normal}");
+        let (before, verdicts) = normal.split_once("\nverdicts:\n").unwrap();
+        assert_eq!(verdicts.lines().filter(|l| !l.starts_with("   ")).count(), 2, "{normal}");
+        assert!(before.rfind("│ conditional-update").unwrap() > before.find("scenario ").unwrap(), "{normal}");
+        assert!(!normal.contains("p99.9"), "no latency table by default: {normal}");
+        let verbose = render_terminal_as(&r, 80, Detail::Verbose);
+        assert!(verbose.contains("p99.9") && verbose.contains("mark_read"), "{verbose}");
+        r.strategies[1].expectations.push(crate::ExpectationResult {
+            expected: "conditional-update: verdict pass".into(),
+            judged: true,
+            met: false,
+            detail: "it drifted".into(),
+        });
+        let quiet = render_terminal_as(&r, 80, Detail::Quiet);
+        assert!(quiet.starts_with("On sqlite at "), "{quiet}");
+        assert!(quiet.contains("│ direct-update") && quiet.contains("expectations not met:"), "{quiet}");
+        assert!(!quiet.contains("DECISION") && !quiet.contains("verdicts:") && !quiet.contains("p99.9"), "{quiet}");
+        assert!(quiet.lines().count() <= 12, "{quiet}");
+        for l in quiet.lines().chain(normal.lines()).chain(verbose.lines()) {
+            assert!(l.chars().count() <= 80, "{l}");
+        }
     }
 
     #[test]

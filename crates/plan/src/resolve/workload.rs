@@ -133,8 +133,11 @@ mod tests {
         let minimal = "strategies = [\"direct-update\"]\n[data]\nusers = 10\nnotifications_per_user = 2\n\
                        [workload]\nworkers = 1\nops = 10\n";
         assert_eq!(plan(minimal).workload.mix, DEFAULT_MIX);
+        // At its own path: the strategy file it lists is read beside it.
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/quickstart.toml");
         let quickstart = include_str!("../../../../scenarios/quickstart.toml");
-        assert_eq!(plan(quickstart).workload.mix, DEFAULT_MIX, "the default is the quickstart's mix");
+        let qs = parse(path, quickstart, "q", &Overrides::default(), &KNOWN, 1).expect("the quickstart");
+        assert_eq!(qs.workload.mix, DEFAULT_MIX, "the default is the quickstart's mix");
         // A table that is there is taken as written: what it leaves out is 0.
         let partial = plan(&format!("{minimal}[workload.mix]\nmark_read = 1\n"));
         assert_eq!(partial.workload.mix.weights, [0, 1, 0, 0, 0, 0]);
