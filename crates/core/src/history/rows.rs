@@ -33,6 +33,10 @@
 //!   `o.complete >= p_o >= p_c >= c.invoke`. When every such call has
 //!   `o.invoke > d.complete` (or, for mark_all_read, `o.complete < c.invoke`), none can
 //!   come before the delete: it removed an unread row and its effect is exactly -1.
+//!   Only when `d` is the one Ok delete of `x` that replied so: a design whose two
+//!   deletes of one row may both reply that they removed it (redis-set's: one took the
+//!   id from the set, the other deleted the row) is outside the model, and its deletes
+//!   keep `effect_range`.
 //!
 //! Both are per call and hold in every linearization, so summing them as `effect_range`
 //! is summed keeps the read bounds sound; they only narrow `effect_range` (0 and -1 lie
@@ -56,6 +60,8 @@ pub(super) struct RowFacts {
     /// Rows an Ok mark_read changed (replied > 0): an Ok delete that removed one came
     /// after that mark_read in every linearization, whatever their times.
     claimed: HashSet<NotificationId>,
+    /// Rows more than one Ok delete replied to have removed.
+    removed_twice: HashSet<NotificationId>,
 }
 
 /// A delete or mark_read: a call that acts on one row.
@@ -92,7 +98,12 @@ impl RowFacts {
         let claimed =
             evs.iter().filter(|e| on_one_row(e) && e.op != OpKind::Delete).filter(|e| e.outcome == Outcome::Ok);
         let claimed = claimed.filter(|e| e.observed > 0).map(|e| e.id).collect();
-        let mut facts = RowFacts { read_from: HashMap::new(), unread_until: HashMap::new(), claimed };
+        let mut removals: HashMap<NotificationId, u32> = HashMap::new();
+        for e in evs.iter().filter(|e| e.op == OpKind::Delete && e.outcome == Outcome::Ok && e.observed > 0) {
+            *removals.entry(e.id).or_default() += 1;
+        }
+        let removed_twice = removals.into_iter().filter(|(_, n)| *n > 1).map(|(id, _)| id).collect();
+        let mut facts = RowFacts { read_from: HashMap::new(), unread_until: HashMap::new(), claimed, removed_twice };
         let mut done: HashSet<NotificationId> = HashSet::new();
         for e in evs.iter().filter(|e| on_one_row(e)) {
             // Once per row.
@@ -134,7 +145,7 @@ impl RowFacts {
             return (0, 0);
         }
         let unread = self.unread_until.get(&e.id).is_some_and(|t| e.complete_us < *t);
-        if unread && removed && e.unknown_attempts == 0 {
+        if unread && removed && e.unknown_attempts == 0 && !self.removed_twice.contains(&e.id) {
             return (-1, -1);
         }
         effect_range(e)

@@ -165,6 +165,19 @@ fn a_read_short_by_a_create_still_in_flight_names_that_create_not_a_finished_one
 }
 
 #[test]
+fn two_deletes_that_both_reply_removed_do_not_pin_the_row_to_two_decrements() {
+    // redis-set's deletes: one takes the id from the set, the other deletes the row; both
+    // reply 1. The count fell by one; a read showing that is within the bounds.
+    let h = [
+        ev(Create, 1, 30, (0, 10), Okay, 1),
+        ev(Delete, 1, 30, (20, 40), Okay, 1),
+        ev(Delete, 1, 30, (21, 39), Okay, 1),
+        ev(ReadCount, 1, 0, (50, 51), Okay, 2),
+    ];
+    assert_eq!(check_reads(&h, &|_| 2).violations_total, 0);
+}
+
+#[test]
 fn unknown_ops_widen_every_later_read_and_fails_do_not() {
     let h = [
         ev(Create, 1, 0, (0, 10), Unknown, 0),
