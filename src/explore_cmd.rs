@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 
 use counterlab::run::explore::{
     EXPLORE_SCHEMA_VERSION, ExploreConfig, Explored, PairResult, ReplayFile, columns, explore_plan, markdown,
-    parse_pair, script_lines,
+    parse_pair, safe_detail, script_lines,
 };
 use counterlab::scenario::Overrides;
 use counterlab_strategies::Registry;
@@ -195,9 +195,9 @@ pub fn render(explored: &[Explored]) -> String {
 
 fn detail(r: &PairResult) -> String {
     match r {
-        PairResult::Safe { explored, retried: 0 } => format!("SAFE ({explored} schedules, all exact)"),
-        PairResult::Safe { explored, retried } => {
-            format!("SAFE ({explored} schedules, all exact; kept by retries in {retried})")
+        PairResult::Safe { explored, retried: 0, faulted: 0 } => format!("SAFE ({explored} schedules, all exact)"),
+        PairResult::Safe { explored, retried, faulted } => {
+            format!("SAFE ({explored} schedules, all exact; {})", safe_detail(*retried, *faulted))
         }
         PairResult::Unsafe { explored, failing, first } => {
             format!("UNSAFE ({failing} of {explored} schedules drift: {})", first.anomalies.join(", "))
@@ -247,7 +247,7 @@ async fn replay(mut args: ExploreArgs, file: &Path) -> Result<u8, Failure> {
     args.backends = vec![r.dialect.clone()];
     args.isolation = vec![r.isolation.clone()];
     let cfg = ExploreConfig {
-        sessions: r.ops.iter().filter(|o| **o != counterlab::run::explore::Op::Flush).count(),
+        sessions: r.ops.iter().filter(|o| !o.background()).count(),
         budget: 1,
         preemptions: None,
         pairs: Some(vec![(r.ops[0], r.ops[1])]),

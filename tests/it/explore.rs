@@ -2,7 +2,8 @@
 //! failing schedule whose steps waited on the server's real row locks (PostgreSQL and
 //! MariaDB), the locking and guarded designs SAFE over every op pair, a failing schedule
 //! replayed 10 times with the same anomaly, a preemption bound that cuts the search
-//! short reported NOT EXPLORED (never SAFE), and a strategy file explored as it is.
+//! short reported NOT EXPLORED (never SAFE), a strategy file explored as it is, and the
+//! background sessions (a flush, a broker consumer) with their designs' crashes.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -242,6 +243,52 @@ fn a_flush_is_a_session_and_the_flushers_that_lose_or_double_a_claim_are_unsafe(
     let twice = pair(&cells, "zset-buffer-replay");
     assert_eq!(twice["result"], "UNSAFE", "{out}");
     assert_eq!(twice["first"]["anomalies"], serde_json::json!(["double_flush"]), "{twice}");
+}
+
+/// A broker design's consumer is a session of its own (each get, apply statement, ack
+/// and the crash's channel close a step), with the scenario's
+/// `consumer_crash_after_apply` armed in every schedule: mq-consumer applies the
+/// redelivered message again inside the schedule (double_apply_after_redelivery, a
+/// replay file that replays to it), mq-consumer-idempotent skips it (SAFE, with the crash
+/// fired in some of its schedules).
+#[test]
+fn a_consumer_is_a_session_the_naive_one_applies_a_redelivery_twice_and_the_idempotent_one_is_safe() {
+    crate::require!(Postgres, Rabbitmq);
+    let _heavy = crate::util::heavy_blocking();
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().to_str().unwrap();
+    let args = ["--strategy", "mq-consumer", "--strategy", "mq-consumer-idempotent", "--backend", "postgres"];
+    let more = ["--isolation", "read-committed", "--pair", "mark_read,mark_read", "--out", out_dir];
+    let (code, cells, out) = explore("scenarios/zoo/redelivered-twice.toml", &[&args[..], &more].concat());
+    assert_eq!(code, Some(0), "eventual designs declare no exact guarantee: {out}");
+    let naive = pair(&cells, "mq-consumer");
+    assert_eq!(naive["ops"], serde_json::json!(["mark_read", "mark_read", "consume"]), "{naive}");
+    assert_eq!(naive["result"], "UNSAFE", "{naive}");
+    let first = &naive["first"];
+    assert_eq!(first["anomalies"], serde_json::json!(["double_apply_after_redelivery"]), "{naive}");
+    assert_eq!(first["counter"].as_i64().unwrap(), first["truth"].as_i64().unwrap() - 1, "{naive}");
+    let consumer: Vec<(&str, &str)> = first["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["session"] == 3)
+        .map(|s| (s["sent"].as_str().unwrap(), s["saw"].as_str().unwrap_or("")))
+        .collect();
+    let crash = consumer.iter().position(|(s, _)| s.starts_with("channel.close")).expect("the consumer crashed");
+    let again = consumer.iter().position(|(s, saw)| s.starts_with("basic.get") && saw.contains("(redelivered)"));
+    assert!(again.is_some_and(|a| a > crash), "redelivered after the crash: {consumer:?}");
+    let applies = consumer.iter().filter(|(s, _)| s.starts_with("UPDATE unread_counts")).count();
+    assert_eq!(applies, 2, "the one message applied twice: {consumer:?}");
+    let idem = pair(&cells, "mq-consumer-idempotent");
+    assert_eq!(idem["result"], "SAFE", "{idem}");
+    assert!(idem["explored"].as_u64().unwrap() > 10, "{idem}");
+    assert!(idem["faulted"].as_u64().unwrap() > 0, "the crash fired in its schedules too: {idem}");
+    let file = dir.path().join("mq-consumer-postgres+rabbitmq-read-committed-markread-markread-consume.replay.json");
+    let o = counterlab(&["explore", "--replay", file.to_str().unwrap(), "--times", "3"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(stdout.matches(": same: counter Some(").count(), 3, "{stdout}");
+    assert!(stdout.contains("replayed 3 of 3 times with the recorded outcome"), "{stdout}");
 }
 
 /// On a Redis that has never seen the design's script, the first EVALSHA of a search is

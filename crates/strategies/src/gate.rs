@@ -1,5 +1,6 @@
 //! The step gate: every call through which a strategy reaches a server (SQL BEGIN,
-//! statements and COMMIT; Redis commands, scripts and pipelines) passes `step`. Outside
+//! statements and COMMIT; Redis commands, scripts and pipelines; the broker designs'
+//! publish, get, ack and a crashed consumer's channel close) passes `step`. Outside
 //! an explorer's session it is one task-local lookup and the call runs as it would; in a
 //! session (`scope`) the call first tells the scheduler what it is about to send, waits
 //! for its permission, then reports what it saw, so `counterlab explore` decides the
@@ -12,9 +13,12 @@ use tokio::sync::{mpsc, oneshot};
 /// What a session tells the scheduler.
 #[derive(Debug)]
 pub enum GateEvent {
-    /// Session `session` is about to send `step` (SQL with its arguments spliced in, or a
-    /// Redis command); it waits until `grant` is answered (or dropped: run it anyway).
-    Ready { session: usize, step: String, grant: oneshot::Sender<()> },
+    /// Session `session` is about to send `step` (SQL with its arguments spliced in, a
+    /// Redis command or a broker call); it waits until `grant` is answered (or dropped:
+    /// run it anyway). `independent`: the design declares that the step commutes with
+    /// every other session's steps (`independent`), so no order of it against them can
+    /// change what any session sees.
+    Ready { session: usize, step: String, grant: oneshot::Sender<()>, independent: bool },
     /// Its step came back: what it returned, or the error.
     Done { session: usize, shown: String },
     /// The session's work ended (sent by the explorer's session itself, on the same
@@ -31,11 +35,21 @@ pub struct Gate {
 
 tokio::task_local! {
     static GATE: Gate;
+    static INDEPENDENT: ();
 }
 
 /// Runs `f` (one session's ops) with its steps gated by `gate`'s scheduler.
 pub async fn scope<F: Future>(gate: Gate, f: F) -> F::Output {
     GATE.scope(gate, f).await
+}
+
+/// Runs `f` with its steps declared independent of every other session's: the design
+/// states that nothing another session of the explorer runs reads or writes what they
+/// touch (a broker consumer's apply to a counter row and a message record no op touches,
+/// and its ack), so the explorer may run them next to the session's following step with
+/// no choice in between (`GateEvent::Ready::independent`). Outside a session, just `f`.
+pub async fn independent<F: Future>(f: F) -> F::Output {
+    INDEPENDENT.scope((), f).await
 }
 
 /// Whether the calling task runs in an explorer's session.
@@ -53,7 +67,9 @@ pub async fn step<T, E: std::fmt::Display>(
     let Ok(gate) = GATE.try_with(Gate::clone) else { return call.await };
     let (grant, granted) = oneshot::channel();
     // A scheduler that is gone (dropped the receiver) lets every step run.
-    if gate.tx.send(GateEvent::Ready { session: gate.session, step: label(), grant }).is_ok() {
+    let independent = INDEPENDENT.try_with(|_| ()).is_ok();
+    let ready = GateEvent::Ready { session: gate.session, step: label(), grant, independent };
+    if gate.tx.send(ready).is_ok() {
         let _ = granted.await;
     }
     let r = call.await;
@@ -133,11 +149,26 @@ mod tests {
         let session = tokio::spawn(scope(Gate { session: 1, tx }, async {
             step(|| "BEGIN".to_string(), |v: &i32| format!("-> {v}"), async { Ok::<_, String>(9) }).await
         }));
-        let Some(GateEvent::Ready { session: 1, step, grant }) = rx.recv().await else { panic!("no ready") };
+        let Some(GateEvent::Ready { session: 1, step, grant, independent: false }) = rx.recv().await else {
+            panic!("no ready")
+        };
         assert_eq!(step, "BEGIN");
         grant.send(()).unwrap();
         let Some(GateEvent::Done { session: 1, shown }) = rx.recv().await else { panic!("no done") };
         assert_eq!(shown, "-> 9");
         assert_eq!(session.await.unwrap(), Ok(9));
+    }
+
+    #[tokio::test]
+    async fn a_step_declared_independent_says_so() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let session = tokio::spawn(scope(Gate { session: 0, tx }, async {
+            independent(step(|| "ack".to_string(), |_: &()| "ok".into(), async { Ok::<_, String>(()) })).await
+        }));
+        let Some(GateEvent::Ready { independent: true, grant, .. }) = rx.recv().await else {
+            panic!("not independent")
+        };
+        grant.send(()).unwrap();
+        assert_eq!(session.await.unwrap(), Ok(()));
     }
 }

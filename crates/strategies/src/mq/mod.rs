@@ -18,9 +18,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use counterlab_core::{ErrorClass, OpError, Outcome};
+use lapin::message::BasicGetMessage;
 use lapin::options::{
-    BasicConsumeOptions, BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, QueueDeclareOptions,
-    QueueDeleteOptions,
+    BasicConsumeOptions, BasicGetOptions, BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions,
+    QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, Consumer};
@@ -230,6 +231,23 @@ impl MqSpace {
         let consume = ch.basic_consume(self.queue.as_str().into(), tag.into(), opts, FieldTable::default());
         let consumer = within(self.timeout, "basic.consume", consume).await?;
         Ok((ch, consumer))
+    }
+
+    /// A fresh channel to take deliveries one at a time (`get`), manual acks.
+    pub(crate) async fn channel(&self) -> Result<Channel, OpError> {
+        within(self.timeout, "open a channel", self.conn.create_channel()).await
+    }
+
+    /// One `basic.get` on `ch` (manual ack): the next ready message, or None.
+    pub(crate) async fn get(&self, ch: &Channel) -> Result<Option<BasicGetMessage>, OpError> {
+        let opts = BasicGetOptions { no_ack: false };
+        within(self.timeout, "basic.get", ch.basic_get(self.queue.as_str().into(), opts)).await
+    }
+
+    /// Closes a channel within the broker timeout: every delivery it holds unacked goes
+    /// back to the queue.
+    pub(crate) async fn close(&self, ch: &Channel, why: &str) -> Result<(), OpError> {
+        within(self.timeout, "close", ch.close(200, why.into())).await
     }
 
     /// Messages ready in the queue (not counting those delivered and not yet acked), by

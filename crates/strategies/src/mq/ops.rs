@@ -77,10 +77,22 @@ impl Strategy for MqStrategy {
         *self.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(tokio::spawn(sh.run_consumer()));
     }
 
+    /// One pass of the consumer, one `basic.get` at a time until the queue has nothing
+    /// ready (each get, apply and ack a step of the explorer's gate); an armed
+    /// `consumer_crash_after_apply` fires in it, and the redelivery comes in the same pass.
+    async fn background_pass(&self) -> Result<bool, OpError> {
+        self.shared.pull_pass(true).await?;
+        Ok(true)
+    }
+
     /// Waits (within `bound`) until every published delta was applied and acked and no
-    /// message waits in the queue, then stops the consumer.
+    /// message waits in the queue, then stops the consumer. With no consumer task (the
+    /// explorer runs the consumer's passes itself), drains by pull passes instead.
     async fn settle(&self, bound: Duration) -> Result<(), OpError> {
         let sh = &self.shared;
+        if self.task.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
+            return sh.drain(bound).await;
+        }
         let deadline = Instant::now() + bound;
         let drained = loop {
             let left = deadline.saturating_duration_since(Instant::now());

@@ -172,7 +172,8 @@ impl Shared {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let m = Message { id, user, delta, published_us: self.now_us() };
-        match self.space.publish(&m.encode()).await {
+        let label = || format!("basic.publish deltas message {id}: user {user}, delta {delta:+}");
+        match crate::gate::step(label, |_| "confirmed".into(), self.space.publish(&m.encode())).await {
             Ok(()) => {
                 self.figures.published.fetch_add(1, Ordering::Relaxed);
                 self.ledger.lock().unwrap_or_else(|e| e.into_inner()).confirmed.insert(id);

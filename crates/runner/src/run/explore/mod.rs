@@ -24,7 +24,8 @@ use counterlab_strategies::{BackendError, Db, Namespace, statement_for};
 pub use attach::{attach, summary};
 pub use ops::{Op, STATE_WORDS, pairs, parse_pair};
 pub use script::{
-    EXPLORE_SCHEMA_VERSION, Explored, Failing, Pair, PairResult, ReplayFile, columns, markdown, script_lines,
+    EXPLORE_SCHEMA_VERSION, Explored, Failing, Pair, PairResult, ReplayFile, columns, markdown, safe_detail,
+    script_lines,
 };
 pub use session::{Ended, Step};
 
@@ -73,13 +74,12 @@ impl ExploreConfig {
     }
 
     /// The sessions' ops for a pair: a third session repeats the second op, and a design
-    /// with background work adds one pass of it (`Op::Flush`) as a session of its own.
-    fn ops(&self, (a, b): (Op, Op), background: bool) -> Vec<Op> {
+    /// with background work adds one pass of it (`Op::Flush`, `Op::Consume`) as a
+    /// session of its own.
+    fn ops(&self, (a, b): (Op, Op), background: Option<Op>) -> Vec<Op> {
         let mut v = vec![a, b];
         v.extend(std::iter::repeat_n(b, self.sessions.saturating_sub(2)));
-        if background {
-            v.push(Op::Flush);
-        }
+        v.extend(background);
         v
     }
 }
@@ -93,7 +93,7 @@ pub async fn explore_plan(
 ) -> Result<Vec<Explored>, BackendError> {
     assert!((2..=3).contains(&cfg.sessions), "2 or 3 sessions");
     let mut plan = plan.clone();
-    // One more for a design's background pass (`Op::Flush`), two spare.
+    // One more for a design's background pass (`Op::Flush`, `Op::Consume`), two spare.
     plan.workload.connections = cfg.sessions as u32 + 3;
     plan.workload.n_workers = cfg.sessions as u32;
     let run_id = super::new_run_id();
@@ -200,6 +200,8 @@ async fn explore_cell(
             if cell.t.info.guarantee == Guarantee::Eventual && !background {
                 row.skipped = Some(NOT_GATED.into());
             }
+            // The broker designs' pass is their consumer's; the others' a flush.
+            let background = background.then_some(if cell.t.amqp.is_some() { Op::Consume } else { Op::Flush });
             let mut users = 0;
             for pair in cfg.pairs().into_iter().filter(|_| row.skipped.is_none()) {
                 let started = Instant::now();
@@ -231,8 +233,8 @@ async fn explore_cell(
 }
 
 /// Why an eventual design without a background pass is not explored.
-const NOT_GATED: &str = "an eventual design whose background work (a broker consumer, a reconciler) has no pass \
-     the explorer can run as a session: its schedules are not explored";
+const NOT_GATED: &str = "an eventual design whose background work (a reconciler) has no pass the explorer can \
+     run as a session: its schedules are not explored";
 
 /// Runs every op once, outside any schedule, on the namespace's last user (a spare no
 /// schedule takes), so that what a design does only the first time (a script's NOSCRIPT
@@ -258,7 +260,7 @@ async fn explore_pair(
     users: &mut u64,
 ) -> PairResult {
     let mut ex = Explorer::new(cfg.preemptions, cfg.budget.min(MAX_USERS_PER_PAIR));
-    let (mut failing, mut retried, mut first): (u64, u64, Option<Failing>) = (0, 0, None);
+    let mut tally = Tally::default();
     let setup = |user| session::Setup {
         strategy: strategy.clone(),
         db: ns.db().clone(),
@@ -271,7 +273,7 @@ async fn explore_pair(
     };
     loop {
         if cell.opts.cancel.load(std::sync::atomic::Ordering::Relaxed) {
-            return interrupted(ex.explored, failing, first);
+            return interrupted(ex.explored, tally.failing, tally.first);
         }
         let mut schedule = match (&cfg.replay, ex.explored) {
             (Some(choices), 0) => Schedule::following(choices.clone()),
@@ -283,20 +285,14 @@ async fn explore_pair(
         };
         *users += 1;
         let user = if cfg.replay.is_some() { 1 } else { *users as UserId };
-        let claims = arm_flusher_crash(cell, strategy.as_ref(), ops).await;
+        let claims = arm_background_fault(cell, strategy.as_ref(), ops).await;
         let ran = match session::run_schedule(&setup(user), ops, &mut schedule).await {
             Ok(r) => r,
             Err(why) => return PairResult::Error { explored: ex.explored, why },
         };
-        retried += ran.ended.iter().any(|e| e.attempts > 1) as u64;
+        tally.retried += ran.ended.iter().any(|e| e.attempts > 1) as u64;
         match judged(ns, strategy.as_ref(), (cell, claims), user, ran, &schedule).await {
-            Ok(Some(f)) => {
-                failing += 1;
-                if first.as_ref().is_none_or(|g| f.steps.len() < g.steps.len()) {
-                    first = Some(f);
-                }
-            }
-            Ok(None) => {}
+            Ok(f) => tally.add(f, Claims::of(strategy.as_ref()).since(claims).crashes > 0),
             Err(why) => return PairResult::Error { explored: ex.explored, why },
         }
         if cfg.replay.is_some() {
@@ -312,7 +308,30 @@ async fn explore_pair(
             return PairResult::Error { explored: ex.explored, why };
         }
     }
-    outcome((ex.explored, failing, retried), first, ex.left(), cfg)
+    outcome(ex.explored, tally, ex.left(), cfg)
+}
+
+/// What a pair's schedules found so far.
+#[derive(Default)]
+struct Tally {
+    failing: u64,
+    retried: u64,
+    /// Schedules in which the design's own fault (a flusher's or consumer's crash) fired.
+    faulted: u64,
+    /// The shortest failing schedule.
+    first: Option<Failing>,
+}
+
+impl Tally {
+    fn add(&mut self, failing: Option<Failing>, faulted: bool) {
+        self.faulted += faulted as u64;
+        if let Some(f) = failing {
+            self.failing += 1;
+            if self.first.as_ref().is_none_or(|g| f.steps.len() < g.steps.len()) {
+                self.first = Some(f);
+            }
+        }
+    }
 }
 
 /// A pair whose search Ctrl-C or SIGTERM stopped: what it found so far.
@@ -324,12 +343,12 @@ fn interrupted(explored: u64, failing: u64, first: Option<Failing>) -> PairResul
 }
 
 /// The pair's result from what its search found.
-fn outcome(counts: (u64, u64, u64), first: Option<Failing>, left: Option<Left>, cfg: &ExploreConfig) -> PairResult {
-    let (explored, failing, retried) = counts;
+fn outcome(explored: u64, tally: Tally, left: Option<Left>, cfg: &ExploreConfig) -> PairResult {
+    let Tally { failing, retried, faulted, first } = tally;
     match (first, left) {
         (Some(f), _) => PairResult::Unsafe { explored, failing, first: Box::new(f) },
-        (None, _) if cfg.replay.is_some() => PairResult::Safe { explored, retried },
-        (None, None) => PairResult::Safe { explored, retried },
+        (None, _) if cfg.replay.is_some() => PairResult::Safe { explored, retried, faulted },
+        (None, None) => PairResult::Safe { explored, retried, faulted },
         (None, Some(Left::Budget)) => {
             PairResult::NotExplored { explored, left: format!("the budget of {} schedules ran out", cfg.budget) }
         }
@@ -343,30 +362,67 @@ fn outcome(counts: (u64, u64, u64), first: Option<Failing>, left: Option<Left>, 
     }
 }
 
-/// The flusher's own counts of lost and doubled claims (its figures).
-fn flush_claims(strategy: &dyn Strategy) -> (u64, u64) {
-    let figures = strategy.figures();
-    let f = |k: &str| figures.iter().find(|(n, _)| *n == k).map_or(0, |(_, v)| *v as u64);
-    (f("lost_flush_claims"), f("double_flush_claims"))
+/// The background work's own counts (its figures): the flusher's lost and doubled
+/// claims, the consumer's applies of a redelivered message (raising, lowering), and the
+/// crashes at the design's fault point (flusher's and consumer's).
+#[derive(Clone, Copy, Debug, Default)]
+struct Claims {
+    lost_flushes: u64,
+    double_flushes: u64,
+    double_applies: (u64, u64),
+    crashes: u64,
 }
 
-/// With a flush session and a `flusher_crash` fault scheduled for the strategy, the
-/// flush of this schedule dies at the design's fault point (as under load). Returns the
-/// flusher's claim counts before the schedule, so its own lost and doubled claims of
-/// this schedule name the drift.
-async fn arm_flusher_crash(cell: &Cell<'_>, strategy: &dyn Strategy, ops: &[Op]) -> (u64, u64) {
-    let crash = cell.plan.faults.iter().any(|f| f.fault == Fault::FlusherCrash && f.applies_to(cell.t.name));
-    if crash && ops.contains(&Op::Flush) && strategy.takes(Fault::FlusherCrash) {
-        let _ = strategy.inject(Fault::FlusherCrash).await;
+impl Claims {
+    fn of(strategy: &dyn Strategy) -> Claims {
+        let figures = strategy.figures();
+        let f = |k: &str| figures.iter().find(|(n, _)| *n == k).map_or(0, |(_, v)| *v as u64);
+        Claims {
+            lost_flushes: f("lost_flush_claims"),
+            double_flushes: f("double_flush_claims"),
+            double_applies: (f("double_applies_raising"), f("double_applies_lowering")),
+            crashes: f("flusher_crashes") + f("consumer_crashes"),
+        }
     }
-    flush_claims(strategy)
+
+    /// What was counted since `before`.
+    fn since(self, before: Claims) -> Claims {
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        Claims {
+            lost_flushes: d(self.lost_flushes, before.lost_flushes),
+            double_flushes: d(self.double_flushes, before.double_flushes),
+            double_applies: (
+                d(self.double_applies.0, before.double_applies.0),
+                d(self.double_applies.1, before.double_applies.1),
+            ),
+            crashes: d(self.crashes, before.crashes),
+        }
+    }
+}
+
+/// The faults that fire in a background session, at the design's own fault point.
+const BACKGROUND_FAULTS: [Fault; 2] = [Fault::FlusherCrash, Fault::ConsumerCrashAfterApply];
+
+/// With a background session and a fault of it (`flusher_crash`,
+/// `consumer_crash_after_apply`) scheduled for the strategy, the pass of this schedule
+/// dies at the design's fault point (as under load). Returns the background work's
+/// counts before the schedule, so its own lost, doubled and re-applied deltas of this
+/// schedule name the drift.
+async fn arm_background_fault(cell: &Cell<'_>, strategy: &dyn Strategy, ops: &[Op]) -> Claims {
+    let scheduled = |k: Fault| cell.plan.faults.iter().any(|f| f.fault == k && f.applies_to(cell.t.name));
+    if ops.iter().any(|o| o.background()) {
+        for k in BACKGROUND_FAULTS.into_iter().filter(|&k| scheduled(k) && strategy.takes(k)) {
+            let _ = strategy.inject(k).await;
+        }
+    }
+    Claims::of(strategy)
 }
 
 /// The schedule as a failing one when its counter is not the truth (None: exact).
 async fn judged(
     ns: &Namespace,
     strategy: &dyn Strategy,
-    (cell, claims): (&Cell<'_>, (u64, u64)),
+    (cell, claims): (&Cell<'_>, Claims),
     user: UserId,
     ran: session::Ran,
     schedule: &Schedule,
@@ -390,14 +446,14 @@ async fn judged(
 async fn judge(
     ns: &Namespace,
     strategy: &dyn Strategy,
-    (cell, claims): (&Cell<'_>, (u64, u64)),
+    (cell, claims): (&Cell<'_>, Claims),
     user: UserId,
     ran: &session::Ran,
 ) -> Result<(Option<i64>, i64, Vec<String>), String> {
     let db: &Db = ns.db();
     let d = db.dialect();
     let e = |e: counterlab_core::OpError| format!("reading the counter back: {}", e.message);
-    if ran.ended.iter().any(|x| x.op == Op::Flush) {
+    if ran.ended.iter().any(|x| x.op.background()) {
         // What the schedule left buffered is applied, outside any schedule, as the
         // run's settle would: judged is the state the design converges to.
         let settle = |e: counterlab_core::OpError| format!("draining after the schedule: {}", e.message);
@@ -419,12 +475,12 @@ async fn judge(
         return Ok((counter, truth, Vec::new()));
     }
     let events = events_of(cell.t.seed, user, ran);
-    let now = flush_claims(strategy);
+    let counted = Claims::of(strategy).since(claims);
     let cx = Context {
         guarantee: cell.t.info.guarantee,
-        lost_flushes: now.0.saturating_sub(claims.0),
-        double_flushes: now.1.saturating_sub(claims.1),
-        double_applies: (0, 0),
+        lost_flushes: counted.lost_flushes,
+        double_flushes: counted.double_flushes,
+        double_applies: counted.double_applies,
         reconciler: false,
         seed: cell.t.seed,
         failover_us: None,

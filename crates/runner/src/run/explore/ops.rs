@@ -32,6 +32,10 @@ pub enum Op {
     /// One pass of the design's background work (a buffer flush): the session an
     /// eventual design's schedules add beside the pair (not a pair's op).
     Flush,
+    /// One pass of a broker design's consumer (`Strategy::background_pass`: get, apply,
+    /// ack until the queue has nothing ready): the session the broker designs' schedules
+    /// add beside the pair (not a pair's op).
+    Consume,
 }
 
 impl Op {
@@ -47,17 +51,23 @@ impl Op {
             Op::DeleteRead => "delete(a, read)",
             Op::MarkAllRead => "mark_all_read",
             Op::Flush => "flush",
+            Op::Consume => "consume",
         }
     }
 
-    /// The history's kind of the op (None: the flush, which is no op of the history).
+    /// Whether it is a design's background session (a flush or a consume pass), not an op.
+    pub fn background(self) -> bool {
+        matches!(self, Op::Flush | Op::Consume)
+    }
+
+    /// The history's kind of the op (None: the background passes, no ops of the history).
     pub fn kind(self) -> Option<OpKind> {
         match self {
             Op::Create => Some(OpKind::Create),
             Op::MarkRead | Op::MarkReadOther => Some(OpKind::MarkRead),
             Op::DeleteUnread | Op::DeleteRead => Some(OpKind::Delete),
             Op::MarkAllRead => Some(OpKind::MarkAllRead),
-            Op::Flush => None,
+            Op::Flush | Op::Consume => None,
         }
     }
 
@@ -68,7 +78,7 @@ impl Op {
             Op::DeleteRead => Some(first),
             Op::MarkRead | Op::DeleteUnread => Some(first + 1),
             Op::MarkReadOther => Some(first + 2),
-            Op::Create | Op::MarkAllRead | Op::Flush => None,
+            Op::Create | Op::MarkAllRead | Op::Flush | Op::Consume => None,
         }
     }
 
@@ -81,7 +91,7 @@ impl Op {
             Op::MarkRead | Op::MarkReadOther => s.mark_read(user, id).await.map(|c| (id, c as i64)),
             Op::DeleteUnread | Op::DeleteRead => s.delete(user, id).await.map(|c| (id, c as i64)),
             Op::MarkAllRead => s.mark_all_read(user).await.map(|n| (0, n as i64)),
-            Op::Flush => s.background_pass().await.map(|ran| (0, ran as i64)),
+            Op::Flush | Op::Consume => s.background_pass().await.map(|ran| (0, ran as i64)),
         }
     }
 }

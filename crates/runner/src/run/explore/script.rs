@@ -31,8 +31,15 @@ pub struct Failing {
 #[serde(tag = "result", rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum PairResult {
     /// Every schedule was run and every one ended exact; in `retried` of them an op was
-    /// refused by the server (deadlock, serialization failure) and retried by the design.
-    Safe { explored: u64, retried: u64 },
+    /// refused by the server (deadlock, serialization failure) and retried by the design;
+    /// in `faulted` the design's own fault (the scenario's `flusher_crash` or
+    /// `consumer_crash_after_apply`) fired in its background session.
+    Safe {
+        explored: u64,
+        retried: u64,
+        #[serde(default)]
+        faulted: u64,
+    },
     /// `failing` of `explored` schedules ended with a wrong counter; the shortest first.
     Unsafe { explored: u64, failing: u64, first: Box<Failing> },
     /// The search stopped short (budget or preemption bound) with every schedule run exact.
@@ -195,6 +202,18 @@ pub fn script_lines(dialect: &str, isolation: &str, ops: &[Op], f: &Failing) -> 
     out
 }
 
+/// What a SAFE pair's schedules survived: the design's retries, its own fault.
+pub fn safe_detail(retried: u64, faulted: u64) -> String {
+    let mut parts = Vec::new();
+    if retried > 0 {
+        parts.push(format!("kept by retries in {retried}"));
+    }
+    if faulted > 0 {
+        parts.push(format!("the design's crash fired in {faulted}"));
+    }
+    parts.join("; ")
+}
+
 /// The explored cells in Markdown: per strategy x backend x level the pairs' table, then
 /// each UNSAFE pair's shortest failing schedule as its two-column script.
 pub fn markdown(explored: &[Explored]) -> String {
@@ -212,8 +231,7 @@ pub fn markdown(explored: &[Explored]) -> String {
         out.push_str("| pair | result | schedules | seconds | detail |\n|---|---|---:|---:|---|\n");
         for p in &e.pairs {
             let detail = match &p.result {
-                PairResult::Safe { retried, .. } if *retried > 0 => format!("kept by retries in {retried}"),
-                PairResult::Safe { .. } => String::new(),
+                PairResult::Safe { retried, faulted, .. } => safe_detail(*retried, *faulted),
                 PairResult::Unsafe { failing, first, .. } => format!("{failing} drift: {}", first.anomalies.join(", ")),
                 PairResult::NotExplored { left, .. } => left.clone(),
                 PairResult::Error { why, .. } => why.replace('|', "/"),

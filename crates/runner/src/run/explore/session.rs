@@ -62,8 +62,8 @@ pub struct Ran {
 enum At {
     /// Running its own code (between calls).
     Running,
-    /// At the gate with `sent` ready.
-    Gate(String, oneshot::Sender<()>),
+    /// At the gate with `sent` ready (and whether the design declared it independent).
+    Gate(String, oneshot::Sender<()>, bool),
     /// Its granted call (step index) is on the server.
     Flight(usize, Instant),
     /// Its granted call waits on a lock.
@@ -92,7 +92,9 @@ pub struct Setup<'a> {
 /// next to its session's following step, changes nothing any session sees: every order
 /// is equivalent to one where each `BEGIN` is glued to that step, and only those run.
 /// Gluing keeps the preemption count of the orders that remain: the two serial orders
-/// still have none.
+/// still have none. A step the design declares independent (`gate::independent`: a
+/// broker consumer's apply and ack, which no op's step reads or writes) is glued the
+/// same way.
 pub fn local(sent: &str) -> bool {
     sent == "BEGIN"
 }
@@ -220,8 +222,8 @@ async fn drive(
             _ => enabled,
         };
         let s = run.schedule.choose(&enabled)?;
-        let At::Gate(sent, grant) = std::mem::replace(&mut run.at[s], At::Running) else { unreachable!() };
-        if setup.reduce && local(&sent) {
+        let At::Gate(sent, grant, independent) = std::mem::replace(&mut run.at[s], At::Running) else { unreachable!() };
+        if setup.reduce && (independent || local(&sent)) {
             run.glued = Some(s);
         }
         run.clock += 1;
@@ -290,7 +292,7 @@ fn stuck(run: &Run<'_>, setup: &Setup<'_>) -> String {
         .map(|(i, a)| {
             let what = match a {
                 At::Running => "running its own code".to_string(),
-                At::Gate(sent, _) => format!("ready to send {sent}"),
+                At::Gate(sent, ..) => format!("ready to send {sent}"),
                 At::Flight(step, _) => format!("sent {} (no reply, no lock wait)", run.steps[*step].sent),
                 At::Blocked(step) => format!("waits on a lock in {}", run.steps[*step].sent),
                 At::Done => "done".to_string(),
@@ -323,7 +325,7 @@ async fn mark_if_blocked(run: &mut Run<'_>, setup: &Setup<'_>, i: usize, blocked
 
 fn apply(run: &mut Run<'_>, ev: GateEvent) {
     match ev {
-        GateEvent::Ready { session, step, grant } => run.at[session] = At::Gate(step, grant),
+        GateEvent::Ready { session, step, grant, independent } => run.at[session] = At::Gate(step, grant, independent),
         GateEvent::Done { session, shown } => {
             if let At::Flight(step, _) | At::Blocked(step) = run.at[session] {
                 run.steps[step].saw = Some(shown);
