@@ -291,6 +291,31 @@ fn a_consumer_is_a_session_the_naive_one_applies_a_redelivery_twice_and_the_idem
     assert!(stdout.contains("replayed 3 of 3 times with the recorded outcome"), "{stdout}");
 }
 
+/// An exact design's reconciler (lua-script's, with `redis.reconcile_interval_ms` set) is
+/// a session of its own, and the counter is judged as the schedule leaves it (no settle
+/// first: the design claims exactness while its reconciler runs). Its guard makes a
+/// repair that races an op stand down, so no schedule run ends wrong; two preemptions
+/// cut the search short, which is NOT EXPLORED, never SAFE. Without the setting the same
+/// pair has no third session.
+#[test]
+fn an_exact_designs_reconciler_is_a_session_judged_as_the_schedule_leaves_it() {
+    crate::require!(Postgres, Redis);
+    let _heavy = crate::util::heavy_blocking();
+    let args = ["--strategy", "lua-script", "--backend", "postgres", "--pair", "mark_read,mark_read"];
+    let more = ["--preemptions", "2", "--set", "redis.reconcile_interval_ms=100"];
+    let (code, cells, out) = explore("scenarios/explore-redis.toml", &[&args[..], &more].concat());
+    assert_eq!(code, Some(0), "{out}");
+    let p = pair(&cells, "lua-script");
+    assert_eq!(p["ops"], serde_json::json!(["mark_read", "mark_read", "reconcile"]), "{p}");
+    assert!(["SAFE", "NOT_EXPLORED"].contains(&p["result"].as_str().unwrap()), "{p}");
+    assert!(p["explored"].as_u64().unwrap() > 50, "the pass's steps interleave with the ops': {p}");
+    let (_, cells, out) = explore("scenarios/explore-redis.toml", &args);
+    let plain = pair(&cells, "lua-script");
+    assert_eq!(plain["ops"], serde_json::json!(["mark_read", "mark_read"]), "{out}");
+    assert_eq!(plain["result"], "SAFE", "{plain}");
+    assert!(plain["explored"].as_u64().unwrap() < p["explored"].as_u64().unwrap(), "{plain}");
+}
+
 /// On a Redis that has never seen the design's script, the first EVALSHA of a search is
 /// answered NOSCRIPT and reloaded: a step the first schedule would have and the others
 /// not. Every op runs once on a spare user before the search, so create ‖ create of the

@@ -221,7 +221,13 @@ impl Strategy for RedisStrategy {
 
     /// A buffered design's flush (with the durable designs' recovery first), as the
     /// flusher task runs it each tick: a `flusher_crash` armed by `inject` fires in it.
+    /// A guarded design (a reconciler configured): one reconcile pass, as its task runs
+    /// it each tick (repairs stand down where an op is in flight).
     async fn background_pass(&self) -> Result<bool, OpError> {
+        if self.guarded() {
+            self.shared.reconcile_pass(false).await?;
+            return Ok(true);
+        }
         if !self.shared.design.buffered() {
             return Ok(false);
         }

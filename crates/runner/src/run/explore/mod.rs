@@ -200,8 +200,7 @@ async fn explore_cell(
             if cell.t.info.guarantee == Guarantee::Eventual && !background {
                 row.skipped = Some(NOT_GATED.into());
             }
-            // The broker designs' pass is their consumer's; the others' a flush.
-            let background = background.then_some(if cell.t.amqp.is_some() { Op::Consume } else { Op::Flush });
+            let background = background.then(|| background_op(&cell));
             let mut users = 0;
             for pair in cfg.pairs().into_iter().filter(|_| row.skipped.is_none()) {
                 let started = Instant::now();
@@ -232,9 +231,21 @@ async fn explore_cell(
     row
 }
 
+/// The session a design's background pass runs as: the broker designs' consumer; an
+/// exact design's reconciler (a design that stays exact while it runs: judged as the
+/// schedule leaves it); an eventual design's flush (judged after settle drains it).
+fn background_op(cell: &Cell<'_>) -> Op {
+    match (cell.t.amqp.is_some(), cell.t.info.guarantee) {
+        (true, _) => Op::Consume,
+        (false, Guarantee::Exact) => Op::Reconcile,
+        (false, _) => Op::Flush,
+    }
+}
+
 /// Why an eventual design without a background pass is not explored.
-const NOT_GATED: &str = "an eventual design whose background work (a reconciler) has no pass the explorer can \
-     run as a session: its schedules are not explored";
+const NOT_GATED: &str = "an eventual design with no background pass the explorer can run as a session (a \
+     reconciler that is not one yet, or background tasks the explorer cannot see are absent): its schedules are \
+     not explored";
 
 /// Runs every op once, outside any schedule, on the namespace's last user (a spare no
 /// schedule takes), so that what a design does only the first time (a script's NOSCRIPT
@@ -428,6 +439,13 @@ async fn judged(
     schedule: &Schedule,
 ) -> Result<Option<Failing>, String> {
     let (counter, truth, anomalies) = judge(ns, strategy, (cell, claims), user, &ran).await?;
+    if ran.ended.iter().any(|x| x.op == Op::Reconcile) {
+        // Judged; now the reconciler's quiet passes repair whatever the schedule left
+        // wrong, so the next schedule's passes find every other user exact (and take the
+        // same steps).
+        let e = |e: counterlab_core::OpError| format!("settling after the schedule: {}", e.message);
+        strategy.settle(cell.op_timeout()).await.map_err(e)?;
+    }
     // Keys read without the namespace's prefix (`cl:<namespace>:`).
     let prefix = format!("cl:{}:", cell.ns_name);
     let steps = ran.steps.into_iter().map(|s| Step { sent: s.sent.replace(&prefix, ""), ..s }).collect();
@@ -453,9 +471,10 @@ async fn judge(
     let db: &Db = ns.db();
     let d = db.dialect();
     let e = |e: counterlab_core::OpError| format!("reading the counter back: {}", e.message);
-    if ran.ended.iter().any(|x| x.op.background()) {
+    if ran.ended.iter().any(|x| x.op.background() && x.op != Op::Reconcile) {
         // What the schedule left buffered is applied, outside any schedule, as the
-        // run's settle would: judged is the state the design converges to.
+        // run's settle would: judged is the state the design converges to. (A design
+        // with a reconciler claims exactness while it runs: judged as left.)
         let settle = |e: counterlab_core::OpError| format!("draining after the schedule: {}", e.message);
         strategy.settle(cell.op_timeout()).await.map_err(settle)?;
     }

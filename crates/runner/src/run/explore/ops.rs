@@ -36,6 +36,10 @@ pub enum Op {
     /// ack until the queue has nothing ready): the session the broker designs' schedules
     /// add beside the pair (not a pair's op).
     Consume,
+    /// One pass of an exact design's reconciler (`Strategy::background_pass` of a design
+    /// that keeps the counter exact while its reconciler runs): judged as the schedule
+    /// leaves it, with no settle first.
+    Reconcile,
 }
 
 impl Op {
@@ -52,12 +56,14 @@ impl Op {
             Op::MarkAllRead => "mark_all_read",
             Op::Flush => "flush",
             Op::Consume => "consume",
+            Op::Reconcile => "reconcile",
         }
     }
 
-    /// Whether it is a design's background session (a flush or a consume pass), not an op.
+    /// Whether it is a design's background session (a flush, consume or reconcile pass),
+    /// not an op.
     pub fn background(self) -> bool {
-        matches!(self, Op::Flush | Op::Consume)
+        matches!(self, Op::Flush | Op::Consume | Op::Reconcile)
     }
 
     /// The history's kind of the op (None: the background passes, no ops of the history).
@@ -67,7 +73,7 @@ impl Op {
             Op::MarkRead | Op::MarkReadOther => Some(OpKind::MarkRead),
             Op::DeleteUnread | Op::DeleteRead => Some(OpKind::Delete),
             Op::MarkAllRead => Some(OpKind::MarkAllRead),
-            Op::Flush | Op::Consume => None,
+            Op::Flush | Op::Consume | Op::Reconcile => None,
         }
     }
 
@@ -78,7 +84,7 @@ impl Op {
             Op::DeleteRead => Some(first),
             Op::MarkRead | Op::DeleteUnread => Some(first + 1),
             Op::MarkReadOther => Some(first + 2),
-            Op::Create | Op::MarkAllRead | Op::Flush | Op::Consume => None,
+            Op::Create | Op::MarkAllRead | Op::Flush | Op::Consume | Op::Reconcile => None,
         }
     }
 
@@ -91,7 +97,7 @@ impl Op {
             Op::MarkRead | Op::MarkReadOther => s.mark_read(user, id).await.map(|c| (id, c as i64)),
             Op::DeleteUnread | Op::DeleteRead => s.delete(user, id).await.map(|c| (id, c as i64)),
             Op::MarkAllRead => s.mark_all_read(user).await.map(|n| (0, n as i64)),
-            Op::Flush | Op::Consume => s.background_pass().await.map(|ran| (0, ran as i64)),
+            Op::Flush | Op::Consume | Op::Reconcile => s.background_pass().await.map(|ran| (0, ran as i64)),
         }
     }
 }
