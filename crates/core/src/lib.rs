@@ -12,6 +12,7 @@ mod model;
 mod names;
 mod seed;
 mod strategy;
+mod urls;
 mod verdict;
 
 pub use anomaly::AnomalyKind;
@@ -25,11 +26,12 @@ pub use history::{
 pub use limit::Limit;
 pub use model::{
     Backend, Companion, Dialect, ErrorClass, Guarantee, Isolation, NotificationId, OpError, OpKind, Outcome, ReadFrom,
-    UserId,
+    SETTLE, UserId, WARMUP,
 };
 pub use names::Named;
 pub use seed::SeedSpec;
 pub use strategy::{CrashPoints, Fault, Strategy, StrategyInfo, WorkerLoop};
+pub use urls::{check_url, redact_url};
 pub use verdict::{
     ErrorFigures, FailPart, Findings, Judgement, Verdict, VerdictRules, judge, judge_incomplete, with_refusal,
 };

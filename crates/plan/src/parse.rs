@@ -79,7 +79,7 @@ fn resolve_all(
     let repeat = repeat(&src, raw.repeat.as_ref(), overrides.repeat)?;
     Ok(RunPlan {
         // A name is shown everywhere: a URL in it (from `${VAR}`, say) loses its password.
-        scenario: counterlab_strategies::redact_url(&raw.name.clone().unwrap_or_else(|| default_name.to_string())),
+        scenario: counterlab_core::redact_url(&raw.name.clone().unwrap_or_else(|| default_name.to_string())),
         scenario_path: path.to_string(),
         seed: overrides.seed.or(raw.seed).unwrap_or(default_seed),
         repeat,

@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 
 use counterlab_core::{AnomalyKind, Fault, OpKind, named_enum};
-use counterlab_strategies::{CustomSpec, Dialect, Isolation};
+use counterlab_core::{Dialect, Isolation};
+use counterlab_spec::CustomSpec;
 use serde::{Serialize, Serializer};
 
 use crate::named;
@@ -372,8 +373,8 @@ pub struct DataPlan {
 }
 
 impl DataPlan {
-    pub fn seed_spec(self) -> counterlab_strategies::SeedSpec {
-        counterlab_strategies::SeedSpec {
+    pub fn seed_spec(self) -> counterlab_core::SeedSpec {
+        counterlab_core::SeedSpec {
             n_users: self.n_users,
             notifications_per_user: self.notifications_per_user,
             initial_read_per_user: self.initial_read_per_user,
