@@ -4,4 +4,4 @@
 
 pub use counterlab_plan as scenario;
 pub use counterlab_runner::{clean, clock, containers, run, zoo};
-pub use counterlab_strategies::{BUILTINS, Registry, find as find_strategy};
+pub use counterlab_strategies::{BUILTINS, Recipe, Registry, find as find_strategy};

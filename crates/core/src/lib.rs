@@ -6,6 +6,7 @@ mod anomaly;
 mod check;
 mod counters;
 pub mod explore;
+mod figure;
 mod history;
 mod limit;
 mod model;
@@ -18,6 +19,7 @@ mod verdict;
 pub use anomaly::AnomalyKind;
 pub use check::{CheckFold, CheckInput, CheckResult, Checked, CounterVerdict, UserDrift, check_counters};
 pub use counters::{UserCounters, user_chunks};
+pub use figure::Figure;
 pub use history::{
     Anomaly, Context, Event, HistoryParts, MAX_WITNESSES, OnePart, ReadCheck, ReadSource, ReadViolation,
     STALENESS_BUCKETS_US, SettledRead, Staleness, Witness, check_reads, check_reads_from, check_reads_lagging,

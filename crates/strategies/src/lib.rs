@@ -11,6 +11,7 @@ mod held;
 mod leftover;
 mod mq;
 mod pause;
+mod recipe;
 mod redis;
 mod registry;
 mod replica;
@@ -44,7 +45,8 @@ pub use redis::{
 };
 pub use sandbox::{Identity, mysql_user, stable_hash};
 
-pub use registry::{BUILTINS, Build, Builtin, Registry, UNSUPPORTED};
+pub use recipe::{BuildError, Ingredients, Recipe, ReplicaRead};
+pub use registry::{BUILTINS, Build, Builtin, Registry, row};
 pub use replica::{CATCH_UP_BOUND, CatchUp, RedisLayout, ReplicaReader, ReplicaReads, sql_replica_supported};
 
 /// The built-in row named `name`.

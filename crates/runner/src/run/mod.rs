@@ -31,7 +31,7 @@ use crate::clock;
 pub use names::{SQLITE_MARKER, namespace_name, new_run_id};
 pub use post::{POST_LOAD_ATTEMPTS, POST_LOAD_BACKOFF, SETTLED_READS};
 pub use replay::{replay_command, server_flags};
-use servers::{Servers, uses_amqp, uses_redis};
+use servers::Servers;
 pub use status::{Progress, Status};
 
 /// Where the backends are and how the run treats its namespaces.
@@ -235,7 +235,7 @@ fn plan_cells<'a>(
                 continue;
             };
             for (isolation, read_from) in levels.iter().flat_map(|l| plan.replica.read_from.iter().map(|r| (*l, *r))) {
-                match replica_skip(opts, server, redis.is_some(), name, isolation, read_from) {
+                match replica_skip((plan, opts), server, redis.is_some(), name, isolation, read_from) {
                     Some(skip) => replica_skipped.push(skip),
                     None => cells.push(Planned { server, redis, amqp, name, info, isolation, read_from }),
                 }
@@ -247,14 +247,15 @@ fn plan_cells<'a>(
 
 /// The skipped row when `read_from` needs a replica this cell's server has not got.
 fn replica_skip(
-    opts: &RunOptions,
+    (plan, opts): (&RunPlan, &RunOptions),
     server: &Server,
     redis: bool,
     name: &str,
     isolation: Isolation,
     read_from: ReadFrom,
 ) -> Option<Skipped> {
-    let why = one::no_replica(opts, server, redis, name, read_from)?;
+    let recipe = servers::recipe(plan, opts, name).ok()?;
+    let why = one::no_replica(opts, server, recipe, name, read_from)?;
     Some(Skipped {
         strategy: name.to_string(),
         backend: Backend::new(server.dialect(), redis.then_some(Companion::Redis)),
@@ -284,16 +285,9 @@ fn cells_of<'a>(
             reason: reason.to_string(),
         }))
     };
-    let sql = server.dialect().name();
-    let custom = plan.custom.get(name);
-    let info = match custom {
-        Some(spec) => spec.info(),
-        None => match opts.registry.find(name) {
-            Some(row) => row.info,
-            None => return Err(BackendError::Refused(format!("strategy {name} is not in this run's registry"))),
-        },
-    };
-    let redis = match (uses_redis(plan, opts, name), &servers.redis) {
+    let recipe = servers::recipe(plan, opts, name)?;
+    let info = recipe.info();
+    let redis = match (recipe.needs_redis(), &servers.redis) {
         (false, _) => None,
         (true, Ok(r)) => Some(r),
         (true, Err(why)) => {
@@ -301,7 +295,7 @@ fn cells_of<'a>(
             return Ok(None);
         }
     };
-    let amqp = match (uses_amqp(plan, opts, name), &servers.amqp) {
+    let amqp = match (recipe.needs_amqp(), &servers.amqp) {
         (false, _) => None,
         (true, Ok(r)) => Some(r),
         (true, Err(why)) => {
@@ -309,14 +303,8 @@ fn cells_of<'a>(
             return Ok(None);
         }
     };
-    if let Some(spec) = custom.filter(|c| !c.dialects().contains(&server.dialect())) {
-        skip(None, &levels, &format!("{} has no {sql} statements", spec.name));
-        return Ok(None);
-    }
-    if let Some(why) =
-        custom.is_none().then(|| opts.registry.find(name)).flatten().and_then(|r| r.unsupported_on(server.dialect()))
-    {
-        skip(None, &levels, why);
+    if let Some(why) = recipe.unsupported_on(server.dialect()) {
+        skip(None, &levels, &why);
         return Ok(None);
     }
     if server.dialect() != Dialect::Sqlite {

@@ -18,6 +18,7 @@ mod interpret;
 mod redis_exec;
 mod reply;
 
+use counterlab_core::Figure;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
@@ -220,20 +221,20 @@ impl Strategy for CustomStrategy {
     fn read_lag(&self) -> Option<std::time::Duration> {
         self.read_lag
     }
-    fn figures(&self) -> Vec<(&'static str, f64)> {
+    fn figures(&self) -> Vec<(Figure, f64)> {
         let mut v = Vec::new();
         if let Some(n) = self.crashes.figure() {
-            v.push(("crashes_after_commit", n));
+            v.push((Figure::CrashesAfterCommit, n));
         }
         if let Some(n) = self.errors.figure() {
-            v.push(("errors_before_commit", n));
+            v.push((Figure::ErrorsBeforeCommit, n));
         }
         if self.c.groups.iter().any(|g| !g.is_empty()) {
-            v.push(("group_retries", self.retries.load(Ordering::Relaxed) as f64));
-            v.push(("group_give_ups", self.give_ups.load(Ordering::Relaxed) as f64));
+            v.push((Figure::GroupRetries, self.retries.load(Ordering::Relaxed) as f64));
+            v.push((Figure::GroupGiveUps, self.give_ups.load(Ordering::Relaxed) as f64));
         }
         if self.redis.is_some() {
-            v.push(("lost_replies", self.lost_replies.load(Ordering::Relaxed) as f64));
+            v.push((Figure::LostReplies, self.lost_replies.load(Ordering::Relaxed) as f64));
         }
         v
     }

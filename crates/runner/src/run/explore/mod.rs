@@ -10,6 +10,7 @@ mod ops;
 mod script;
 mod session;
 
+use counterlab_core::Figure;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -346,8 +347,8 @@ fn outcome(counts: (u64, u64, u64), first: Option<Failing>, left: Option<Left>, 
 /// The flusher's own counts of lost and doubled claims (its figures).
 fn flush_claims(strategy: &dyn Strategy) -> (u64, u64) {
     let figures = strategy.figures();
-    let f = |k: &str| figures.iter().find(|(n, _)| *n == k).map_or(0, |(_, v)| *v as u64);
-    (f("lost_flush_claims"), f("double_flush_claims"))
+    let f = |k: Figure| figures.iter().find(|(n, _)| *n == k).map_or(0, |(_, v)| *v as u64);
+    (f(Figure::LostFlushClaims), f(Figure::DoubleFlushClaims))
 }
 
 /// With a flush session and a `flusher_crash` fault scheduled for the strategy, the
