@@ -430,6 +430,20 @@ impl Serialize for MixPlan {
 }
 
 impl WorkloadPlan {
+    /// The most workers any stage runs at once (an open-loop stage: `n_workers`, its cap
+    /// on ops in flight): the connections workers hold for the run.
+    pub fn max_workers(&self) -> u32 {
+        self.stages.iter().map(|s| s.workers().unwrap_or(self.n_workers)).max().unwrap_or(self.n_workers)
+    }
+
+    /// The most ops in flight at once: `max_workers`, times `dup_k` when duplicate
+    /// mark_reads (K calls at once) are in the mix. The one answer every SQL pool, Redis
+    /// connection set and broker channel set is sized from.
+    pub fn ops_in_flight(&self) -> u32 {
+        let per_worker = if self.mix.weight(OpKind::MarkReadDup) > 0 { self.dup_k } else { 1 };
+        self.max_workers().saturating_mul(per_worker)
+    }
+
     pub fn mix_weights(&self) -> [u32; 6] {
         self.mix.weights
     }

@@ -387,12 +387,12 @@ pub(super) async fn build(cell: &Cell<'_>, ns: &Namespace, made: &mut Made) -> R
     let (plan, t) = (cell.plan, &cell.t);
     let login = cell.redis_login.as_ref().map(|(password, attach)| SpaceLogin { password, attach: *attach });
     let space = match t.redis {
-        Some(r) => Some(r.space_with(&cell.ns_name, cell.op_timeout(), plan.workload.n_workers, login).await?),
+        Some(r) => Some(r.space_with(&cell.ns_name, cell.op_timeout(), plan.workload.ops_in_flight(), login).await?),
         None => None,
     };
     made.space = space.clone();
     if let Some(a) = t.amqp {
-        made.mq = Some(a.space(&cell.ns_name, plan.workload.n_workers).await?);
+        made.mq = Some(a.space(&cell.ns_name, plan.workload.ops_in_flight()).await?);
     }
     let redis_cfg = RedisConfig {
         n_users: t.seed.n_users,
@@ -501,7 +501,7 @@ pub(super) async fn drive(
         false => strategy,
     };
     let w = &plan.workload;
-    ns.db().warm(w.stages.iter().filter_map(|s| s.workers()).fold(w.n_workers, u32::max)).await;
+    ns.db().warm(w.max_workers()).await;
     strategy.start().await;
     let space = cost_of.map(|m| m.space.as_ref());
     let before = match space {
