@@ -241,6 +241,22 @@ fn each_source(steps: &[StepSpec], idx: usize, src: &str) -> Result<usize, Strin
 }
 
 impl CustomSpec {
+    /// The first Redis or Lua step whose keys may hash to different Redis Cluster slots,
+    /// located (`<file:line:col>: <op> step <name>: keys ...`): such a file runs on one
+    /// Redis server, and a run on a cluster refuses it before any load.
+    pub fn cross_slot(&self) -> Option<String> {
+        (0..=SEED).find_map(|op| {
+            self.op_steps(op).iter().find_map(|st| {
+                let keys = match &st.action {
+                    Action::Redis { keys, .. } | Action::Lua { keys, .. } => keys,
+                    Action::Sql(_) => return None,
+                };
+                let why = redis_steps::one_slot(keys).err()?;
+                Some(format!("{}: {} step {}: {why}", st.at, op_name(op), st.name))
+            })
+        })
+    }
+
     /// Checks a single step (in op `op` at position `idx`; `op` 5 is `redis_seed`).
     pub fn check_step(&self, op: usize, idx: usize, dialect: Dialect) -> Result<(), CompileError> {
         self.compile_step(op, idx, dialect).map(|_| ())
@@ -253,7 +269,6 @@ impl CustomSpec {
 
     /// A Redis or Lua step's keys and arguments as templates, keys first.
     fn templates(&self, keys: &[String], args: &[String], op: usize, idx: usize) -> TemplatesResult {
-        redis_steps::one_slot(keys)?;
         let keys = keys.iter().map(|k| self.template(k, true, op, idx)).collect::<Result<_, _>>()?;
         let args = args.iter().map(|a| self.template(a, false, op, idx)).collect::<Result<_, _>>()?;
         Ok((keys, args))

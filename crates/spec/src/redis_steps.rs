@@ -198,8 +198,9 @@ pub fn hash_tag(text: &str) -> &str {
     text
 }
 
-/// A step's keys must share a hash slot on Redis Cluster (a script's or command's keys
-/// are one slot's): the same hash tag in each, or the same key.
+/// On Redis Cluster a step's keys must share a hash slot (a script's or command's keys are
+/// one slot's): the same hash tag in each, or the same key. Checked when a run targets a
+/// cluster (`CustomSpec::cross_slot`); on one server any keys do.
 pub fn one_slot(keys: &[String]) -> Result<(), String> {
     let Some(first) = keys.first() else { return Ok(()) };
     match keys.iter().find(|k| hash_tag(k) != hash_tag(first)) {

@@ -62,6 +62,8 @@ pub trait Recipe: Send + Sync {
     /// must confine it (or the user trust it), its Redis memory is watched against a cap,
     /// and its reads may write.
     fn trusted(&self) -> bool;
+    /// Why it cannot run on a Redis Cluster (a step's keys in different slots), if it cannot.
+    fn cluster_refusal(&self) -> Option<String>;
     async fn build(&self, with: Ingredients) -> Result<Arc<dyn Strategy>, BuildError>;
 }
 
@@ -106,6 +108,10 @@ impl Recipe for Builtin {
         true
     }
 
+    fn cluster_refusal(&self) -> Option<String> {
+        None
+    }
+
     async fn build(&self, with: Ingredients) -> Result<Arc<dyn Strategy>, BuildError> {
         match (self.build, with.redis, with.mq) {
             (Build::Sql(f), _, _) => Ok(f(self.info, with.db)),
@@ -145,6 +151,10 @@ impl Recipe for CustomSpec {
 
     fn trusted(&self) -> bool {
         false
+    }
+
+    fn cluster_refusal(&self) -> Option<String> {
+        self.cross_slot()
     }
 
     async fn build(&self, with: Ingredients) -> Result<Arc<dyn Strategy>, BuildError> {

@@ -208,6 +208,23 @@ async fn resolve_redis(
     }
 }
 
+/// On a Redis Cluster, a strategy that needs Redis and has a step whose keys may hash to
+/// different slots is refused before anything is created, located in its file.
+fn cluster_preflight(
+    plan: &RunPlan,
+    opts: &RunOptions,
+    redis: &Result<RedisServer, String>,
+) -> Result<(), BackendError> {
+    if !redis.as_ref().is_ok_and(|r| r.is_cluster()) {
+        return Ok(());
+    }
+    let recipes = plan.strategies.iter().filter_map(|s| recipe(plan, opts, s).ok()).filter(|r| r.needs_redis());
+    match recipes.filter_map(|r| r.cluster_refusal()).next() {
+        None => Ok(()),
+        Some(why) => Err(BackendError::Refused(format!("{why}; on one Redis server these keys are fine"))),
+    }
+}
+
 /// File-defined strategies run only where the server gives their namespace its own
 /// least-privilege identity, unless the user trusts them explicitly: checked before any
 /// load starts, so a refused run leaves nothing half done.
@@ -271,7 +288,8 @@ impl Servers {
         let checked = match resolve_redis(plan, opts, log).await {
             Ok(redis) => {
                 servers.redis = redis;
-                sandbox_preflight(plan, opts, &servers.sql, &servers.redis)
+                cluster_preflight(plan, opts, &servers.redis)
+                    .and_then(|()| sandbox_preflight(plan, opts, &servers.sql, &servers.redis))
             }
             Err(e) => Err(e),
         };
