@@ -181,27 +181,8 @@ struct ZooArgs {
 /// Where the servers are (the same flags as `run`).
 #[derive(Clone, clap::Args)]
 struct ServerArgs {
-    /// PostgreSQL URL; else COUNTERLAB_POSTGRES_URL, else DATABASE_URL when postgres(ql):// (DATABASE_URL goes to the server its scheme names), else postgres://postgres@127.0.0.1:5432/test.
-    #[arg(long, value_name = "URL")]
-    postgres: Option<String>,
-    /// MySQL/MariaDB URL; else COUNTERLAB_MYSQL_URL, MYSQL_URL, MARIADB_URL, DATABASE_URL when mysql:// or mariadb://, else mysql://root@127.0.0.1:3306/test.
-    #[arg(long, value_name = "URL")]
-    mysql: Option<String>,
-    /// Redis URL for the Redis strategies; else COUNTERLAB_REDIS_URL, else REDIS_URL, else redis://127.0.0.1:6379.
-    #[arg(long, value_name = "URL")]
-    redis: Option<String>,
-    /// AMQP URL of the broker (RabbitMQ) for the mq-consumer strategies; else COUNTERLAB_AMQP_URL, else AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/%2f.
-    #[arg(long, value_name = "URL")]
-    amqp: Option<String>,
-    /// A hot standby of the PostgreSQL server, for `[replica] read_from` (scripts/topologies/pg-standby.sh); else COUNTERLAB_POSTGRES_REPLICA_URL.
-    #[arg(long, value_name = "URL")]
-    postgres_replica: Option<String>,
-    /// A replica of the Redis server, for `[replica] read_from` (scripts/topologies/redis-replica.sh); else COUNTERLAB_REDIS_REPLICA_URL.
-    #[arg(long, value_name = "URL")]
-    redis_replica: Option<String>,
-    /// Directory for SQLite namespace files, which must exist; else DATABASE_URL when sqlite:PATH (PATH's folder) [default: a temporary directory, removed after the run].
-    #[arg(long, value_name = "DIR")]
-    sqlite: Option<PathBuf>,
+    #[command(flatten)]
+    urls: urls::Flags,
     /// Run file-defined strategies with the configured account's rights where a server
     /// cannot give their namespace a role, user or ACL user of its own (the report says so).
     #[arg(long)]
@@ -212,16 +193,7 @@ impl ServerArgs {
     /// Run options for these servers, and where each URL came from (for the log); an
     /// error for a configured SQLite folder that does not exist (exit 2).
     fn options(self, keep: bool) -> Result<(RunOptions, String), String> {
-        let flags = urls::Flags {
-            postgres: self.postgres,
-            mysql: self.mysql,
-            redis: self.redis,
-            amqp: self.amqp,
-            sqlite: self.sqlite,
-            postgres_replica: self.postgres_replica,
-            redis_replica: self.redis_replica,
-        };
-        let r = urls::resolve(flags, &|v| std::env::var(v).ok());
+        let r = urls::resolve(self.urls, &|v| std::env::var(v).ok());
         r.check_sqlite()?;
         let sources = r.sources();
         let opts = RunOptions {
