@@ -397,6 +397,11 @@ struct RunArgs {
     /// replaces the scenario's `repeat`.
     #[arg(long, value_name = "N")]
     repeat: Option<u32>,
+    /// After the repeats, run the designs of a backend x level whose order is not settled
+    /// again, one round at a time, until it settles or M rounds ran in all (1..=20);
+    /// replaces the scenario's `repeat_until_settled` [default: with --repeat, the repeat].
+    #[arg(long, value_name = "M")]
+    repeat_until_settled: Option<u32>,
     /// Output folder for report.json, report.md, report.html and hdr/*.hlog [default: reports/runs/<time>-<scenario>/].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -597,7 +602,8 @@ fn run_id() -> String {
 
 /// The scenario with the flags' overrides, resolved against the built-in strategies.
 fn load_plan(args: &RunArgs, default_seed: u64) -> Result<scenario::RunPlan, Failure> {
-    let overrides = args.plan.overrides(args.servers_mode.clone(), args.repeat);
+    let mut overrides = args.plan.overrides(args.servers_mode.clone(), args.repeat);
+    overrides.repeat_until_settled = args.repeat_until_settled;
     let known = Registry::builtin().names();
     scenario::load(&args.scenario, &overrides, &known, default_seed).map_err(|e| Failure::Input(e.into()))
 }
@@ -616,6 +622,7 @@ impl PlanArgs {
             ops: self.ops,
             rate: self.rate,
             repeat,
+            repeat_until_settled: None,
             sets: self.sets.clone(),
         }
     }

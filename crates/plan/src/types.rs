@@ -107,6 +107,10 @@ pub struct RunPlan {
     pub seed: u64,
     /// Runs of each cell, interleaved (all cells once, then again): `repeat` or `--repeat`.
     pub repeat: u32,
+    /// Rounds in all while a backend x level's order is not settled (`repeat_until_settled`;
+    /// equal to `repeat`: no more rounds): the unsettled designs run again, one round at a
+    /// time, until their order settles or this many rounds ran.
+    pub repeat_max: u32,
     pub strategies: Vec<String>,
     /// Backends in run order.
     #[serde(serialize_with = "named::list")]

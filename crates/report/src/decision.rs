@@ -155,8 +155,13 @@ pub fn decision_json(r: &Report) -> serde_json::Value {
 
 /// The groups of a report, in the order their first row ran, each ranked.
 pub fn decide(r: &Report) -> Vec<Group<'_>> {
+    decide_rows(&r.strategies)
+}
+
+/// The groups of these rows, in the order their first row ran, each ranked.
+pub fn decide_rows(strategies: &[StrategyReport]) -> Vec<Group<'_>> {
     let mut keys: Vec<(Dialect, Isolation)> = Vec::new();
-    for s in &r.strategies {
+    for s in strategies {
         let k = (sql_backend(s), s.isolation);
         if !keys.contains(&k) {
             keys.push(k);
@@ -165,7 +170,7 @@ pub fn decide(r: &Report) -> Vec<Group<'_>> {
     keys.into_iter()
         .map(|(backend, isolation)| {
             let rows: Vec<&StrategyReport> =
-                r.strategies.iter().filter(|s| sql_backend(s) == backend && s.isolation == isolation).collect();
+                strategies.iter().filter(|s| sql_backend(s) == backend && s.isolation == isolation).collect();
             let (rows, choice) = rank(&rows);
             let sentence = words::sentence(backend, isolation, &rows, &choice);
             Group { backend, isolation, rows, choice, sentence }
@@ -228,3 +233,19 @@ pub fn relative_text(r: &Ranked<'_>) -> String {
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+/// The rows (indices into `strategies`) a sequential run repeats: in every backend x level
+/// whose order is not settled yet, each design that kept its guarantee. Empty when every
+/// order is settled (or nothing kept its guarantee).
+pub fn unsettled(strategies: &[StrategyReport]) -> Vec<usize> {
+    let mut out = Vec::new();
+    for g in decide_rows(strategies).iter().filter(|g| !g.choice.settled) {
+        for x in g.rows.iter().filter(|x| x.standing == Standing::Held) {
+            if let Some(i) = strategies.iter().position(|s| std::ptr::eq(s, x.row)) {
+                out.push(i);
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}

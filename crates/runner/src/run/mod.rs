@@ -164,26 +164,25 @@ async fn run_cells(
     }
     rows.skipped = skipped.into_iter().chain(replica_skipped).collect();
     // With `repeat` > 1 the cells run interleaved (A B C A B C): each round runs every cell
-    // once, so a slow spell of the machine lands on every cell alike.
-    let total = cells.len() * plan.repeat as usize;
+    // once, so a slow spell of the machine lands on every cell alike. Then, up to
+    // `repeat_max` rounds in all, the designs whose order is not settled run again.
     let mut runs: Vec<Vec<StrategyReport>> = vec![Vec::new(); cells.len()];
-    let mut index = 0;
+    let all: Vec<usize> = (0..cells.len()).collect();
+    let mut r = Rounds { plan, opts, cfg, run_id, cells: &cells, index: 0, total: cells.len() * plan.repeat as usize };
     for round in 0..plan.repeat {
         if plan.repeat > 1 {
             log(&format!("repeat {}/{}", round + 1, plan.repeat));
         }
-        for (c, done) in cells.iter().zip(runs.iter_mut()) {
-            if opts.cancel.load(Ordering::Relaxed) {
-                let b = c.server.dialect().name();
-                log(&format!("interrupted: {} on {b} at {} not run", c.name, c.isolation.name()));
-                continue;
-            }
-            index += 1;
-            let target = c.target(run_id, plan.data.seed_spec(), round, (index, total.max(index)));
-            let (report, files) = one::run_one(plan, opts, cfg, target, log).await?;
-            done.push(report);
-            rows.side_files.extend(files);
+        r.round(round, &all, &mut runs, rows, log).await?;
+    }
+    for round in plan.repeat..plan.repeat_max {
+        let again = not_settled(&runs, plan.seed);
+        if again.is_empty() || opts.cancel.load(Ordering::Relaxed) {
+            break;
         }
+        let names: Vec<&str> = again.iter().map(|i| cells[*i].name).collect();
+        log(&format!("repeat {}/{}: the order of {} is not settled yet", round + 1, plan.repeat_max, names.join(", ")));
+        r.round(round, &again, &mut runs, rows, log).await?;
     }
     for runs in runs {
         let merged = runs.len() > 1;
@@ -216,6 +215,58 @@ impl<'a> Planned<'a> {
         let (isolation, read_from) = (self.isolation, self.read_from);
         Target { server, redis, amqp, run_id, name, info, isolation, seed, read_from, repeat, index }
     }
+}
+
+/// What a round of cells runs with, and how many cell runs have started.
+struct Rounds<'a> {
+    plan: &'a RunPlan,
+    opts: &'a RunOptions,
+    cfg: &'a DriverConfig,
+    run_id: &'a str,
+    cells: &'a [Planned<'a>],
+    index: usize,
+    /// The cell runs planned (the sequential rounds add to it as they start).
+    total: usize,
+}
+
+impl Rounds<'_> {
+    /// Runs the cells `which` once each (round `round`, 0-based), adding their rows to `runs`.
+    async fn round(
+        &mut self,
+        round: u32,
+        which: &[usize],
+        runs: &mut [Vec<StrategyReport>],
+        rows: &mut Rows,
+        log: &mut dyn FnMut(&str),
+    ) -> Result<(), BackendError> {
+        let (plan, opts) = (self.plan, self.opts);
+        for &i in which {
+            let c = &self.cells[i];
+            if opts.cancel.load(Ordering::Relaxed) {
+                let b = c.server.dialect().name();
+                log(&format!("interrupted: {} on {b} at {} not run", c.name, c.isolation.name()));
+                continue;
+            }
+            self.index += 1;
+            self.total = self.total.max(self.index);
+            let target = c.target(self.run_id, plan.data.seed_spec(), round, (self.index, self.total));
+            let (report, files) = one::run_one(plan, opts, self.cfg, target, log).await?;
+            runs[i].push(report);
+            rows.side_files.extend(files);
+        }
+        Ok(())
+    }
+}
+
+/// The cells (indices) whose backend x level order is not settled on the runs so far.
+fn not_settled(runs: &[Vec<StrategyReport>], seed: u64) -> Vec<usize> {
+    let merged: Vec<(usize, StrategyReport)> = runs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| counterlab_report::merge_repeats(r.clone(), seed).map(|row| (i, row)))
+        .collect();
+    let (cells, rows): (Vec<usize>, Vec<StrategyReport>) = merged.into_iter().unzip();
+    counterlab_report::decision::unsettled(&rows).into_iter().map(|k| cells[k]).collect()
 }
 
 /// The cells to run, the combinations left out, and those a missing replica left out.

@@ -179,7 +179,7 @@ impl<'a> Cell<'a> {
         };
         let backend = Backend::new(t.server.dialect(), companion);
         let tagged = format!("{}{}", t.name, read_tag(t.read_from));
-        let ns_name = match plan.repeat {
+        let ns_name = match plan.repeat_max {
             1 => scoped_namespace(t.run_id, t.server.dialect(), t.isolation, &tagged),
             _ => scoped_namespace(t.run_id, t.server.dialect(), t.isolation, &format!("{tagged}_r{}", t.repeat + 1)),
         };

@@ -39,6 +39,9 @@ pub fn replay_command(plan: &RunPlan) -> String {
     if plan.repeat > 1 {
         cmd += &format!(" --repeat {}", plan.repeat);
     }
+    if plan.repeat_max > plan.repeat {
+        cmd += &format!(" --repeat-until-settled {}", plan.repeat_max);
+    }
     // `--workers` also replaces every closed stage's own count: leave it out when the
     // file's stages carry their own.
     let w = &plan.workload;

@@ -47,7 +47,7 @@ type Log<'a> = &'a mut dyn FnMut(&str);
 
 /// What a distributed run cannot split yet: refused before anything is made.
 fn refuse_unsplittable(plan: &RunPlan) -> Result<(), PhaseError> {
-    let why = if plan.repeat != 1 {
+    let why = if plan.repeat_max != 1 {
         Some("repeat > 1")
     } else if plan.replica.read_from.iter().any(|r| *r != ReadFrom::Primary) {
         Some("replica reads")
