@@ -1,0 +1,180 @@
+//! The capacity search in words: a line per probe as it runs, then per design its knee,
+//! verification and curve shape with every probe in a table, as terminal text or
+//! Markdown (capacity.md).
+
+use std::fmt::Write as _;
+
+use super::search::{Probe, fmt_rate};
+use super::{Capacity, Design};
+
+/// `conditional-update on postgres at read-committed`.
+fn name(d: &Design) -> String {
+    let primary = d.read_from == counterlab_core::ReadFrom::Primary.name();
+    let reads = if primary { String::new() } else { format!(", reads from {}", d.read_from) };
+    format!("{} on {} at {}{reads}", d.strategy, d.backend, d.isolation)
+}
+
+/// One probe as it ends: `<design>: 400 ops/s (ramp): held; achieved 399, p99 3.1 ms, dropped 0.00%`.
+pub(super) fn probe_line(d: &Design, p: &Probe) -> String {
+    let result = if p.held { "held".to_string() } else { format!("FAILED ({})", p.failed_because.join("; ")) };
+    let load = p.load_1m.map_or(String::new(), |l| format!(", load {l:.2}"));
+    format!(
+        "{}: {} ops/s ({}): {result}; achieved {}, p99 {:.1} ms, dropped {:.2}%{load}",
+        name(d),
+        fmt_rate(p.rate_ops_per_s),
+        p.phase.name(),
+        fmt_rate(p.measured.achieved_ops_per_s),
+        p.measured.p99_ms,
+        p.dropped_pct,
+    )
+}
+
+/// The design's result in one sentence.
+pub(super) fn headline(d: &Design) -> String {
+    if let Some(why) = &d.skipped {
+        return format!("{}: skipped: {why}", name(d));
+    }
+    let Some(knee) = d.knee_ops_per_s else {
+        let why = d.stopped_early.as_deref().unwrap_or("no probe ran");
+        return format!("{}: no knee: no rate held the SLO ({why})", name(d));
+    };
+    let mut s = format!("{}: knee {} ops/s", name(d), fmt_rate(knee));
+    if let Some(v) = &d.verification {
+        let said = |held: Option<bool>| match held {
+            Some(true) => "held",
+            Some(false) => "failed",
+            None => "not run",
+        };
+        let verdict = if v.held { "verification held" } else { "VERIFICATION FAILED" };
+        let _ = write!(
+            s,
+            "; {verdict} (0.8x = {} ops/s {}, 1.25x = {} ops/s {})",
+            fmt_rate(v.below_ops_per_s),
+            said(v.below_held),
+            fmt_rate(v.above_ops_per_s),
+            said(v.above_held)
+        );
+    }
+    if let Some(why) = &d.stopped_early {
+        let _ = write!(s, "; the search stopped early: {why}");
+    }
+    s
+}
+
+/// Whether the curve was monotone, and where not with the likely reason.
+fn shape(d: &Design) -> Vec<String> {
+    if d.monotone {
+        return vec!["curve monotone: no rate held above one that failed".into()];
+    }
+    d.inversions
+        .iter()
+        .map(|i| {
+            format!(
+                "NOT MONOTONE: held at {} ops/s after failing at {} ops/s; likely {}",
+                fmt_rate(i.held_at_ops_per_s),
+                fmt_rate(i.failed_at_ops_per_s),
+                i.likely_reason
+            )
+        })
+        .collect()
+}
+
+const HEAD: [&str; 8] = ["rate ops/s", "phase", "achieved", "p99 ms", "dropped", "load", "result", "why"];
+
+/// A probe's cells under `HEAD`.
+fn cells(p: &Probe) -> [String; 8] {
+    [
+        fmt_rate(p.rate_ops_per_s),
+        p.phase.name().to_string(),
+        fmt_rate(p.measured.achieved_ops_per_s),
+        format!("{:.1}", p.measured.p99_ms),
+        format!("{:.2}%", p.dropped_pct),
+        p.load_1m.map_or("-".into(), |l| format!("{l:.2}")),
+        if p.held { "held" } else { "FAILED" }.to_string(),
+        p.failed_because.join("; "),
+    ]
+}
+
+/// The line above the designs: scenario, SLO, probe shape, load average.
+fn preamble(c: &Capacity) -> Vec<String> {
+    let (slo, cfg, l) = (&c.config.slo, &c.config, &c.load);
+    let load = |v: Option<f64>| v.map_or("unknown".to_string(), |v| format!("{v:.2}"));
+    let mut out = vec![
+        format!(
+            "capacity of {}: SLO p99 <= {} ms and dropped <= {}% (and the verdict not failing)",
+            c.scenario, slo.p99_ms, slo.max_dropped_pct
+        ),
+        format!(
+            "probes: {} s warm-up + {} s measured, open loop ({} arrivals, at most {} in flight, max wait {} ms), \
+             {} users x {} notifications, each on a fresh namespace",
+            cfg.warmup_s, cfg.probe_s, l.arrival, l.workers, l.max_wait_ms, l.users, l.notifications_per_user
+        ),
+        format!(
+            "search: from {} ops/s x{} to {}% resolution, at most {} probes and {} s per design, then 0.8x and 1.25x",
+            fmt_rate(cfg.search.start_rate),
+            cfg.search.factor,
+            cfg.search.resolution * 100.0,
+            cfg.search.max_probes,
+            cfg.max_time_s
+        ),
+        format!("load average (1 min): {} before, {} after", load(c.load_1m_before), load(c.load_1m_after)),
+    ];
+    if c.faults_left_out > 0 {
+        out.push(format!("the scenario's {} fault(s) are left out of the probes", c.faults_left_out));
+    }
+    out
+}
+
+/// The terminal text: the preamble, then per design its headline, shape and probes.
+pub fn terminal(c: &Capacity) -> String {
+    let mut out = preamble(c).join("\n") + "\n";
+    for d in &c.designs {
+        let _ = writeln!(out, "\n{}", headline(d));
+        if d.skipped.is_some() {
+            continue;
+        }
+        shape(d).iter().for_each(|l| {
+            let _ = writeln!(out, "  {l}");
+        });
+        let rows: Vec<[String; 8]> = d.probes.iter().map(cells).collect();
+        let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).chain([HEAD[i].len()]).max().unwrap_or(0);
+        let widths: Vec<usize> = (0..8).map(width).collect();
+        let line = |r: &[String]| {
+            let padded: Vec<String> = r.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+            format!("  {}", padded.join("  ").trim_end())
+        };
+        let _ = writeln!(out, "{}", line(&HEAD.map(String::from)));
+        rows.iter().for_each(|r| {
+            let _ = writeln!(out, "{}", line(r));
+        });
+    }
+    if c.interrupted {
+        out.push_str("\ninterrupted: the designs above are those that finished\n");
+    }
+    out
+}
+
+/// capacity.md: the same as Markdown.
+pub fn markdown(c: &Capacity) -> String {
+    let mut out = format!("# Capacity: {}\n\n", c.scenario);
+    preamble(c).iter().for_each(|l| {
+        let _ = writeln!(out, "- {l}");
+    });
+    for d in &c.designs {
+        let _ = writeln!(out, "\n## {}\n\n{}\n", name(d), headline(d));
+        if d.skipped.is_some() {
+            continue;
+        }
+        shape(d).iter().for_each(|l| {
+            let _ = writeln!(out, "{l}\n");
+        });
+        let _ = writeln!(out, "| {} |\n|{}", HEAD.join(" | "), " --- |".repeat(HEAD.len()));
+        d.probes.iter().for_each(|p| {
+            let _ = writeln!(out, "| {} |", cells(p).join(" | "));
+        });
+    }
+    if c.interrupted {
+        out.push_str("\nInterrupted: the designs above are those that finished.\n");
+    }
+    out
+}
