@@ -67,6 +67,10 @@ pub struct CapacityArgs {
     /// Each probe's measured stage.
     #[arg(long, value_name = "S", default_value_t = 2.0)]
     probe_s: f64,
+    /// Runs per probe, each on a fresh namespace: a rate holds when more than half of
+    /// them held the SLO and no verdict failed; the table shows their p99 spread.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9))]
+    repeats: u32,
     /// Output folder for capacity.json and capacity.md [default: reports/runs/<time>-<scenario>-capacity/].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -132,6 +136,7 @@ fn config(a: &CapacityArgs) -> Result<CapacityConfig, String> {
             max_probes: a.max_probes,
         },
         warmup_s: a.warmup_s,
+        repeats: a.repeats,
         probe_s: within("--probe-s", a.probe_s, 0.0, limits::MAX_DURATION_S)?,
         max_time_s: within("--max-time-s", a.max_time_s, 0.0, limits::MAX_DURATION_S)?,
     })

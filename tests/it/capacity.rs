@@ -95,7 +95,7 @@ async fn search_on(backend: &str, sqlite: Option<std::path::PathBuf>) -> (Capaci
         max_rate: 5000.0,
         max_probes: 12,
     };
-    let cfg = CapacityConfig { slo: SLO, search, warmup_s: 1.0, probe_s: 2.0, max_time_s: 120.0 };
+    let cfg = CapacityConfig { slo: SLO, search, warmup_s: 1.0, probe_s: 2.0, repeats: 1, max_time_s: 120.0 };
     let found = capacity_plan(&plan, &opts, &cfg, &mut |_| {}, &mut |_| {}).await.expect("the search runs");
     let namespaces = seen.lock().unwrap().clone();
     (found, namespaces)

@@ -20,7 +20,7 @@ use crate::clock;
 use crate::run::{RunOptions, run_plan};
 pub use render::{markdown, terminal};
 pub use search::{
-    Inversion, Measured, Phase, Probe, Search, SearchConfig, Slo, Step, VERIFY_ABOVE, VERIFY_BELOW, fmt_rate,
+    Inversion, Measured, Phase, Probe, Search, SearchConfig, Slo, Step, VERIFY_ABOVE, VERIFY_BELOW, combine, fmt_rate,
     inversions, judge,
 };
 
@@ -37,6 +37,9 @@ pub struct CapacityConfig {
     /// Each probe's warm-up at its rate (not measured; 0: none) and measured stage, s.
     pub warmup_s: f64,
     pub probe_s: f64,
+    /// Runs per probe, each on a fresh namespace: a rate holds when more than half of
+    /// them held (`search::combine`).
+    pub repeats: u32,
     /// One design's search stops after this many seconds (its verification's two probes
     /// still run).
     pub max_time_s: f64,
@@ -246,18 +249,8 @@ async fn search_design(
         }
         let Step::Probe { rate, phase } = search.next_step() else { break };
         let load_1m = load_1m();
-        let report = run_plan(&probe_plan(one, rate, cfg), opts, detail).await?;
-        if report.interrupted || opts.cancel.load(Ordering::Relaxed) {
-            break;
-        }
-        let Some(row) = report.strategies.first() else {
-            d.skipped = Some(skip_reason(&report));
-            break;
-        };
-        if d.probes.is_empty() && !relabel(&mut d, row, done) {
-            break;
-        }
-        let probe = probe_of(row, rate, phase, &cfg.slo, load_1m);
+        let Some(runs) = runs_at(one, rate, opts, cfg, &mut d, done, detail).await? else { break };
+        let probe = combine(&cfg.slo, rate, phase, runs, load_1m);
         search.record(rate, phase, probe.held);
         log(&render::probe_line(&d, &probe));
         d.probes.push(probe);
@@ -265,6 +258,35 @@ async fn search_design(
     finish(&mut d, &search, &cfg.slo);
     d.elapsed_s = t0.elapsed().as_secs_f64();
     Ok(d)
+}
+
+/// `cfg.repeats` runs of the design at `rate`, each a fresh namespace; None when the
+/// search must stop: interrupted, or the design skipped (`d.skipped` says why).
+async fn runs_at(
+    one: &RunPlan,
+    rate: f64,
+    opts: &RunOptions,
+    cfg: &CapacityConfig,
+    d: &mut Design,
+    done: &[Design],
+    detail: &mut dyn FnMut(&str),
+) -> Result<Option<Vec<Measured>>, BackendError> {
+    let mut runs = Vec::new();
+    for _ in 0..cfg.repeats.max(1) {
+        let report = run_plan(&probe_plan(one, rate, cfg), opts, detail).await?;
+        if report.interrupted || opts.cancel.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let Some(row) = report.strategies.first() else {
+            d.skipped = Some(skip_reason(&report));
+            return Ok(None);
+        };
+        if d.probes.is_empty() && runs.is_empty() && !relabel(d, row, done) {
+            return Ok(None);
+        }
+        runs.push(measured(row));
+    }
+    Ok(Some(runs))
 }
 
 /// Names the design by its first row (the backend `auto` resolved to, the level in
@@ -292,27 +314,16 @@ fn skip_reason(report: &Report) -> String {
     if why.is_empty() { "the probe ran no row".into() } else { why.join("; ") }
 }
 
-/// A probe's figures from its row's measured stage and verdict, judged by the SLO.
-fn probe_of(row: &StrategyReport, rate: f64, phase: Phase, slo: &Slo, load_1m: Option<f64>) -> Probe {
+/// A run's figures from its row's measured stage and verdict.
+fn measured(row: &StrategyReport) -> Measured {
     let stage = row.stages.iter().find(|s| s.measured);
     let v = &row.check.verdict;
-    let measured = Measured {
+    Measured {
         achieved_ops_per_s: stage.map_or(0.0, |s| s.achieved_ops_per_s),
         p99_ms: stage.map_or(0.0, |s| s.p99_us as f64 / 1e3),
         scheduled: stage.map_or(0, |s| s.scheduled),
         dropped: stage.map_or(0, |s| s.dropped),
         verdict_failed: (v.is_fail() || v.is_incomplete()).then(|| row.check.label()),
-    };
-    let failed_because = judge(slo, &measured);
-    let dropped_pct = measured.dropped_pct();
-    Probe {
-        rate_ops_per_s: rate,
-        phase,
-        measured,
-        dropped_pct,
-        held: failed_because.is_empty(),
-        failed_because,
-        load_1m,
     }
 }
 

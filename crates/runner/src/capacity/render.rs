@@ -16,7 +16,14 @@ fn name(d: &Design) -> String {
 
 /// One probe as it ends: `<design>: 400 ops/s (ramp): held; achieved 399, p99 3.1 ms, dropped 0.00%`.
 pub(super) fn probe_line(d: &Design, p: &Probe) -> String {
-    let result = if p.held { "held".to_string() } else { format!("FAILED ({})", p.failed_because.join("; ")) };
+    let result = match p.held {
+        true => "held".to_string(),
+        false => format!("FAILED ({})", p.failed_because.join("; ")),
+    };
+    let result = match p.runs.len() {
+        1 => result,
+        n => format!("{result} [{} of {n} runs held; p99 {}]", p.runs_held, spread(p)),
+    };
     let load = p.load_1m.map_or(String::new(), |l| format!(", load {l:.2}"));
     format!(
         "{}: {} ops/s ({}): {result}; achieved {}, p99 {:.1} ms, dropped {:.2}%{load}",
@@ -79,6 +86,12 @@ fn shape(d: &Design) -> Vec<String> {
         .collect()
 }
 
+/// `12.0-48.1 ms`: the p99 over a probe's runs.
+fn spread(p: &Probe) -> String {
+    let (lo, hi) = p.p99_spread_ms();
+    format!("{lo:.1}-{hi:.1} ms")
+}
+
 const HEAD: [&str; 8] = ["rate ops/s", "phase", "achieved", "p99 ms", "dropped", "load", "result", "why"];
 
 /// A probe's cells under `HEAD`.
@@ -87,10 +100,18 @@ fn cells(p: &Probe) -> [String; 8] {
         fmt_rate(p.rate_ops_per_s),
         p.phase.name().to_string(),
         fmt_rate(p.measured.achieved_ops_per_s),
-        format!("{:.1}", p.measured.p99_ms),
+        match p.runs.len() {
+            1 => format!("{:.1}", p.measured.p99_ms),
+            _ => format!("{:.1} ({})", p.measured.p99_ms, spread(p)),
+        },
         format!("{:.2}%", p.dropped_pct),
         p.load_1m.map_or("-".into(), |l| format!("{l:.2}")),
-        if p.held { "held" } else { "FAILED" }.to_string(),
+        match (p.held, p.runs.len()) {
+            (true, 1) => "held".to_string(),
+            (false, 1) => "FAILED".to_string(),
+            (true, n) => format!("held {}/{n}", p.runs_held),
+            (false, n) => format!("FAILED {}/{n}", p.runs_held),
+        },
         p.failed_because.join("; "),
     ]
 }
@@ -106,8 +127,20 @@ fn preamble(c: &Capacity) -> Vec<String> {
         ),
         format!(
             "probes: {} s warm-up + {} s measured, open loop ({} arrivals, at most {} in flight, max wait {} ms), \
-             {} users x {} notifications, each on a fresh namespace",
-            cfg.warmup_s, cfg.probe_s, l.arrival, l.workers, l.max_wait_ms, l.users, l.notifications_per_user
+             {} users x {} notifications, each on a fresh namespace{}",
+            cfg.warmup_s,
+            cfg.probe_s,
+            l.arrival,
+            l.workers,
+            l.max_wait_ms,
+            l.users,
+            l.notifications_per_user,
+            match cfg.repeats {
+                0 | 1 => String::new(),
+                n => format!(
+                    "; {n} runs per rate, held when more than half held (p99: the median run's, then the spread)"
+                ),
+            }
         ),
         format!(
             "search: from {} ops/s x{} to {}% resolution, at most {} probes and {} s per design, then 0.8x and 1.25x",

@@ -202,19 +202,59 @@ pub fn judge(slo: &Slo, m: &Measured) -> Vec<String> {
     why
 }
 
-/// One probe as the result lists it.
+/// One probe (a rate, run `--repeats` times) as the result lists it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Probe {
     pub rate_ops_per_s: f64,
     pub phase: Phase,
+    /// The figures of the run with the median p99 (the only run without repeats).
     #[serde(flatten)]
     pub measured: Measured,
     pub dropped_pct: f64,
+    /// More than half of the runs held the SLO, and none had a failing verdict.
     pub held: bool,
-    /// Why it failed the SLO (empty when it held).
+    /// Why it failed the SLO (empty when it held); with repeats, each failing run's.
     pub failed_because: Vec<String>,
     /// The machine's 1-minute load average just before the probe (None: unreadable).
     pub load_1m: Option<f64>,
+    /// Every run's figures, in the order run (one without repeats).
+    pub runs: Vec<Measured>,
+    /// How many of them held the SLO.
+    pub runs_held: usize,
+}
+
+impl Probe {
+    /// The lowest and highest p99 over the runs: the noise at this rate.
+    pub fn p99_spread_ms(&self) -> (f64, f64) {
+        let p99s = self.runs.iter().map(|m| m.p99_ms);
+        (p99s.clone().fold(f64::INFINITY, f64::min), p99s.fold(0.0, f64::max))
+    }
+}
+
+/// A rate's runs as one probe: it holds when more than half the runs held and no run's
+/// verdict failed (a correctness failure is never outvoted); its figures are the median
+/// p99 run's. `runs` must not be empty.
+pub fn combine(slo: &Slo, rate: f64, phase: Phase, runs: Vec<Measured>, load_1m: Option<f64>) -> Probe {
+    assert!(!runs.is_empty(), "a probe runs at least once");
+    let judged: Vec<Vec<String>> = runs.iter().map(|m| judge(slo, m)).collect();
+    let runs_held = judged.iter().filter(|w| w.is_empty()).count();
+    let verdict_failed = runs.iter().any(|m| m.verdict_failed.is_some());
+    let held = runs_held * 2 > runs.len() && !verdict_failed;
+    let failed_because = match (held, runs.len()) {
+        (true, _) => Vec::new(),
+        (false, 1) => judged[0].clone(),
+        (false, n) => judged
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| !w.is_empty())
+            .map(|(i, w)| format!("run {} of {n}: {}", i + 1, w.join(", ")))
+            .collect(),
+    };
+    let mut order: Vec<usize> = (0..runs.len()).collect();
+    order.sort_by(|&a, &b| runs[a].p99_ms.total_cmp(&runs[b].p99_ms));
+    let measured = runs[order[runs.len() / 2]].clone();
+    let dropped_pct = measured.dropped_pct();
+    Probe { rate_ops_per_s: rate, phase, measured, dropped_pct, held, failed_because, load_1m, runs, runs_held }
 }
 
 /// A rate that held above one that failed: where the curve is not monotone, and the
@@ -246,7 +286,7 @@ pub fn inversions(probes: &[Probe], slo: &Slo) -> Vec<Inversion> {
 /// correctness failure (never noise); a load average higher by 1 or more at the failed
 /// probe points at the machine's load; anything else is called noise, with the margin.
 fn likely_reason(failed: &Probe, held: &Probe, slo: &Slo) -> String {
-    if let Some(v) = &failed.measured.verdict_failed {
+    if let Some(v) = failed.runs.iter().find_map(|m| m.verdict_failed.as_ref()) {
         return format!("the verdict failed at the lower rate ({v}): a correctness failure, not noise");
     }
     if let (Some(lf), Some(lh)) = (failed.load_1m, held.load_1m)
@@ -302,19 +342,9 @@ mod tests {
                 dropped: 0,
                 verdict_failed: None,
             };
-            let why = judge(&SLO, &m);
-            s.record(rate, phase, why.is_empty());
-            let dropped_pct = m.dropped_pct();
-            let (held, load_1m) = (why.is_empty(), Some(1.0));
-            probes.push(Probe {
-                rate_ops_per_s: rate,
-                phase,
-                measured: m,
-                dropped_pct,
-                held,
-                failed_because: why,
-                load_1m,
-            });
+            let probe = combine(&SLO, rate, phase, vec![m], Some(1.0));
+            s.record(rate, phase, probe.held);
+            probes.push(probe);
         }
         panic!("the search did not end within 100 probes");
     }
@@ -399,5 +429,29 @@ mod tests {
         let loose = Slo { max_dropped_pct: 0.1, ..SLO };
         assert!(judge(&loose, &m(1.0, 1, None)).is_empty());
         assert_eq!(judge(&SLO, &m(1.0, 0, Some("FAIL: counters"))), ["verdict FAIL: counters"]);
+    }
+
+    #[test]
+    fn repeats_hold_by_majority_and_a_failing_verdict_is_never_outvoted() {
+        let m = |p99_ms, v: Option<&str>| Measured {
+            achieved_ops_per_s: 100.0,
+            p99_ms,
+            scheduled: 1000,
+            dropped: 0,
+            verdict_failed: v.map(String::from),
+        };
+        let p = combine(&SLO, 100.0, Phase::Bisect, vec![m(70.0, None), m(10.0, None), m(20.0, None)], None);
+        assert!(p.held && p.runs_held == 2, "{p:?}");
+        assert_eq!((p.measured.p99_ms, p.p99_spread_ms()), (20.0, (10.0, 70.0)), "the median run's figures");
+        assert!(p.failed_because.is_empty());
+        let p = combine(&SLO, 100.0, Phase::Bisect, vec![m(70.0, None), m(10.0, None), m(60.0, None)], None);
+        assert!(!p.held && p.runs_held == 1, "{p:?}");
+        assert_eq!(p.failed_because, ["run 1 of 3: p99 70.0 ms > 50 ms", "run 3 of 3: p99 60.0 ms > 50 ms"]);
+        let p =
+            combine(&SLO, 100.0, Phase::Bisect, vec![m(1.0, Some("FAIL: counters")), m(1.0, None), m(1.0, None)], None);
+        assert!(!p.held && p.runs_held == 2, "{p:?}");
+        assert_eq!(p.failed_because, ["run 1 of 3: verdict FAIL: counters"]);
+        let p = combine(&SLO, 100.0, Phase::Bisect, vec![m(1.0, None), m(60.0, None)], None);
+        assert!(!p.held, "one of two is not more than half: {p:?}");
     }
 }
