@@ -78,7 +78,8 @@ pub struct Design {
     pub stopped_early: Option<String>,
     /// Why the design was not searched (no Redis answering, say).
     pub skipped: Option<String>,
-    /// Seconds the design took, verification included.
+    /// Seconds its own probes took, verification included (the designs' probes
+    /// interleave: the search's wall time is the sum over the designs).
     pub elapsed_s: f64,
 }
 
@@ -120,8 +121,8 @@ pub struct Capacity {
     pub interrupted: bool,
 }
 
-/// Searches every design of `plan`. `log` gets a line per probe; `detail` each probe
-/// run's own log.
+/// Searches every design of `plan`, their probes interleaved. `log` gets a line per
+/// probe and each design's result; `detail` each probe run's own log.
 pub async fn capacity_plan(
     plan: &RunPlan,
     opts: &RunOptions,
@@ -131,15 +132,27 @@ pub async fn capacity_plan(
 ) -> Result<Capacity, BackendError> {
     let started_at_utc = clock::iso8601(clock::now_unix().0);
     let load_1m_before = load_1m();
-    let mut designs: Vec<Design> = Vec::new();
-    for one in designs_of(plan) {
-        if opts.cancel.load(Ordering::Relaxed) {
-            break;
+    let mut live: Vec<Live> = designs_of(plan)
+        .into_iter()
+        .map(|one| Live { d: design_of_plan(&one), search: Search::new(cfg.search), one, done: false })
+        .collect();
+    // Interleaved, one probe of each design per round (A B C A B C): a slow spell of the
+    // machine falls on every design alike. Each round records a probe of every live
+    // design or ends it, and a design records at most `max_probes` + 2: the bound.
+    for _round in 0..cfg.search.max_probes + 3 {
+        for i in 0..live.len() {
+            if live[i].done || opts.cancel.load(Ordering::Relaxed) {
+                continue;
+            }
+            let (before, rest) = live.split_at_mut(i);
+            let earlier: Vec<&Design> = before.iter().map(|l| &l.d).collect();
+            step(&mut rest[0], &earlier, opts, cfg, log, detail).await?;
         }
-        let d = search_design(&one, opts, cfg, &designs, log, detail).await?;
-        log(&render::headline(&d));
-        designs.push(d);
     }
+    for l in live.iter_mut().filter(|l| !l.done) {
+        finish(&mut l.d, &l.search, &cfg.slo);
+    }
+    let designs: Vec<Design> = live.into_iter().map(|l| l.d).collect();
     let w = &plan.workload;
     Ok(Capacity {
         version: CAPACITY_SCHEMA_VERSION,
@@ -231,33 +244,49 @@ fn design_of_plan(one: &RunPlan) -> Design {
     }
 }
 
-/// The search over one design, bounded by probes and by time.
-async fn search_design(
-    one: &RunPlan,
+/// One design's search in progress.
+struct Live {
+    one: RunPlan,
+    d: Design,
+    search: Search,
+    /// Its search ended (the knee verified, skipped, or interrupted).
+    done: bool,
+}
+
+/// One probe of `l` (its `repeats` runs), or the end of its search: then its knee,
+/// verification and curve shape are set and its headline logged.
+async fn step(
+    l: &mut Live,
+    earlier: &[&Design],
     opts: &RunOptions,
     cfg: &CapacityConfig,
-    done: &[Design],
     log: &mut dyn FnMut(&str),
     detail: &mut dyn FnMut(&str),
-) -> Result<Design, BackendError> {
-    let mut d = design_of_plan(one);
-    let mut search = Search::new(cfg.search);
-    let t0 = Instant::now();
-    loop {
-        if t0.elapsed().as_secs_f64() > cfg.max_time_s {
-            search.stop(format!("the time bound ({} s) was reached", cfg.max_time_s));
-        }
-        let Step::Probe { rate, phase } = search.next_step() else { break };
-        let load_1m = load_1m();
-        let Some(runs) = runs_at(one, rate, opts, cfg, &mut d, done, detail).await? else { break };
-        let probe = combine(&cfg.slo, rate, phase, runs, load_1m);
-        search.record(rate, phase, probe.held);
-        log(&render::probe_line(&d, &probe));
-        d.probes.push(probe);
+) -> Result<(), BackendError> {
+    if l.d.elapsed_s > cfg.max_time_s {
+        l.search.stop(format!("the time bound ({} s of its probes) was reached", cfg.max_time_s));
     }
-    finish(&mut d, &search, &cfg.slo);
-    d.elapsed_s = t0.elapsed().as_secs_f64();
-    Ok(d)
+    let t0 = Instant::now();
+    let mut probed = false;
+    if let Step::Probe { rate, phase } = l.search.next_step() {
+        let load_1m = load_1m();
+        if let Some(runs) = runs_at(&l.one, rate, opts, cfg, &mut l.d, earlier, detail).await? {
+            let probe = combine(&cfg.slo, rate, phase, runs, load_1m);
+            l.search.record(rate, phase, probe.held);
+            log(&render::probe_line(&l.d, &probe));
+            l.d.probes.push(probe);
+            probed = true;
+        }
+    }
+    l.d.elapsed_s += t0.elapsed().as_secs_f64();
+    if !probed {
+        finish(&mut l.d, &l.search, &cfg.slo);
+        l.done = true;
+        if !opts.cancel.load(Ordering::Relaxed) {
+            log(&render::headline(&l.d));
+        }
+    }
+    Ok(())
 }
 
 /// `cfg.repeats` runs of the design at `rate`, each a fresh namespace; None when the
@@ -268,7 +297,7 @@ async fn runs_at(
     opts: &RunOptions,
     cfg: &CapacityConfig,
     d: &mut Design,
-    done: &[Design],
+    earlier: &[&Design],
     detail: &mut dyn FnMut(&str),
 ) -> Result<Option<Vec<Measured>>, BackendError> {
     let mut runs = Vec::new();
@@ -281,7 +310,7 @@ async fn runs_at(
             d.skipped = Some(skip_reason(&report));
             return Ok(None);
         };
-        if d.probes.is_empty() && runs.is_empty() && !relabel(d, row, done) {
+        if d.probes.is_empty() && runs.is_empty() && !relabel(d, row, earlier) {
             return Ok(None);
         }
         runs.push(measured(row));
@@ -291,16 +320,17 @@ async fn runs_at(
 
 /// Names the design by its first row (the backend `auto` resolved to, the level in
 /// effect); false, with the design marked skipped, when an earlier design was that row.
-fn relabel(d: &mut Design, row: &StrategyReport, done: &[Design]) -> bool {
+fn relabel(d: &mut Design, row: &StrategyReport, earlier: &[&Design]) -> bool {
     d.backend = row.backend.to_string();
     d.isolation = row.isolation.name().to_string();
     d.read_from = row.read_from.name().to_string();
     let same = |e: &&Design| {
         e.skipped.is_none()
+            && !e.probes.is_empty()
             && (&e.strategy, &e.backend, &e.isolation, &e.read_from)
                 == (&d.strategy, &d.backend, &d.isolation, &d.read_from)
     };
-    if done.iter().any(|e| same(&e)) {
+    if earlier.iter().any(same) {
         d.skipped = Some("the same cell as an earlier design (searched once)".into());
         return false;
     }
