@@ -110,7 +110,7 @@ fn cells(p: &Probe) -> [String; 8] {
             (true, 1) => "held".to_string(),
             (false, 1) => "FAILED".to_string(),
             (true, n) => format!("held {}/{n}", p.runs_held),
-            (false, n) => format!("FAILED {}/{n}", p.runs_held),
+            (false, n) => format!("FAILED ({}/{n} held)", p.runs_held),
         },
         p.failed_because.join("; "),
     ]
