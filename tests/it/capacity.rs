@@ -121,6 +121,13 @@ fn assert_found(c: &Capacity, namespaces: &[String]) {
         assert!(p.measured.scheduled > 0, "{shown}");
         assert_eq!(p.held, p.measured.p99_ms <= SLO.p99_ms && p.measured.dropped == 0, "{p:?}");
     }
+    let said = format!(
+        "On {} at {}, paced-capacity holds p99 <= 250 ms with no drops up to {} ops/s; every knee verified",
+        d.backend,
+        d.isolation,
+        counterlab::capacity::fmt_rate(knee)
+    );
+    assert!(shown.contains(&said), "{said}\n{shown}");
     let below = d.probes.iter().rev().find(|p| p.rate_ops_per_s == v.below_ops_per_s).expect("the 0.8x probe");
     assert!((below.measured.achieved_ops_per_s / below.rate_ops_per_s - 1.0).abs() < 0.1, "{below:?}");
 }

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::clock;
 use crate::run::{RunOptions, run_plan};
-pub use render::{markdown, terminal};
+pub use render::{markdown, summary, terminal};
 pub use search::{
     Inversion, Measured, Phase, Probe, Search, SearchConfig, Slo, Step, VERIFY_ABOVE, VERIFY_BELOW, combine, fmt_rate,
     inversions, judge,

@@ -158,9 +158,53 @@ fn preamble(c: &Capacity) -> Vec<String> {
     out
 }
 
-/// The terminal text: the preamble, then per design its headline, shape and probes.
+/// One sentence per backend x level: the designs by knee, highest first, and which
+/// knees verified (`holds p99 <= 100 ms with no drops up to 2600 ops/s (...)`).
+pub fn summary(c: &Capacity) -> Vec<String> {
+    let slo = &c.config.slo;
+    let drops = match slo.max_dropped_pct {
+        0.0 => "no drops".to_string(),
+        p => format!("at most {p}% dropped"),
+    };
+    let mut groups: Vec<(&str, &str)> = Vec::new();
+    for d in c.designs.iter().filter(|d| d.skipped.is_none()) {
+        if !groups.contains(&(d.backend.as_str(), d.isolation.as_str())) {
+            groups.push((&d.backend, &d.isolation));
+        }
+    }
+    let mut out = Vec::new();
+    for (backend, level) in groups {
+        let mut ds: Vec<&Design> = c
+            .designs
+            .iter()
+            .filter(|d| d.skipped.is_none() && (d.backend.as_str(), d.isolation.as_str()) == (backend, level))
+            .collect();
+        ds.sort_by(|a, b| b.knee_ops_per_s.unwrap_or(0.0).total_cmp(&a.knee_ops_per_s.unwrap_or(0.0)));
+        let knee = |d: &Design| d.knee_ops_per_s.map_or("no rate".to_string(), |k| format!("{} ops/s", fmt_rate(k)));
+        let rest: Vec<String> = ds[1..].iter().map(|d| format!("{} {}", d.strategy, knee(d))).collect();
+        let rest = if rest.is_empty() { String::new() } else { format!(" ({})", rest.join(", ")) };
+        let unverified: Vec<&str> = ds.iter().filter(|d| !d.held()).map(|d| d.strategy.as_str()).collect();
+        let verified = match unverified.len() {
+            0 => "every knee verified (0.8x held, 1.25x failed)".to_string(),
+            _ => format!("NOT verified: {}", unverified.join(", ")),
+        };
+        out.push(format!(
+            "On {backend} at {level}, {} holds p99 <= {} ms with {drops} up to {}{rest}; {verified}.",
+            ds[0].strategy,
+            slo.p99_ms,
+            knee(ds[0])
+        ));
+    }
+    out
+}
+
+/// The terminal text: the preamble, the summary, then per design its headline, shape
+/// and probes.
 pub fn terminal(c: &Capacity) -> String {
     let mut out = preamble(c).join("\n") + "\n";
+    summary(c).iter().for_each(|l| {
+        let _ = writeln!(out, "\n{l}");
+    });
     for d in &c.designs {
         let _ = writeln!(out, "\n{}", headline(d));
         if d.skipped.is_some() {
@@ -192,6 +236,9 @@ pub fn markdown(c: &Capacity) -> String {
     let mut out = format!("# Capacity: {}\n\n", c.scenario);
     preamble(c).iter().for_each(|l| {
         let _ = writeln!(out, "- {l}");
+    });
+    summary(c).iter().for_each(|l| {
+        let _ = writeln!(out, "\n{l}");
     });
     for d in &c.designs {
         let _ = writeln!(out, "\n## {}\n\n{}\n", name(d), headline(d));
