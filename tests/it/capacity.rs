@@ -68,7 +68,7 @@ const SLO: Slo = Slo { p99_ms: 250.0, max_dropped_pct: 0.0 };
 
 /// The paced design's search on `backend`; the namespaces its probes ran in.
 async fn search_on(backend: &str, sqlite: Option<std::path::PathBuf>) -> (Capacity, Vec<String>) {
-    let registry = Registry::builtin().with(Builtin { info: PACED, build: Build::Sql(paced) });
+    let registry = Registry::builtin().with(Builtin::new(PACED, Build::Sql(paced)));
     let toml = format!(
         "strategies = [\"paced-capacity\"]\nbackends = [\"{backend}\"]\n\
          [data]\nusers = 50\nnotifications_per_user = 10\n\
