@@ -7,6 +7,7 @@
 
 mod annotations;
 mod atomic;
+mod capacity_cmd;
 mod docs_cmd;
 mod exit;
 mod explore_cmd;
@@ -66,6 +67,10 @@ enum Command {
     Explore(Box<explore_cmd::ExploreArgs>),
     /// Run a scenario file: every strategy in its own namespace, checked against the truth.
     Run(Box<RunArgs>),
+    /// Per design, the highest open-loop arrival rate that holds an SLO (p99, dropped
+    /// ops, the verdict): a bounded ramp and bisection of short probes, then verified at
+    /// 0.8x (must hold) and 1.25x (must fail). Exit 1 when a verification failed.
+    Capacity(Box<capacity_cmd::CapacityArgs>),
     /// List the strategies and their declared guarantees: the designs, then the bug zoo's
     /// mutants (deliberately wrong).
     List(ListArgs),
@@ -801,6 +806,7 @@ fn main() -> ExitCode {
         Command::Init(args) => init_cmd::init(args),
         Command::Validate(args) => validate_cmd::validate(*args),
         Command::Explore(args) => explore_cmd::explore(*args),
+        Command::Capacity(args) => capacity_cmd::capacity(*args),
         Command::Compare(args) => compare_cmd(args),
         Command::Report(args) => render_cmd::report_cmd(args),
         Command::Clean(args) => match runtime() {
