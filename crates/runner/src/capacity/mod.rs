@@ -206,6 +206,7 @@ fn designs_of(plan: &RunPlan) -> Vec<RunPlan> {
 pub fn probe_plan(one: &RunPlan, rate: f64, cfg: &CapacityConfig) -> RunPlan {
     let mut p = one.clone();
     p.repeat = 1;
+    p.repeat_max = 1;
     p.faults.clear();
     p.thresholds.clear();
     p.expect.clear();
