@@ -75,9 +75,9 @@ pub fn noise_note(r: &Report) -> String {
             TIE_BAND * 100.0
         )
     } else {
-        "Several runs per row (--repeat): an order is settled when 3 or more runs a side have ranges apart \
-         (a one-sided Mann-Whitney U, p = 0.05); overlapping throughputs are a tie, decided by p99, then by \
-         fewer moving parts."
+        "Several runs per row (--repeat): an order is settled on 3 or more runs a side by a one-sided \
+         Mann-Whitney U at p <= 0.05/(n-2) for n runs on the smaller side (at 3 against 3: ranges apart); \
+         otherwise a tie, decided by p99, then by fewer moving parts."
             .into()
     }
 }
@@ -235,13 +235,14 @@ pub fn relative_text(r: &Ranked<'_>) -> String {
 pub(crate) mod tests;
 
 /// The rows (indices into `strategies`) a sequential run repeats: in every backend x level
-/// whose order is not settled yet, each design that kept its guarantee. Empty when every
-/// order is settled (or nothing kept its guarantee).
+/// whose order is not settled yet, the fastest design that kept its guarantee and those
+/// whose order with it is not settled (`Choice::open`); a design already settled behind
+/// does not run again. Empty when every order is settled (or nothing kept its guarantee).
 pub fn unsettled(strategies: &[StrategyReport]) -> Vec<usize> {
     let mut out = Vec::new();
-    for g in decide_rows(strategies).iter().filter(|g| !g.choice.settled) {
-        for x in g.rows.iter().filter(|x| x.standing == Standing::Held) {
-            if let Some(i) = strategies.iter().position(|s| std::ptr::eq(s, x.row)) {
+    for g in decide_rows(strategies) {
+        for row in g.choice.open {
+            if let Some(i) = strategies.iter().position(|s| std::ptr::eq(s, row)) {
                 out.push(i);
             }
         }

@@ -541,7 +541,7 @@ fn anomaly_report(a: &counterlab_core::Anomaly, figures: &BTreeMap<String, f64>,
         }
         None => String::new(),
     };
-    if a.name == "lost_flush"
+    if a.kind == counterlab_core::AnomalyKind::LostFlush
         && let Some(&n) = figures.get(Figure::LostFlushClaims.name()).filter(|n| **n > 0.0)
     {
         let lost = figures.get(Figure::LostFlushDeltaAbs.name()).copied().unwrap_or(0.0);

@@ -180,7 +180,8 @@ pub fn template<R>(
 }
 
 /// The part of a key template Redis Cluster hashes: the text of its first hash tag
-/// (`{{u:{user}}}:unread` -> `u:{user}`), else the whole key.
+/// (`{{u:{user}}}:unread` -> `u:{user}`), else the whole key (also when the first tag
+/// is empty, `{{}}`, as Redis does).
 pub fn hash_tag(text: &str) -> &str {
     let b = text.as_bytes();
     let (mut i, mut start) = (0, None);
@@ -190,6 +191,7 @@ pub fn hash_tag(text: &str) -> &str {
                 start = Some(i + 2);
                 i += 2;
             }
+            (b'}', Some(b'}'), Some(s)) if s == i => return text,
             (b'}', Some(b'}'), Some(s)) => return &text[s..i],
             (b'{', _, _) => i += text[i..].find('}').unwrap_or(text.len() - i) + 1,
             _ => i += 1,
@@ -332,6 +334,13 @@ fn check_call(rest: &str, allowed: fn(&str) -> Result<Command, String>) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_hash_tag_hashes_the_whole_key() {
+        assert_eq!(hash_tag("{{}}:a"), "{{}}:a");
+        assert!(one_slot(&["{{}}:a".into(), "{{}}:b".into()]).is_err(), "Redis hashes both whole keys");
+        assert!(one_slot(&["{{u:{user}}}:a".into(), "{{u:{user}}}:b".into()]).is_ok());
+    }
 
     #[test]
     fn templates_split_into_text_and_values() {

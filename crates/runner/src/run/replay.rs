@@ -15,6 +15,8 @@ pub fn server_flags(opts: &RunOptions) -> String {
         ("--mysql", opts.mysql_url.as_deref(), DEFAULT_MYSQL_URL),
         ("--redis", opts.redis_url.as_deref(), DEFAULT_REDIS_URL),
         ("--amqp", opts.amqp_url.as_deref(), DEFAULT_AMQP_URL),
+        ("--postgres-replica", opts.postgres_replica_url.as_deref(), ""),
+        ("--redis-replica", opts.redis_replica_url.as_deref(), ""),
     ];
     for (flag, url, default) in urls {
         if let Some(u) = url.filter(|u| *u != default) {

@@ -48,7 +48,7 @@ type Log<'a> = &'a mut dyn FnMut(&str);
 /// What a distributed run cannot split yet: refused before anything is made.
 fn refuse_unsplittable(plan: &RunPlan) -> Result<(), PhaseError> {
     let why = if plan.repeat_max != 1 {
-        Some("repeat > 1")
+        Some("repeat or repeat_until_settled > 1")
     } else if plan.replica.read_from.iter().any(|r| *r != ReadFrom::Primary) {
         Some("replica reads")
     } else if !plan.faults.is_empty() {
