@@ -403,6 +403,9 @@ fn the_crates_below_the_runner_pull_no_server_client() {
         assert!(bad.is_empty(), "{krate} depends on {bad:?}");
         assert!(!deps.contains("counterlab-strategies"), "{krate} depends on counterlab-strategies");
     }
+    let plan = normal_dependencies("counterlab-plan");
+    let ours: Vec<&String> = plan.iter().filter(|d| d.starts_with("counterlab")).collect();
+    assert_eq!(ours, ["counterlab-core", "counterlab-spec"], "the scenario parser needs only core and spec");
     let core = normal_dependencies("counterlab-core");
     for forbidden in ["serde", "tokio"] {
         assert!(!core.contains(forbidden), "counterlab-core depends on {forbidden}");

@@ -13,6 +13,7 @@ mod model;
 mod names;
 mod seed;
 mod strategy;
+mod threshold;
 mod urls;
 mod verdict;
 
@@ -33,6 +34,7 @@ pub use model::{
 pub use names::Named;
 pub use seed::SeedSpec;
 pub use strategy::{CrashPoints, Fault, Strategy, StrategyInfo, WorkerLoop};
+pub use threshold::{Metric, Threshold};
 pub use urls::{check_url, redact_url};
 pub use verdict::{
     ErrorFigures, FailPart, Findings, Judgement, Verdict, VerdictRules, judge, judge_incomplete, with_refusal,

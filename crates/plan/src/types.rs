@@ -138,7 +138,8 @@ pub struct RunPlan {
     pub explore: ExplorePlan,
     pub faults: Vec<FaultPlan>,
     /// Limits that fail the run (exit code 1) when breached.
-    pub thresholds: Vec<counterlab_report::Threshold>,
+    #[serde(serialize_with = "named::thresholds")]
+    pub thresholds: Vec<counterlab_core::Threshold>,
     /// What the verdict allows: errors, and the operations that must run (`[verdict]`).
     pub verdict: VerdictPlan,
     /// `[[expect]]`: what the scenario says each strategy shows on which backends; an
