@@ -3,5 +3,5 @@
 //! command line uses.
 
 pub use counterlab_plan as scenario;
-pub use counterlab_runner::{clean, clock, containers, run, zoo};
-pub use counterlab_strategies::{BUILTINS, Registry, find as find_strategy};
+pub use counterlab_runner::{capacity, clean, clock, containers, run, zoo};
+pub use counterlab_strategies::{BUILTINS, Recipe, Registry, find as find_strategy};

@@ -7,6 +7,7 @@
 
 mod annotations;
 mod atomic;
+mod capacity_cmd;
 mod docs_cmd;
 mod exit;
 mod explore_cmd;
@@ -66,6 +67,10 @@ enum Command {
     Explore(Box<explore_cmd::ExploreArgs>),
     /// Run a scenario file: every strategy in its own namespace, checked against the truth.
     Run(Box<RunArgs>),
+    /// Per design, the highest open-loop arrival rate that holds an SLO (p99, dropped
+    /// ops, the verdict): a bounded ramp and bisection of short probes, then verified at
+    /// 0.8x (must hold) and 1.25x (must fail). Exit 1 when a verification failed.
+    Capacity(Box<capacity_cmd::CapacityArgs>),
     /// List the strategies and their declared guarantees: the designs, then the bug zoo's
     /// mutants (deliberately wrong).
     List(ListArgs),
@@ -181,27 +186,8 @@ struct ZooArgs {
 /// Where the servers are (the same flags as `run`).
 #[derive(Clone, clap::Args)]
 struct ServerArgs {
-    /// PostgreSQL URL; else COUNTERLAB_POSTGRES_URL, else DATABASE_URL when postgres(ql):// (DATABASE_URL goes to the server its scheme names), else postgres://postgres@127.0.0.1:5432/test.
-    #[arg(long, value_name = "URL")]
-    postgres: Option<String>,
-    /// MySQL/MariaDB URL; else COUNTERLAB_MYSQL_URL, MYSQL_URL, MARIADB_URL, DATABASE_URL when mysql:// or mariadb://, else mysql://root@127.0.0.1:3306/test.
-    #[arg(long, value_name = "URL")]
-    mysql: Option<String>,
-    /// Redis URL for the Redis strategies; else COUNTERLAB_REDIS_URL, else REDIS_URL, else redis://127.0.0.1:6379.
-    #[arg(long, value_name = "URL")]
-    redis: Option<String>,
-    /// AMQP URL of the broker (RabbitMQ) for the mq-consumer strategies; else COUNTERLAB_AMQP_URL, else AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/%2f.
-    #[arg(long, value_name = "URL")]
-    amqp: Option<String>,
-    /// A hot standby of the PostgreSQL server, for `[replica] read_from` (scripts/topologies/pg-standby.sh); else COUNTERLAB_POSTGRES_REPLICA_URL.
-    #[arg(long, value_name = "URL")]
-    postgres_replica: Option<String>,
-    /// A replica of the Redis server, for `[replica] read_from` (scripts/topologies/redis-replica.sh); else COUNTERLAB_REDIS_REPLICA_URL.
-    #[arg(long, value_name = "URL")]
-    redis_replica: Option<String>,
-    /// Directory for SQLite namespace files, which must exist; else DATABASE_URL when sqlite:PATH (PATH's folder) [default: a temporary directory, removed after the run].
-    #[arg(long, value_name = "DIR")]
-    sqlite: Option<PathBuf>,
+    #[command(flatten)]
+    urls: urls::Flags,
     /// Run file-defined strategies with the configured account's rights where a server
     /// cannot give their namespace a role, user or ACL user of its own (the report says so).
     #[arg(long)]
@@ -212,16 +198,7 @@ impl ServerArgs {
     /// Run options for these servers, and where each URL came from (for the log); an
     /// error for a configured SQLite folder that does not exist (exit 2).
     fn options(self, keep: bool) -> Result<(RunOptions, String), String> {
-        let flags = urls::Flags {
-            postgres: self.postgres,
-            mysql: self.mysql,
-            redis: self.redis,
-            amqp: self.amqp,
-            sqlite: self.sqlite,
-            postgres_replica: self.postgres_replica,
-            redis_replica: self.redis_replica,
-        };
-        let r = urls::resolve(flags, &|v| std::env::var(v).ok());
+        let r = urls::resolve(self.urls, &|v| std::env::var(v).ok());
         r.check_sqlite()?;
         let sources = r.sources();
         let opts = RunOptions {
@@ -425,6 +402,11 @@ struct RunArgs {
     /// replaces the scenario's `repeat`.
     #[arg(long, value_name = "N")]
     repeat: Option<u32>,
+    /// After the repeats, run the designs of a backend x level whose order is not settled
+    /// again, one round at a time, until it settles or M rounds ran in all (1..=20);
+    /// replaces the scenario's `repeat_until_settled` [default: with --repeat, the repeat].
+    #[arg(long, value_name = "M")]
+    repeat_until_settled: Option<u32>,
     /// Output folder for report.json, report.md, report.html and hdr/*.hlog [default: reports/runs/<time>-<scenario>/].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -625,7 +607,8 @@ fn run_id() -> String {
 
 /// The scenario with the flags' overrides, resolved against the built-in strategies.
 fn load_plan(args: &RunArgs, default_seed: u64) -> Result<scenario::RunPlan, Failure> {
-    let overrides = args.plan.overrides(args.servers_mode.clone(), args.repeat);
+    let mut overrides = args.plan.overrides(args.servers_mode.clone(), args.repeat);
+    overrides.repeat_until_settled = args.repeat_until_settled;
     let known = Registry::builtin().names();
     scenario::load(&args.scenario, &overrides, &known, default_seed).map_err(|e| Failure::Input(e.into()))
 }
@@ -644,6 +627,7 @@ impl PlanArgs {
             ops: self.ops,
             rate: self.rate,
             repeat,
+            repeat_until_settled: None,
             sets: self.sets.clone(),
         }
     }
@@ -822,6 +806,7 @@ fn main() -> ExitCode {
         Command::Init(args) => init_cmd::init(args),
         Command::Validate(args) => validate_cmd::validate(*args),
         Command::Explore(args) => explore_cmd::explore(*args),
+        Command::Capacity(args) => capacity_cmd::capacity(*args),
         Command::Compare(args) => compare_cmd(args),
         Command::Report(args) => render_cmd::report_cmd(args),
         Command::Clean(args) => match runtime() {

@@ -5,16 +5,31 @@
 
 use std::path::{Path, PathBuf};
 
-/// The servers' flags as given.
-#[derive(Default)]
+/// The servers' flags as given: spelled once here, flattened into every subcommand that
+/// reaches a server (`ServerArgs` in main.rs).
+#[derive(Clone, Default, clap::Args)]
 pub struct Flags {
+    /// PostgreSQL URL; else COUNTERLAB_POSTGRES_URL, else DATABASE_URL when postgres(ql):// (DATABASE_URL goes to the server its scheme names), else postgres://postgres@127.0.0.1:5432/test.
+    #[arg(long, value_name = "URL")]
     pub postgres: Option<String>,
+    /// MySQL/MariaDB URL; else COUNTERLAB_MYSQL_URL, MYSQL_URL, MARIADB_URL, DATABASE_URL when mysql:// or mariadb://, else mysql://root@127.0.0.1:3306/test.
+    #[arg(long, value_name = "URL")]
     pub mysql: Option<String>,
+    /// Redis URL for the Redis strategies; else COUNTERLAB_REDIS_URL, else REDIS_URL, else redis://127.0.0.1:6379.
+    #[arg(long, value_name = "URL")]
     pub redis: Option<String>,
+    /// AMQP URL of the broker (RabbitMQ) for the mq-consumer strategies; else COUNTERLAB_AMQP_URL, else AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/%2f.
+    #[arg(long, value_name = "URL")]
     pub amqp: Option<String>,
-    pub sqlite: Option<PathBuf>,
+    /// A hot standby of the PostgreSQL server, for `[replica] read_from` (scripts/topologies/pg-standby.sh); else COUNTERLAB_POSTGRES_REPLICA_URL.
+    #[arg(long, value_name = "URL")]
     pub postgres_replica: Option<String>,
+    /// A replica of the Redis server, for `[replica] read_from` (scripts/topologies/redis-replica.sh); else COUNTERLAB_REDIS_REPLICA_URL.
+    #[arg(long, value_name = "URL")]
     pub redis_replica: Option<String>,
+    /// Directory for SQLite namespace files, which must exist; else DATABASE_URL when sqlite:PATH (PATH's folder) [default: a temporary directory, removed after the run].
+    #[arg(long, value_name = "DIR")]
+    pub sqlite: Option<PathBuf>,
 }
 
 /// Each backend's configured URL (or SQLite folder) and where it came from.

@@ -3,6 +3,7 @@
 //! the design holds on PostgreSQL, MariaDB and SQLite with nothing left behind; its
 //! delete-first mutant shows `stale_cache_read` with how far back its reads were.
 
+use counterlab_core::Figure;
 use std::time::Duration;
 
 use counterlab_strategies::{Isolation, PoolSpec, RedisConfig, RedisServer, SeedSpec, Server, build_redis};
@@ -70,9 +71,13 @@ async fn reads_go_through_the_entry_and_only_the_second_delete_clears_a_racing_r
         s.settle(Duration::from_secs(5)).await.unwrap();
         assert_eq!(!c.exists::<_, bool>(&key).await.unwrap(), cleared, "{name}: second delete");
         assert_eq!(s.read_count(1).await.unwrap(), if cleared { 2 } else { 3 }, "{name}");
-        let figures: std::collections::HashMap<&str, f64> = s.figures().into_iter().collect();
+        let figures: std::collections::HashMap<Figure, f64> = s.figures().into_iter().collect();
         let seconds = if cleared { 1.0 } else { 0.0 };
-        assert_eq!((figures["cache_hits"], figures["second_deletes"]), (3.0 - seconds, seconds), "{name}: {figures:?}");
+        assert_eq!(
+            (figures[&Figure::CacheHits], figures[&Figure::SecondDeletes]),
+            (3.0 - seconds, seconds),
+            "{name}: {figures:?}"
+        );
         assert!(s.read_lag().unwrap() >= Duration::from_secs(3));
 
         s.teardown().await.unwrap();

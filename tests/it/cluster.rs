@@ -312,3 +312,32 @@ async fn served_by(nodes: &[String], slot: u16) -> String {
     }
     panic!("no primary serves slot {slot}")
 }
+
+/// A strategy file whose step's keys may hash to different slots runs on one Redis server
+/// and is refused on the cluster before anything is created, naming its file:line:col.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cross_slot_file_runs_on_one_server_and_is_refused_on_a_cluster() {
+    crate::require!(Postgres, Redis);
+    let url = cluster_url();
+    let up = cluster_nodes(&url).await;
+    if !require("cluster::a_cross_slot_file_runs_on_one_server_and_is_refused_on_a_cluster", &up) {
+        return;
+    }
+    let mut overrides = Overrides { backends: vec!["postgres".into()], ..Overrides::default() };
+    overrides.strategies = vec!["mine".into()];
+    let text = crate::custom::cross_slot_file();
+    let plan = counterlab::scenario::parse("byo.toml", &text, "byo", &overrides, &util::known(), 3)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut opts = util::options(false, None);
+    opts.redis_url = Some(crate::redis::redis_url());
+    opts.trust_strategy_files = true;
+    let single = run_plan(&plan, &opts, &mut |_| {}).await.expect("one server runs it");
+    assert_eq!(single.strategies.len(), 1, "{:?}", single.skipped);
+    assert!(single.strategies[0].ops_total > 0, "the load ran");
+    opts.redis_url = Some(url);
+    let refused = run_plan(&plan, &opts, &mut |_| {}).await.expect_err("the cluster refuses it").to_string();
+    assert!(
+        refused.contains("byo.toml:17:") && refused.contains("may hash to different Redis Cluster slots"),
+        "{refused}"
+    );
+}

@@ -100,7 +100,7 @@ async fn run(
     f: fn(StrategyInfo, Db) -> Arc<dyn Strategy>,
     strategies: &str,
 ) -> (std::path::PathBuf, Vec<String>) {
-    let registry = Registry::builtin().with(Builtin { info: PROBE, build: Build::Sql(f) });
+    let registry = Registry::builtin().with(Builtin::new(PROBE, Build::Sql(f)));
     let toml = format!("strategies = [{strategies}]\n{SCENARIO}");
     let plan = parse("probe.toml", &toml, "probe", &Overrides::default(), &registry.names(), 11).expect("a valid plan");
     assert_eq!(plan.repeat, 3);
@@ -230,7 +230,7 @@ fn repeat_is_bounded_in_the_file_and_on_the_command_line() {
 async fn a_guarantee_broken_in_any_repeat_is_broken_and_every_failing_repeat_s_anomalies_are_kept() {
     crate::require!(Postgres);
     let _heavy = util::heavy().await;
-    let registry = Registry::builtin().with(Builtin { info: RACY, build: Build::Sql(racy) });
+    let registry = Registry::builtin().with(Builtin::new(RACY, Build::Sql(racy)));
     let toml = "strategies = [\"racy-exact\"]\nbackends = [\"postgres\"]\nisolation = [\"read-committed\"]\n\
                 [data]\nusers = 10\nnotifications_per_user = 5\n\
                 [workload]\nworkers = 4\nduration_s = 1\ndup_k = 4\n\

@@ -110,7 +110,7 @@ fn stuck(hang: Hang) -> fn(StrategyInfo, Db) -> Arc<dyn Strategy> {
 /// strategy ran and passed and that nothing is left in the folder.
 async fn run_stuck(hang: Hang, users: u64) -> (String, String, f64) {
     let name = info(hang).name;
-    let registry = Registry::builtin().with(Builtin { info: info(hang), build: Build::Sql(stuck(hang)) });
+    let registry = Registry::builtin().with(Builtin::new(info(hang), Build::Sql(stuck(hang))));
     let toml = format!(
         "strategies = [\"{name}\", \"conditional-update\"]\nbackends = [\"sqlite\"]\n\
          [data]\nusers = {users}\nnotifications_per_user = 1\n\

@@ -183,14 +183,25 @@ fn html_report_lays_out_every_chart_in_chromium() {
 }
 
 /// Appended to a copy of a report page: once laid out, writes into `<pre id="geom">` the
-/// viewport, the page's scroll width, and the box of every decision sentence and every
-/// verdict of the decision view (with the row it belongs to).
+/// viewport, the page's scroll width, the box of every decision sentence and every
+/// verdict of the decision view (with the row it belongs to), and every verdict cell of
+/// every table with a `verdict` column beside the box its scroll container shows.
 const GEOMETRY: &str = r##"<pre id="geom"></pre><script>
 window.addEventListener("load", function () {
   var box = function (e) { var b = e.getBoundingClientRect();
     return { top: b.top, left: b.left, bottom: b.bottom, right: b.right, w: b.width, h: b.height }; };
   var out = { vw: window.innerWidth, vh: window.innerHeight,
-    scroll_w: document.documentElement.scrollWidth, sentences: [], verdicts: [] };
+    scroll_w: document.documentElement.scrollWidth, sentences: [], verdicts: [], cells: [] };
+  document.querySelectorAll("table").forEach(function (t, ti) {
+    var heads = Array.prototype.map.call(t.querySelectorAll("thead th"), function (h) { return h.textContent.trim(); });
+    var col = heads.indexOf("verdict");
+    if (col < 0) { return; }
+    var shown = t.closest(".scroll") || document.documentElement;
+    t.querySelectorAll("tbody tr").forEach(function (r) {
+      var c = r.children[col];
+      if (c) { out.cells.push(Object.assign(box(c), { table: ti, text: c.textContent, shown: box(shown) })); }
+    });
+  });
   document.querySelectorAll("#decision .decision-sentence").forEach(function (e) {
     out.sentences.push(Object.assign(box(e), { text: e.textContent })); });
   document.querySelectorAll("#decision .verdict[data-row]").forEach(function (e) {
@@ -283,6 +294,20 @@ fn assert_decision_in_first_viewport(work: &Path, out: &Path, tag: &str, groups:
         assert!(inside(v), "the verdict of {row} is outside the first 1280x800 viewport: {v}");
     }
     assert_eq!(verdicts.len(), rows.len(), "one verdict per row: {g}");
+    assert_table_verdicts_shown(&g, vw);
+}
+
+/// Every verdict cell of every table lies within 1280 px and within what its scroll
+/// container shows: no table hides a verdict behind sideways scrolling.
+fn assert_table_verdicts_shown(g: &serde_json::Value, vw: f64) {
+    let cells = g["cells"].as_array().unwrap();
+    let tables: std::collections::BTreeSet<u64> = cells.iter().map(|c| c["table"].as_u64().unwrap()).collect();
+    assert!(tables.len() >= 2, "the decision's ranked table and the figures table at least: {g}");
+    for c in cells {
+        let (f, shown) = (|k: &str| c[k].as_f64().unwrap(), |k: &str| c["shown"][k].as_f64().unwrap());
+        let visible = f("w") > 0.0 && f("left") >= shown("left").max(0.0) && f("right") <= shown("right").min(vw);
+        assert!(visible, "table {}'s verdict {:?} needs sideways scrolling at 1280 px: {c}", c["table"], c["text"]);
+    }
 }
 
 /// The quickstart (1 s per strategy on PostgreSQL): its decision sentence and every

@@ -130,3 +130,8 @@ mod explore;
 /// `StrategyReport.cost` against the servers' statistics read independently: WAL bytes,
 /// updated and HOT rows, MariaDB row lock waits, Redis EVALSHA calls.
 mod cost;
+
+/// `counterlab capacity`: a knee found and verified (0.8x holds, 1.25x fails) on SQLite and
+/// PostgreSQL over a design whose ceiling is fixed by construction; the binary's files,
+/// exit codes and located bad input.
+mod capacity;

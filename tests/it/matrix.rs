@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use counterlab::Recipe;
 use counterlab::scenario::{Overrides, load};
 
 use crate::util;

@@ -57,7 +57,7 @@ const TOY: StrategyInfo = StrategyInfo { name: "toy-exact", guarantee: Guarantee
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_strategy_registered_in_one_row_runs_and_is_judged_like_a_built_in() {
-    let registry = Registry::builtin().with(Builtin { info: TOY, build: Build::Sql(toy) });
+    let registry = Registry::builtin().with(Builtin::new(TOY, Build::Sql(toy)));
     assert!(registry.names().contains(&"toy-exact") && !Registry::builtin().names().contains(&"toy-exact"));
     let dir = util::tempdir("registry");
     let toml = "strategies = [\"toy-exact\", \"conditional-update\"]\nbackends = [\"sqlite\"]\n\
@@ -91,7 +91,7 @@ const RACY: StrategyInfo =
 async fn a_registered_row_s_guarantee_is_what_its_verdict_holds_it_to() {
     crate::require!(Postgres);
     let _heavy = util::heavy().await;
-    let registry = Registry::builtin().with(Builtin { info: RACY, build: Build::Sql(racy_toy) });
+    let registry = Registry::builtin().with(Builtin::new(RACY, Build::Sql(racy_toy)));
     // The zoo's duplicate-mark_read race on PostgreSQL, where two writers do race.
     let toml = "strategies = [\"toy-racy\"]\nbackends = [\"postgres\"]\n\
                 [data]\nusers = 10\nnotifications_per_user = 5\n\

@@ -5,6 +5,7 @@
 //! primaries. A topology that cannot be started is SKIPPED loudly (a failure under
 //! COUNTERLAB_REQUIRE_SERVERS=1).
 
+use counterlab_core::Figure;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -218,14 +219,17 @@ async fn a_failing_replica_falls_back_to_the_primary_and_counts_it() {
     fallback.create(1).await.unwrap();
     assert_eq!(fallback.read_count(1).await.unwrap(), 4, "the primary's count: 3 seeded unread + 1");
     assert_eq!(fallback.read_count(2).await.unwrap(), 3);
-    let fig = |s: &ReplicaReads, k: &str| s.figures().into_iter().find(|f| f.0 == k).map(|f| f.1);
-    assert_eq!(fig(&fallback, "replica_fallbacks"), Some(2.0));
-    assert_eq!((fig(&fallback, "replica_reads"), fig(&fallback, "replica_read_errors")), (Some(0.0), Some(2.0)));
+    let fig = |s: &ReplicaReads, k: Figure| s.figures().into_iter().find(|f| f.0 == k).map(|f| f.1);
+    assert_eq!(fig(&fallback, Figure::ReplicaFallbacks), Some(2.0));
+    assert_eq!(
+        (fig(&fallback, Figure::ReplicaReads), fig(&fallback, Figure::ReplicaReadErrors)),
+        (Some(0.0), Some(2.0))
+    );
     let strict = wrap(ReadFrom::Replica);
     let e = strict.read_count(1).await.unwrap_err();
     assert_eq!(e.outcome, Outcome::Fail, "{e:?}");
     assert!(e.message.starts_with("replica:"), "{e:?}");
-    assert_eq!(fig(&strict, "replica_fallbacks"), None, "no fallback figure without fallback");
+    assert_eq!(fig(&strict, Figure::ReplicaFallbacks), None, "no fallback figure without fallback");
     fallback.release().await.unwrap();
     strict.release().await.unwrap();
     ns.drop_namespace().await.unwrap();

@@ -2,9 +2,10 @@
 //! stored state afterwards. Sequential runs are deterministic, so exact values are
 //! asserted, including the mutant's double decrement.
 
+use counterlab_core::Figure;
 use std::time::Duration;
 
-use counterlab_strategies::{Isolation, PoolSpec, SeedSpec, Server, build};
+use counterlab_strategies::{Isolation, PoolSpec, Recipe, SeedSpec, Server, build};
 
 use crate::util;
 
@@ -132,6 +133,8 @@ async fn commit_faults(name: &str) {
     assert_eq!(e.outcome, Outcome::Unknown, "{name}: {e}");
     assert_eq!(stored(ns.check_rows(2).await.unwrap(), 1), (Some(0), 0), "{name}: committed whole: reply lost only");
     let figures = s.figures();
-    assert!(figures.contains(&("crashes_after_commit", 1.0)) && figures.contains(&("errors_before_commit", 1.0)));
+    assert!(
+        figures.contains(&(Figure::CrashesAfterCommit, 1.0)) && figures.contains(&(Figure::ErrorsBeforeCommit, 1.0))
+    );
     ns.drop_namespace().await.unwrap();
 }

@@ -190,3 +190,45 @@ fn a_run_on_throwaway_containers_uses_them_and_removes_them() {
         labelled(counterlab::containers::LABEL).into_iter().filter(|c| !before.contains(c)).collect();
     assert!(left.is_empty(), "containers outlived their run: {left:?}");
 }
+
+/// docs/ci/github-actions.yml, the workflow example: its service containers are the
+/// containers' specs (image, credentials, port, health check), its URLs counterlab's for
+/// them, and every counterlab command it runs names a subcommand and flags the CLI has.
+#[test]
+fn the_github_actions_example_agrees_with_the_specs_and_the_cli() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/ci/github-actions.yml");
+    let wf: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).expect("valid YAML");
+    let job = &wf["jobs"]["counterlab"];
+    let env = map(&job["env"]);
+    for spec in &SPECS {
+        let s = &job["services"][spec.compose_name];
+        assert_eq!(s["image"].as_str(), Some(spec.image_ref().as_str()), "{}", spec.label);
+        let want: BTreeMap<String, String> = spec.env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        assert_eq!(map(&s["env"]), want, "{}: credentials and database", spec.label);
+        assert_eq!(strings(&s["ports"]), [format!("{0}:{0}", spec.port)], "{}", spec.label);
+        let health = format!("--health-cmd \"{}\"", spec.healthcheck.join(" "));
+        assert!(s["options"].as_str().unwrap().contains(&health), "{}: {health}", spec.label);
+        let var = match spec.service {
+            Service::Postgres => "COUNTERLAB_POSTGRES_URL",
+            Service::Mariadb => "COUNTERLAB_MYSQL_URL",
+            Service::Redis => "COUNTERLAB_REDIS_URL",
+            Service::Rabbitmq => "COUNTERLAB_AMQP_URL",
+        };
+        assert_eq!(env.get(var), Some(&spec.default_url()), "{var}");
+    }
+    let runs: Vec<&str> = job["steps"].as_sequence().unwrap().iter().filter_map(|s| s["run"].as_str()).collect();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    for run in runs {
+        let args: Vec<&str> =
+            run.split_once(" -- ").expect("cargo run ... -- <command>").1.split_whitespace().collect();
+        let help = Command::new(env!("CARGO_BIN_EXE_counterlab")).args([args[0], "--help"]).output().unwrap();
+        assert!(help.status.success(), "{}: no such subcommand", args[0]);
+        let help = String::from_utf8(help.stdout).unwrap();
+        for flag in args.iter().filter(|a| a.starts_with("--")) {
+            assert!(help.contains(&format!("  {flag} ")), "`{}` has no {flag}", args[0]);
+        }
+        for file in args.iter().filter(|a| a.ends_with(".toml")) {
+            assert!(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file).is_file(), "{file}");
+        }
+    }
+}

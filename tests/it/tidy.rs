@@ -378,3 +378,37 @@ fn no_closed_set_is_compared_as_a_string() {
     }
     assert!(found.is_empty(), "closed sets compared as strings: {found:#?}");
 }
+
+/// Every package `name` depends on for its library (normal dependencies, transitively, on
+/// this host), from `cargo tree`.
+fn normal_dependencies(name: &str) -> std::collections::BTreeSet<String> {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["tree", "-e", "normal", "--prefix", "none", "--offline", "-f", "{p}", "-p", name, "--manifest-path"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+        .output()
+        .expect("cargo tree runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.lines().skip(1).filter_map(|l| l.split_whitespace().next()).map(str::to_string).collect()
+}
+
+/// The layers ARCHITECTURE.md states: parsing a scenario file (plan) and the crates under it
+/// compile no database, Redis or broker client, and core stays free of serde and a runtime.
+#[test]
+fn the_crates_below_the_runner_pull_no_server_client() {
+    let clients = ["sqlx", "redis", "lapin", "sqlx-core"];
+    for krate in ["counterlab-plan", "counterlab-spec", "counterlab-report", "counterlab-sim", "counterlab-core"] {
+        let deps = normal_dependencies(krate);
+        let bad: Vec<&&str> = clients.iter().filter(|c| deps.contains(**c)).collect();
+        assert!(bad.is_empty(), "{krate} depends on {bad:?}");
+        assert!(!deps.contains("counterlab-strategies"), "{krate} depends on counterlab-strategies");
+    }
+    let plan = normal_dependencies("counterlab-plan");
+    let ours: Vec<&String> = plan.iter().filter(|d| d.starts_with("counterlab")).collect();
+    assert_eq!(ours, ["counterlab-core", "counterlab-spec"], "the scenario parser needs only core and spec");
+    let core = normal_dependencies("counterlab-core");
+    for forbidden in ["serde", "tokio"] {
+        assert!(!core.contains(forbidden), "counterlab-core depends on {forbidden}");
+    }
+    assert!(normal_dependencies("counterlab-runner").contains("sqlx"), "the check reads the graph");
+}

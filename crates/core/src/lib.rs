@@ -6,17 +6,21 @@ mod anomaly;
 mod check;
 mod counters;
 pub mod explore;
+mod figure;
 mod history;
 mod limit;
 mod model;
 mod names;
 mod seed;
 mod strategy;
+mod threshold;
+mod urls;
 mod verdict;
 
 pub use anomaly::AnomalyKind;
 pub use check::{CheckFold, CheckInput, CheckResult, Checked, CounterVerdict, UserDrift, check_counters};
 pub use counters::{UserCounters, user_chunks};
+pub use figure::Figure;
 pub use history::{
     Anomaly, Context, Event, HistoryParts, MAX_WITNESSES, OnePart, ReadCheck, ReadSource, ReadViolation,
     STALENESS_BUCKETS_US, SettledRead, Staleness, Witness, check_reads, check_reads_from, check_reads_lagging,
@@ -25,11 +29,13 @@ pub use history::{
 pub use limit::Limit;
 pub use model::{
     Backend, Companion, Dialect, ErrorClass, Guarantee, Isolation, NotificationId, OpError, OpKind, Outcome, ReadFrom,
-    UserId,
+    SETTLE, UserId, WARMUP,
 };
 pub use names::Named;
 pub use seed::SeedSpec;
 pub use strategy::{CrashPoints, Fault, Strategy, StrategyInfo, WorkerLoop};
+pub use threshold::{Metric, Threshold};
+pub use urls::{check_url, redact_url};
 pub use verdict::{
     ErrorFigures, FailPart, Findings, Judgement, Verdict, VerdictRules, judge, judge_incomplete, with_refusal,
 };

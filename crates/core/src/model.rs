@@ -267,3 +267,8 @@ impl Default for Backend {
         Backend::sql(Dialect::Postgres)
     }
 }
+
+/// The phase name of a warm-up stage (the scenario reserves it).
+pub const WARMUP: &str = "warmup";
+/// The phase name of the interval after the load, while the strategy settles.
+pub const SETTLE: &str = "settle";

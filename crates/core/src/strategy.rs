@@ -264,7 +264,7 @@ pub trait Strategy: Send + Sync {
     }
 
     /// Strategy-specific figures for the report (flushes, lost deltas, repairs...).
-    fn figures(&self) -> Vec<(&'static str, f64)> {
+    fn figures(&self) -> Vec<(crate::Figure, f64)> {
         Vec::new()
     }
 

@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use counterlab_strategies::{
-    Action, CUSTOM_OPS, CompileError, CompilePart, CountersSpec, CustomSpec, DEFAULT_RETRY_ATTEMPTS, Dialect,
-    MAX_AFTER_MS, MAX_RETRY_ATTEMPTS, PerDialect, RetrySpec, StepSpec,
+use counterlab_core::Dialect;
+use counterlab_spec::{
+    Action, CUSTOM_OPS, CompileError, CountersSpec, CustomSpec, DEFAULT_RETRY_ATTEMPTS, MAX_AFTER_MS,
+    MAX_RETRY_ATTEMPTS, Part as CompilePart, PerDialect, RetrySpec, StepSpec,
 };
 use serde::Deserialize;
 use toml::Spanned;

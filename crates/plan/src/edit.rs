@@ -129,7 +129,7 @@ impl Edited {
     /// The error with every interpolated URL password replaced by `***`.
     pub fn scrub(&self, mut e: ScenarioError) -> ScenarioError {
         for s in &self.secrets {
-            e.message = e.message.replace(s.as_str(), &counterlab_strategies::redact_url(s));
+            e.message = e.message.replace(s.as_str(), &counterlab_core::redact_url(s));
         }
         e
     }
@@ -253,7 +253,7 @@ fn secret_urls(template: &str, expanded: &str) -> Vec<String> {
     expanded
         .split_whitespace()
         .filter(|w| !template.contains(*w))
-        .filter(|w| counterlab_strategies::redact_url(w) != *w)
+        .filter(|w| counterlab_core::redact_url(w) != *w)
         .map(str::to_string)
         .collect()
 }

@@ -77,12 +77,14 @@ fn resolve_all(
     let data: DataPlan = resolve::data(&src, &raw.data)?;
     let workload = resolve::workload(&src, &raw.workload, overrides, raw.faults.as_deref())?;
     let repeat = repeat(&src, raw.repeat.as_ref(), overrides.repeat)?;
+    let repeat_max = repeat_max(&src, &raw, overrides, repeat)?;
     Ok(RunPlan {
         // A name is shown everywhere: a URL in it (from `${VAR}`, say) loses its password.
-        scenario: counterlab_strategies::redact_url(&raw.name.clone().unwrap_or_else(|| default_name.to_string())),
+        scenario: counterlab_core::redact_url(&raw.name.clone().unwrap_or_else(|| default_name.to_string())),
         scenario_path: path.to_string(),
         seed: overrides.seed.or(raw.seed).unwrap_or(default_seed),
         repeat,
+        repeat_max,
         backends,
         servers,
         isolation,
@@ -102,6 +104,29 @@ fn resolve_all(
         strategies: s.run,
         custom: s.custom,
     })
+}
+
+/// The most rounds in all (`repeat_until_settled`): after `repeat` rounds, the designs of a
+/// backend x level whose order is not settled run more rounds, up to this. The flag wins;
+/// `--repeat N` alone means N rounds and no more; else the file's value, else `repeat`.
+fn repeat_max(src: &Src<'_>, raw: &RawScenario, o: &Overrides, repeat: u32) -> Result<u32, ScenarioError> {
+    let range = 1..=crate::types::limits::MAX_REPEAT;
+    let max = match (o.repeat_until_settled, o.repeat, raw.repeat_until_settled.as_ref()) {
+        (Some(n), _, _) if range.contains(&n) => n,
+        (Some(n), _, _) => {
+            return Err(src.flag(format!("--repeat-until-settled must be in 1..={}, got {n}", range.end())));
+        }
+        (None, Some(_), _) => repeat,
+        (None, None, Some(x)) => crate::bounds::within_at(src, x, "repeat_until_settled", range)?,
+        (None, None, None) => repeat,
+    };
+    match (max >= repeat, raw.repeat_until_settled.as_ref()) {
+        (true, _) => Ok(max),
+        (false, Some(x)) if o.repeat_until_settled.is_none() => {
+            Err(src.at(x.span(), format!("repeat_until_settled ({max}) must be at least repeat ({repeat})")))
+        }
+        (false, _) => Err(src.flag(format!("--repeat-until-settled ({max}) must be at least the repeat ({repeat})"))),
+    }
 }
 
 /// `--repeat` (which wins) or the file's `repeat`, within 1..=MAX_REPEAT; 1 when neither.

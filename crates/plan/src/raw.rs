@@ -12,6 +12,7 @@ pub(crate) struct RawScenario {
     pub(crate) name: Option<String>,
     pub(crate) seed: Option<u64>,
     pub(crate) repeat: Option<Spanned<u32>>,
+    pub(crate) repeat_until_settled: Option<Spanned<u32>>,
     pub(crate) strategies: Option<Vec<Spanned<String>>>,
     pub(crate) backends: Option<Vec<Spanned<String>>>,
     pub(crate) servers: Option<Spanned<String>>,

@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 
 use counterlab_core::{AnomalyKind, Fault, OpKind, named_enum};
-use counterlab_strategies::{CustomSpec, Dialect, Isolation};
+use counterlab_core::{Dialect, Isolation};
+use counterlab_spec::CustomSpec;
 use serde::{Serialize, Serializer};
 
 use crate::named;
@@ -106,6 +107,10 @@ pub struct RunPlan {
     pub seed: u64,
     /// Runs of each cell, interleaved (all cells once, then again): `repeat` or `--repeat`.
     pub repeat: u32,
+    /// Rounds in all while a backend x level's order is not settled (`repeat_until_settled`;
+    /// equal to `repeat`: no more rounds): the unsettled designs run again, one round at a
+    /// time, until their order settles or this many rounds ran.
+    pub repeat_max: u32,
     pub strategies: Vec<String>,
     /// Backends in run order.
     #[serde(serialize_with = "named::list")]
@@ -133,7 +138,8 @@ pub struct RunPlan {
     pub explore: ExplorePlan,
     pub faults: Vec<FaultPlan>,
     /// Limits that fail the run (exit code 1) when breached.
-    pub thresholds: Vec<counterlab_report::Threshold>,
+    #[serde(serialize_with = "named::thresholds")]
+    pub thresholds: Vec<counterlab_core::Threshold>,
     /// What the verdict allows: errors, and the operations that must run (`[verdict]`).
     pub verdict: VerdictPlan,
     /// `[[expect]]`: what the scenario says each strategy shows on which backends; an
@@ -372,8 +378,8 @@ pub struct DataPlan {
 }
 
 impl DataPlan {
-    pub fn seed_spec(self) -> counterlab_strategies::SeedSpec {
-        counterlab_strategies::SeedSpec {
+    pub fn seed_spec(self) -> counterlab_core::SeedSpec {
+        counterlab_core::SeedSpec {
             n_users: self.n_users,
             notifications_per_user: self.notifications_per_user,
             initial_read_per_user: self.initial_read_per_user,
@@ -429,6 +435,20 @@ impl Serialize for MixPlan {
 }
 
 impl WorkloadPlan {
+    /// The most workers any stage runs at once (an open-loop stage: `n_workers`, its cap
+    /// on ops in flight): the connections workers hold for the run.
+    pub fn max_workers(&self) -> u32 {
+        self.stages.iter().map(|s| s.workers().unwrap_or(self.n_workers)).max().unwrap_or(self.n_workers)
+    }
+
+    /// The most ops in flight at once: `max_workers`, times `dup_k` when duplicate
+    /// mark_reads (K calls at once) are in the mix. The one answer every SQL pool, Redis
+    /// connection set and broker channel set is sized from.
+    pub fn ops_in_flight(&self) -> u32 {
+        let per_worker = if self.mix.weight(OpKind::MarkReadDup) > 0 { self.dup_k } else { 1 };
+        self.max_workers().saturating_mul(per_worker)
+    }
+
     pub fn mix_weights(&self) -> [u32; 6] {
         self.mix.weights
     }

@@ -75,9 +75,9 @@ pub fn noise_note(r: &Report) -> String {
             TIE_BAND * 100.0
         )
     } else {
-        "Several runs per row (--repeat): an order is settled when 3 or more runs a side have ranges apart \
-         (a one-sided Mann-Whitney U, p = 0.05); overlapping throughputs are a tie, decided by p99, then by \
-         fewer moving parts."
+        "Several runs per row (--repeat): an order is settled on 3 or more runs a side by a one-sided \
+         Mann-Whitney U at p <= 0.05/(n-2) for n runs on the smaller side (at 3 against 3: ranges apart); \
+         otherwise a tie, decided by p99, then by fewer moving parts."
             .into()
     }
 }
@@ -155,8 +155,13 @@ pub fn decision_json(r: &Report) -> serde_json::Value {
 
 /// The groups of a report, in the order their first row ran, each ranked.
 pub fn decide(r: &Report) -> Vec<Group<'_>> {
+    decide_rows(&r.strategies)
+}
+
+/// The groups of these rows, in the order their first row ran, each ranked.
+pub fn decide_rows(strategies: &[StrategyReport]) -> Vec<Group<'_>> {
     let mut keys: Vec<(Dialect, Isolation)> = Vec::new();
-    for s in &r.strategies {
+    for s in strategies {
         let k = (sql_backend(s), s.isolation);
         if !keys.contains(&k) {
             keys.push(k);
@@ -165,7 +170,7 @@ pub fn decide(r: &Report) -> Vec<Group<'_>> {
     keys.into_iter()
         .map(|(backend, isolation)| {
             let rows: Vec<&StrategyReport> =
-                r.strategies.iter().filter(|s| sql_backend(s) == backend && s.isolation == isolation).collect();
+                strategies.iter().filter(|s| sql_backend(s) == backend && s.isolation == isolation).collect();
             let (rows, choice) = rank(&rows);
             let sentence = words::sentence(backend, isolation, &rows, &choice);
             Group { backend, isolation, rows, choice, sentence }
@@ -228,3 +233,20 @@ pub fn relative_text(r: &Ranked<'_>) -> String {
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+/// The rows (indices into `strategies`) a sequential run repeats: in every backend x level
+/// whose order is not settled yet, the fastest design that kept its guarantee and those
+/// whose order with it is not settled (`Choice::open`); a design already settled behind
+/// does not run again. Empty when every order is settled (or nothing kept its guarantee).
+pub fn unsettled(strategies: &[StrategyReport]) -> Vec<usize> {
+    let mut out = Vec::new();
+    for g in decide_rows(strategies) {
+        for row in g.choice.open {
+            if let Some(i) = strategies.iter().position(|s| std::ptr::eq(s, row)) {
+                out.push(i);
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}

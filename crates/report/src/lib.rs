@@ -18,6 +18,7 @@ mod thresholds;
 pub mod units;
 mod wire;
 
+use counterlab_core::Figure;
 use std::collections::BTreeMap;
 
 use counterlab_core::{Backend, CheckResult, ErrorClass, Event, Guarantee, Isolation, OpKind, ReadFrom, StrategyInfo};
@@ -540,10 +541,10 @@ fn anomaly_report(a: &counterlab_core::Anomaly, figures: &BTreeMap<String, f64>,
         }
         None => String::new(),
     };
-    if a.name == "lost_flush"
-        && let Some(&n) = figures.get("lost_flush_claims").filter(|n| **n > 0.0)
+    if a.kind == counterlab_core::AnomalyKind::LostFlush
+        && let Some(&n) = figures.get(Figure::LostFlushClaims.name()).filter(|n| **n > 0.0)
     {
-        let lost = figures.get("lost_flush_delta_abs").copied().unwrap_or(0.0);
+        let lost = figures.get(Figure::LostFlushDeltaAbs.name()).copied().unwrap_or(0.0);
         detail = format!(
             "{n} flush claims left Redis and never reached SQL, |delta| {lost}; the check found drift_abs_total {} ({}); {detail}",
             check.drift_abs_total,
@@ -825,7 +826,7 @@ pub struct StrategyRun<'a> {
     pub settle_error: Option<String>,
     pub check_s: f64,
     pub faults: Vec<FaultEvent>,
-    pub figures: Vec<(&'static str, f64)>,
+    pub figures: Vec<(Figure, f64)>,
     pub check: &'a CheckResult,
     pub series: &'a [Sample],
     pub hdr_log: Option<String>,
@@ -863,7 +864,7 @@ impl StrategyReport {
         let load = run.load;
         let permission_denied: u64 = load.ops.iter().map(|s| s.errors_by_class[ErrorClass::Permission.index()]).sum();
         let c = run.check;
-        let figures: BTreeMap<String, f64> = run.figures.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        let figures: BTreeMap<String, f64> = run.figures.iter().map(|(k, v)| (k.name().to_string(), *v)).collect();
         let stages: Vec<StageReport> = load.stages.iter().map(stage_report).collect();
         let series: Vec<SeriesPoint> = run.series.iter().map(series_point).collect();
         StrategyReport {

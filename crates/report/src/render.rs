@@ -144,10 +144,31 @@ fn table(width: u16, header: &[&str], right: &[usize]) -> Table {
     t
 }
 
-/// `text` broken into lines of at most `width` columns, at spaces.
+/// Units a number keeps on its line (`89 ms`, `2.5 s`, `40 MiB`).
+const UNITS: [&str; 10] = ["ms", "s", "us", "µs", "ops/s", "B", "KiB", "MiB", "GiB", "%"];
+
+/// `text` split at spaces, a number and the unit after it kept as one piece.
+fn pieces(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for word in text.split(' ') {
+        let unit = UNITS.contains(&word.trim_end_matches([',', '.', ')', ';', ':']));
+        match out.last_mut() {
+            Some(prev) if unit && prev.ends_with(|c: char| c.is_ascii_digit()) => {
+                prev.push(' ');
+                prev.push_str(word);
+            }
+            _ => out.push(word.to_string()),
+        }
+    }
+    out
+}
+
+/// `text` broken into lines of at most `width` columns, at spaces (never between a
+/// number and its unit).
 pub fn wrap(text: &str, width: u16) -> String {
     let mut lines: Vec<String> = vec![String::new()];
-    for word in text.split(' ') {
+    for word in pieces(text) {
+        let word = word.as_str();
         let last = lines.last_mut().expect("one line");
         if !last.is_empty() && last.chars().count() + 1 + word.chars().count() > width as usize {
             lines.push(word.to_string());
@@ -493,5 +514,7 @@ mod tests {
     fn wrap_breaks_at_spaces_within_the_width() {
         assert_eq!(wrap("aaa bbb ccc", 7), "aaa bbb\nccc");
         assert_eq!(wrap("a-very-long-word x", 4), "a-very-long-word\nx");
+        assert_eq!(wrap("p99 43 ms vs 89 ms (not apart)", 16), "p99 43 ms vs\n89 ms (not\napart)");
+        assert_eq!(wrap("at 2.5 s, then", 6), "at\n2.5 s,\nthen");
     }
 }

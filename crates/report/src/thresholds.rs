@@ -5,55 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::StrategyReport;
 
-counterlab_core::named_enum! {
-    /// The metrics a threshold may limit.
-    pub enum Metric {
-        P99Us = "p99_us",
-        P999Us = "p999_us",
-        MinOpsPerS = "min_ops_per_s",
-        MaxErrorRate = "max_error_rate",
-        MaxDrift = "max_drift",
-        MaxRetries = "max_retries",
-        MaxGiveUps = "max_give_ups",
-        MaxDropRate = "max_drop_rate",
-    }
-}
-
-impl Metric {
-    /// Whether the limit is an upper bound (all but the throughput floor).
-    pub fn upper(self) -> bool {
-        self != Metric::MinOpsPerS
-    }
-
-    /// A latency percentile, which may name one op.
-    pub fn is_latency(self) -> bool {
-        matches!(self, Metric::P99Us | Metric::P999Us)
-    }
-}
-
-impl Serialize for Metric {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
-impl<'de> Deserialize<'de> for Metric {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Metric, D::Error> {
-        let name = String::deserialize(d)?;
-        Metric::from_name(&name).ok_or_else(|| serde::de::Error::custom(format!("unknown metric {name:?}")))
-    }
-}
-
-/// One threshold as the plan holds it.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Threshold {
-    pub metric: Metric,
-    /// For the latency metrics: the operation; None means the worst operation.
-    pub op: Option<String>,
-    /// Strategies it applies to; empty means all.
-    pub strategies: Vec<String>,
-    pub limit: f64,
-}
+pub use counterlab_core::{Metric, Threshold};
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ThresholdResult {

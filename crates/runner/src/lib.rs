@@ -1,8 +1,9 @@
 //! Runs a resolved `RunPlan`: for each backend x strategy x isolation level a fresh
 //! namespace, the seed, the load, the checks and the teardown, assembled into a
-//! `Report`; also the bug zoo (many plans over many seeds) and the cleaner of what
-//! killed runs left behind. Writes no report files: the binary does.
+//! `Report`; also the capacity search (many short open-loop runs per design), the bug
+//! zoo (many plans over many seeds) and the cleaner of what killed runs left behind. Writes no report files: the binary does.
 
+pub mod capacity;
 pub mod clean;
 pub mod clock;
 pub mod containers;

@@ -167,10 +167,7 @@ pub struct Sampler {
     task: tokio::task::JoinHandle<Series>,
 }
 
-/// The phase name of a warm-up stage (the scenario reserves it).
-pub const WARMUP: &str = "warmup";
-/// The phase name of the interval after the load, while the strategy settles.
-pub const SETTLE: &str = "settle";
+pub use counterlab_core::{SETTLE, WARMUP};
 
 /// Bound on a sample's questions to the strategy (pending, drift).
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);

@@ -11,6 +11,7 @@ mod held;
 mod leftover;
 mod mq;
 mod pause;
+mod recipe;
 mod redis;
 mod registry;
 mod replica;
@@ -25,10 +26,11 @@ use counterlab_core::Strategy;
 
 pub use backend::{DEFAULT_MYSQL_URL, DEFAULT_POSTGRES_URL, Namespace, PoolSpec, Readings, Server, StatsOf};
 pub use counterlab_core::SeedSpec;
-pub use custom::{
-    Action, CUSTOM_OPS, CompileError, CountersSpec, CustomSpec, CustomStrategy, DEFAULT_RETRY_ATTEMPTS, MAX_AFTER_MS,
-    MAX_EACH, MAX_RETRY_ATTEMPTS, Part as CompilePart, PerDialect, RetrySpec, StepSpec,
+pub use counterlab_spec::{
+    Action, CUSTOM_OPS, CompileError, CountersSpec, CustomSpec, DEFAULT_RETRY_ATTEMPTS, MAX_AFTER_MS, MAX_EACH,
+    MAX_RETRY_ATTEMPTS, Part as CompilePart, PerDialect, RetrySpec, StepSpec,
 };
+pub use custom::CustomStrategy;
 pub use db::{Begin, Db, Dialect, Isolation, classify};
 pub use error::{BackendError, Cause, redact_url};
 pub use held::{hold as hold_connection, hold_session, holding as holding_connection};
@@ -43,7 +45,8 @@ pub use redis::{
 };
 pub use sandbox::{Identity, mysql_user, stable_hash};
 
-pub use registry::{BUILTINS, Build, Builtin, Registry, UNSUPPORTED};
+pub use recipe::{BuildError, Ingredients, Recipe, ReplicaRead};
+pub use registry::{BUILTINS, Build, Builtin, Registry, row};
 pub use replica::{CATCH_UP_BOUND, CatchUp, RedisLayout, ReplicaReader, ReplicaReads, sql_replica_supported};
 
 /// The built-in row named `name`.

@@ -2,6 +2,7 @@
 //! on, every operation waits at its entry until the pause ends (as if the server froze),
 //! then runs; background work and the check are untouched.
 
+use counterlab_core::Figure;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -99,7 +100,7 @@ impl Strategy for Pausable {
     async fn net_drift(&self) -> Option<i64> {
         self.inner.net_drift().await
     }
-    fn figures(&self) -> Vec<(&'static str, f64)> {
+    fn figures(&self) -> Vec<(Figure, f64)> {
         self.inner.figures()
     }
     fn read_lag(&self) -> Option<Duration> {
@@ -141,8 +142,8 @@ mod tests {
         fn read_lag(&self) -> Option<Duration> {
             Some(Duration::from_millis(150))
         }
-        fn figures(&self) -> Vec<(&'static str, f64)> {
-            vec![("x", 1.0)]
+        fn figures(&self) -> Vec<(Figure, f64)> {
+            vec![(Figure::Flushes, 1.0)]
         }
     }
 
@@ -150,7 +151,7 @@ mod tests {
     fn the_wrapper_keeps_what_the_strategy_declares() {
         let p = Pausable::new(Arc::new(Lagging));
         assert_eq!(p.read_lag(), Some(Duration::from_millis(150)), "a pause must not change how reads are judged");
-        assert_eq!(p.figures(), vec![("x", 1.0)]);
+        assert_eq!(p.figures(), vec![(Figure::Flushes, 1.0)]);
         assert_eq!(p.info().name, "lagging");
     }
 }

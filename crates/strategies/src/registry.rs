@@ -10,6 +10,7 @@ use counterlab_core::{Guarantee, Strategy, StrategyInfo};
 use crate::db::{Db, Dialect};
 use crate::mq::{MqConfig, MqDesign, MqSpace, MqStrategy};
 use crate::redis::{CacheAside, RedisConfig, RedisDesign, RedisSpace, RedisStrategy, ZsetReplicaReads};
+use crate::replica::RedisLayout;
 use crate::single::{NO_WRITABLE_CTE, SingleStatement};
 use crate::strategies::{Design, SqlStrategy};
 
@@ -24,40 +25,40 @@ pub enum Build {
     Mq(fn(StrategyInfo, Db, MqSpace, MqConfig) -> Arc<dyn Strategy>),
 }
 
-/// One row of the registry.
+/// One row of the registry: what the design is, how it is built, and the facts its build
+/// does not imply (its `Recipe` answers from them).
 #[derive(Clone, Copy)]
 pub struct Builtin {
     pub info: StrategyInfo,
     pub build: Build,
+    /// What it needs beyond the SQL database when its build does not say it all (empty:
+    /// its build's: none for SQL, `Redis`, or the broker and its consumer).
+    pub parts: &'static [&'static str],
+    /// The dialects it cannot run on, and why.
+    pub unsupported: (&'static [Dialect], &'static str),
+    /// The key its read is, when a Redis replica can serve that read as it is.
+    pub layout: Option<RedisLayout>,
 }
 
 impl Builtin {
-    pub fn needs_redis(&self) -> bool {
-        matches!(self.build, Build::Redis(_))
+    /// A row with what its build implies and nothing more (`parts`, `not_on`, `layout` add).
+    pub const fn new(info: StrategyInfo, build: Build) -> Builtin {
+        Builtin { info, build, parts: &[], unsupported: (&[], ""), layout: None }
     }
 
-    pub fn needs_amqp(&self) -> bool {
-        matches!(self.build, Build::Mq(_))
+    /// This row, needing `parts` beyond the SQL database.
+    const fn parts(self, parts: &'static [&'static str]) -> Builtin {
+        Builtin { parts, ..self }
     }
 
-    /// What the design needs beyond the SQL database, for the report's decision view:
-    /// its row in `MOVING_PARTS`, else what its build implies (Redis, or the broker and
-    /// its consumer). A reconciler, when configured, is added by the runner.
-    pub fn moving_parts(&self) -> Vec<String> {
-        if let Some((_, parts)) = MOVING_PARTS.iter().find(|(n, _)| *n == self.info.name) {
-            return parts.iter().map(|p| p.to_string()).collect();
-        }
-        let parts: &[&str] = match self.build {
-            Build::Sql(_) => &[],
-            Build::Redis(_) => &["Redis"],
-            Build::Mq(_) => &["RabbitMQ", "consumer", "eventual reads"],
-        };
-        parts.iter().map(|p| p.to_string()).collect()
+    /// This row, not run on `dialects` for `why`.
+    const fn not_on(self, dialects: &'static [Dialect], why: &'static str) -> Builtin {
+        Builtin { unsupported: (dialects, why), ..self }
     }
 
-    /// Why this built-in cannot run on `dialect` (its row in `UNSUPPORTED`), if it cannot.
-    pub fn unsupported_on(&self, dialect: Dialect) -> Option<&'static str> {
-        UNSUPPORTED.iter().find(|(n, ds, _)| *n == self.info.name && ds.contains(&dialect)).map(|(_, _, why)| *why)
+    /// This row, whose read a Redis replica serves from `layout`.
+    const fn layout(self, layout: RedisLayout) -> Builtin {
+        Builtin { layout: Some(layout), ..self }
     }
 
     /// A deliberately wrong variant of a design, kept for the bug zoo (`scenarios/zoo/`)
@@ -79,8 +80,9 @@ impl Builtin {
 /// How a mutant's summary opens (`Builtin::is_mutant`).
 pub const MUTANT: &str = "mutant:";
 
-const fn row(name: &'static str, guarantee: Guarantee, summary: &'static str, build: Build) -> Builtin {
-    Builtin { info: StrategyInfo { name, guarantee, summary }, build }
+/// A row whose build says everything about it (chain `parts`, `not_on`, `layout` for more).
+pub const fn row(name: &'static str, guarantee: Guarantee, summary: &'static str, build: Build) -> Builtin {
+    Builtin::new(StrategyInfo { name, guarantee, summary }, build)
 }
 
 fn sql(info: StrategyInfo, db: Db, design: Design) -> Arc<dyn Strategy> {
@@ -130,55 +132,65 @@ pub const BUILTINS: &[Builtin] = &[
         Guarantee::Exact,
         "one statement per op: WITH r AS (UPDATE ... AND NOT is_read RETURNING 1) UPDATE the counter by what r returned, in autocommit (no BEGIN/COMMIT, one round trip); PostgreSQL only",
         Build::Sql(|i, db| Arc::new(SingleStatement::new(i, db, false))),
-    ),
+    )
+    .not_on(&[Dialect::Mysql, Dialect::Sqlite], NO_WRITABLE_CTE),
     row(
         "writable-cte-snapshot",
         Guarantee::None,
         "mutant: writable-cte whose counter guard and reply ask the table (EXISTS ... AND NOT is_read) instead of the UPDATE's RETURNING: the statement's snapshot predates a concurrent mark_read's commit, so both claim the row and both decrement",
         Build::Sql(|i, db| Arc::new(SingleStatement::new(i, db, true))),
-    ),
+    )
+    .not_on(&[Dialect::Mysql, Dialect::Sqlite], NO_WRITABLE_CTE),
     row(
         "zset-buffer",
         Guarantee::Eventual,
         "SQL conditional UPDATE, counter delta ZINCRBY'd into a Redis sorted set; a flusher takes it (ZSCORE + ZREM) then adds it to the SQL counter: a crash in between loses it",
         Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::ZsetBuffer)),
-    ),
+    )
+    .parts(&["Redis", "flusher", "eventual reads (pending deltas)"]),
     row(
         "zset-buffer-durable",
         Guarantee::Eventual,
         "the same buffer; the claim moves the delta to a processing hash under a claim id recorded in the SQL transaction: a flusher crash loses nothing, a replay applies nothing twice",
         Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::ZsetBufferDurable)),
-    ),
+    )
+    .parts(&["Redis", "flusher", "eventual reads (pending deltas)"]),
     row(
         "zset-buffer-replay",
         Guarantee::Eventual,
         "mutant: the durable buffer's claim without the claim id in SQL; a flusher crash after the add commits and before the claim is cleared makes the replay add the delta twice",
         Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::ZsetBufferReplay)),
-    ),
+    )
+    .parts(&["Redis", "flusher", "eventual reads (pending deltas)"]),
     row(
         "lua-script",
         Guarantee::Exact,
         "unread state and counter in Redis, every check-and-change one Lua script, SQL rows written after; exact while Redis keeps its data",
         Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::LuaScript)),
-    ),
+    )
+    .parts(&["Redis (holds the truth)"])
+    .layout(RedisLayout::UserKey),
     row(
         "redis-counter",
         Guarantee::Exact,
         "SQL conditional UPDATE decides, then one Lua script (counter_apply.lua, by EVALSHA) INCRBYs the user's Redis key by the signed delta and, with a reconciler, ends the op's in-flight guard in the same step; exact while Redis keeps its data and every reply arrives",
         Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::RedisCounter)),
-    ),
+    )
+    .layout(RedisLayout::UserKey),
     row(
         "watch-multi",
         Guarantee::Exact,
         "SQL conditional UPDATE decides; the user's Redis counter moves optimistically (WATCH, GET, MULTI, SET, EXEC on a dedicated connection), retried on a conflict up to 16 tries; exact while Redis keeps its data",
         Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::WatchMulti)),
-    ),
+    )
+    .layout(RedisLayout::UserKey),
     row(
         "watch-multi-unwatched",
         Guarantee::None,
         "mutant: watch-multi without the WATCH (GET, then MULTI/SET/EXEC): two overlapping updates read one value and the later SET overwrites the other, a lost update",
         Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::WatchMultiUnwatched)),
-    ),
+    )
+    .layout(RedisLayout::UserKey),
     row(
         "redis-hash",
         Guarantee::Exact,
@@ -196,37 +208,47 @@ pub const BUILTINS: &[Builtin] = &[
         Guarantee::Exact,
         "the user's unread ids as a Redis set decide (SADD, SREM whose reply moves the count, SMEMBERS + DEL in one MULTI), SQL rows written after; the count is SCARD; exact while Redis keeps its data",
         Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::RedisSet)),
-    ),
+    )
+    .parts(&["Redis (holds the truth)"])
+    .layout(RedisLayout::SetCard),
     row(
         "redis-set-check-then-remove",
         Guarantee::None,
         "mutant: redis-set serving a separate counter key, SISMEMBER then SREM then DECR when the check said member: two racing mark_reads both see the id and both decrement",
         Build::Redis(|i, db, s, c| redis(i, db, s, c, RedisDesign::RedisSetCheckThenRemove)),
-    ),
+    )
+    .parts(&["Redis (holds the truth)"])
+    .layout(RedisLayout::UserKey),
     row(
         "cache-aside",
         Guarantee::Exact,
         "the conditional design in SQL; reads through a Redis cache filled on a miss (TTL `redis.cache_ttl_ms`); a write deletes the entry after its commit and again `redis.cache_delay_ms` later (delayed double delete): reads may lag that long, no longer",
         Build::Redis(|i, db, s, c| cache(i, db, s, c, false)),
-    ),
+    )
+    .parts(&["Redis cache", "eventual reads (read lag)"]),
     row(
         "cache-aside-delete-first",
         Guarantee::Exact,
         "mutant: the same cache, deleted once, before the write: a read that misses while the write runs caches the old count until the next write or the TTL",
         Build::Redis(|i, db, s, c| cache(i, db, s, c, true)),
-    ),
+    )
+    .parts(&["Redis cache", "eventual reads (read lag)"]),
     row(
         "zset-replica-reads",
         Guarantee::Eventual,
         "the seed's Flask design: SQL conditional update, then ZINCRBY of one Redis sorted set (member user, score count); reads meant for a replica with the primary as fallback (`[replica] read_from = \"replica-fallback\"`, held to `stale_read_bound_ms`); a reconciler resets any score that disagrees with the SQL counter (racy while ops run, exact once quiet)",
         Build::Redis(|i, db, s, c| Arc::new(ZsetReplicaReads::new(i, db, s, c, true))),
-    ),
+    )
+    .parts(&["Redis", "Redis replica", "reconciler", "eventual reads (replica)"])
+    .layout(RedisLayout::ZsetScore),
     row(
         "zset-replica-reads-no-reconcile",
         Guarantee::Eventual,
         "mutant: zset-replica-reads without its reconciler: a score lost or wrong in Redis (a restart without persistence) is never reset from the database",
         Build::Redis(|i, db, s, c| Arc::new(ZsetReplicaReads::new(i, db, s, c, false))),
-    ),
+    )
+    .parts(&["Redis", "Redis replica", "eventual reads (replica)"])
+    .layout(RedisLayout::ZsetScore),
     row(
         "mq-consumer",
         Guarantee::Eventual,
@@ -239,28 +261,6 @@ pub const BUILTINS: &[Builtin] = &[
         "the same queue; the consumer records each message id in the apply's transaction and skips ids already recorded: a redelivery after a lost ack applies nothing",
         Build::Mq(|i, db, s, c| mq(i, db, s, c, MqDesign::Idempotent)),
     ),
-];
-
-/// The moving parts of the built-ins whose build does not say it all (beside `BUILTINS`;
-/// a strategy missing here gets its build's: none for SQL, `Redis`, or the broker's).
-pub const MOVING_PARTS: &[(&str, &[&str])] = &[
-    ("zset-buffer", &["Redis", "flusher", "eventual reads (pending deltas)"]),
-    ("zset-buffer-durable", &["Redis", "flusher", "eventual reads (pending deltas)"]),
-    ("zset-buffer-replay", &["Redis", "flusher", "eventual reads (pending deltas)"]),
-    ("lua-script", &["Redis (holds the truth)"]),
-    ("redis-set", &["Redis (holds the truth)"]),
-    ("redis-set-check-then-remove", &["Redis (holds the truth)"]),
-    ("cache-aside", &["Redis cache", "eventual reads (read lag)"]),
-    ("cache-aside-delete-first", &["Redis cache", "eventual reads (read lag)"]),
-    ("zset-replica-reads", &["Redis", "Redis replica", "reconciler", "eventual reads (replica)"]),
-    ("zset-replica-reads-no-reconcile", &["Redis", "Redis replica", "eventual reads (replica)"]),
-];
-
-/// Built-ins that cannot run on some SQL dialects, and why: the runner lists their cells
-/// there as skipped with this reason instead of building them.
-pub const UNSUPPORTED: &[(&str, &[Dialect], &str)] = &[
-    ("writable-cte", &[Dialect::Mysql, Dialect::Sqlite], NO_WRITABLE_CTE),
-    ("writable-cte-snapshot", &[Dialect::Mysql, Dialect::Sqlite], NO_WRITABLE_CTE),
 ];
 
 /// The strategies a run can build: the built-ins, plus any a test registers.
@@ -291,31 +291,5 @@ impl Registry {
 
     pub fn rows(&self) -> &[Builtin] {
         &self.rows
-    }
-}
-
-#[cfg(test)]
-mod moving_parts_tests {
-    use super::*;
-
-    #[test]
-    fn every_design_declares_what_it_needs_beyond_sql() {
-        for (name, _) in MOVING_PARTS {
-            assert!(BUILTINS.iter().any(|b| b.info.name == *name), "{name} is not a built-in");
-        }
-        for b in BUILTINS {
-            let parts = b.moving_parts();
-            match b.build {
-                Build::Sql(_) => assert!(parts.is_empty(), "{}: {parts:?}", b.info.name),
-                Build::Redis(_) => assert!(parts.iter().any(|p| p.starts_with("Redis")), "{}: {parts:?}", b.info.name),
-                Build::Mq(_) => assert!(parts.contains(&"RabbitMQ".to_string()), "{}: {parts:?}", b.info.name),
-            }
-            if b.info.guarantee == Guarantee::Eventual {
-                assert!(parts.iter().any(|p| p.starts_with("eventual reads")), "{}: {parts:?}", b.info.name);
-            }
-        }
-        let find = |n: &str| BUILTINS.iter().find(|b| b.info.name == n).unwrap().moving_parts();
-        assert_eq!(find("zset-buffer"), ["Redis", "flusher", "eventual reads (pending deltas)"]);
-        assert_eq!(find("mq-consumer-idempotent"), ["RabbitMQ", "consumer", "eventual reads"]);
     }
 }

@@ -2,6 +2,7 @@
 //! PostgreSQL hot standby or a Redis replica (and, for `replica-fallback`, from the
 //! strategy itself when the replica read fails), counting replica reads and fallbacks.
 
+use counterlab_core::Figure;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -25,23 +26,6 @@ pub enum RedisLayout {
     SetCard,
     /// `ZSCORE {z}:unread <user>` (zset-replica-reads).
     ZsetScore,
-}
-
-impl RedisLayout {
-    /// The layout of a built-in Redis design whose read can move to a replica as it is
-    /// (None: its read combines SQL and Redis, or goes through a cache).
-    pub fn of(strategy: &str) -> Option<RedisLayout> {
-        match strategy {
-            "redis-counter"
-            | "lua-script"
-            | "watch-multi"
-            | "watch-multi-unwatched"
-            | "redis-set-check-then-remove" => Some(RedisLayout::UserKey),
-            "redis-set" => Some(RedisLayout::SetCard),
-            "zset-replica-reads" | "zset-replica-reads-no-reconcile" => Some(RedisLayout::ZsetScore),
-            _ => None,
-        }
-    }
 }
 
 /// Where replica reads go.
@@ -359,14 +343,14 @@ impl Strategy for ReplicaReads {
     async fn net_drift(&self) -> Option<i64> {
         self.inner.net_drift().await
     }
-    fn figures(&self) -> Vec<(&'static str, f64)> {
+    fn figures(&self) -> Vec<(Figure, f64)> {
         let mut f = self.inner.figures();
         f.extend([
-            ("replica_reads", self.replica_reads.load(Ordering::Relaxed) as f64),
-            ("replica_read_errors", self.replica_errors.load(Ordering::Relaxed) as f64),
+            (Figure::ReplicaReads, self.replica_reads.load(Ordering::Relaxed) as f64),
+            (Figure::ReplicaReadErrors, self.replica_errors.load(Ordering::Relaxed) as f64),
         ]);
         if self.mode == ReadFrom::ReplicaFallback {
-            f.push(("replica_fallbacks", self.fallbacks.load(Ordering::Relaxed) as f64));
+            f.push((Figure::ReplicaFallbacks, self.fallbacks.load(Ordering::Relaxed) as f64));
         }
         f
     }

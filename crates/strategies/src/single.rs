@@ -1,9 +1,10 @@
 //! The single-statement design (writable-cte) and its mutant: every changing op is one
 //! statement that changes the rows and moves the counter by what changed, sent in
 //! autocommit (no BEGIN, no COMMIT): one round trip per op. PostgreSQL only; the runner
-//! lists it as unsupported on the other dialects (`registry::UNSUPPORTED`).
+//! lists it as unsupported on the other dialects (its registry row's `not_on`).
 
 use async_trait::async_trait;
+use counterlab_core::Figure;
 use counterlab_core::{
     CrashPoints, ErrorClass, Fault, NotificationId, OpError, OpKind, Outcome, Strategy, StrategyInfo, UserId,
     WorkerLoop,
@@ -94,7 +95,7 @@ impl Strategy for SingleStatement {
         arm_commit_fault(self.info.name, [&self.crashes, &self.errors], fault, on_error)
     }
 
-    fn figures(&self) -> Vec<(&'static str, f64)> {
+    fn figures(&self) -> Vec<(Figure, f64)> {
         commit_fault_figures([&self.crashes, &self.errors])
     }
 

@@ -2,6 +2,7 @@
 //! namespace's isolation level; they differ only in how they decide what changed.
 
 use async_trait::async_trait;
+use counterlab_core::Figure;
 use counterlab_core::{
     CrashPoints, ErrorClass, Fault, NotificationId, OpError, OpKind, Outcome, Strategy, StrategyInfo, UserId,
     WorkerLoop,
@@ -167,7 +168,7 @@ impl Strategy for SqlStrategy {
         arm_commit_fault(self.info.name, [&self.crashes, &self.errors], fault, "rolls back and fails")
     }
 
-    fn figures(&self) -> Vec<(&'static str, f64)> {
+    fn figures(&self) -> Vec<(Figure, f64)> {
         commit_fault_figures([&self.crashes, &self.errors])
     }
 
@@ -273,8 +274,8 @@ pub(crate) fn arm_commit_fault(
 }
 
 /// The commit faults that fired, as figures (crashes, then errors).
-pub(crate) fn commit_fault_figures(points: [&CrashPoints; 2]) -> Vec<(&'static str, f64)> {
-    let crashes = points[0].figure().map(|n| ("crashes_after_commit", n));
-    let errors = points[1].figure().map(|n| ("errors_before_commit", n));
+pub(crate) fn commit_fault_figures(points: [&CrashPoints; 2]) -> Vec<(Figure, f64)> {
+    let crashes = points[0].figure().map(|n| (Figure::CrashesAfterCommit, n));
+    let errors = points[1].figure().map(|n| (Figure::ErrorsBeforeCommit, n));
     crashes.into_iter().chain(errors).collect()
 }

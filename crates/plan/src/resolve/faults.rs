@@ -3,7 +3,7 @@
 //! metric, each expectation a verdict or an anomaly of a known strategy on named backends.
 
 use counterlab_core::{Fault, OpKind};
-use counterlab_report::Metric;
+use counterlab_core::{Metric, Threshold};
 use toml::Spanned;
 
 use super::{Strategies, named};
@@ -71,7 +71,7 @@ pub(crate) fn thresholds(
     src: &Src<'_>,
     raw: Option<&[Spanned<RawThreshold>]>,
     s: &Strategies,
-) -> Result<Vec<counterlab_report::Threshold>, ScenarioError> {
+) -> Result<Vec<Threshold>, ScenarioError> {
     let raw = raw.unwrap_or_default();
     if raw.len() > MAX_FAULTS {
         return Err(src.flag(format!("at most {MAX_FAULTS} faults and {MAX_FAULTS} thresholds")));
@@ -79,7 +79,7 @@ pub(crate) fn thresholds(
     raw.iter().map(|t| threshold(src, t.get_ref(), s)).collect()
 }
 
-fn threshold(src: &Src<'_>, t: &RawThreshold, s: &Strategies) -> Result<counterlab_report::Threshold, ScenarioError> {
+fn threshold(src: &Src<'_>, t: &RawThreshold, s: &Strategies) -> Result<Threshold, ScenarioError> {
     let metric: Metric = named(src, "metric", &t.metric)?;
     if let Some(op) = &t.op {
         if !metric.is_latency() {
@@ -91,7 +91,7 @@ fn threshold(src: &Src<'_>, t: &RawThreshold, s: &Strategies) -> Result<counterl
     if !(limit.is_finite() && limit >= 0.0) {
         return Err(src.at(t.limit.span(), format!("limit must be a finite number >= 0, got {limit}")));
     }
-    Ok(counterlab_report::Threshold {
+    Ok(Threshold {
         metric,
         op: t.op.as_ref().map(|o| o.get_ref().clone()),
         strategies: s.pick(src, t.strategies.as_deref())?,

@@ -45,7 +45,7 @@ pub(crate) fn resolve(
             closed => closed,
         };
         let warm = StagePlan {
-            name: counterlab_sim::WARMUP.into(),
+            name: counterlab_core::WARMUP.into(),
             measured: false,
             end: StageEnd::Duration(d),
             load: load_of_first,
@@ -178,7 +178,7 @@ fn stage(src: &Src<'_>, st: &RawStage, i: usize, overrides: &Overrides) -> Resul
         }
     };
     let name = st.name.clone().unwrap_or_else(|| format!("stage {}", i + 1));
-    if name.trim().is_empty() || name == counterlab_sim::WARMUP || name == counterlab_sim::SETTLE {
+    if name.trim().is_empty() || name == counterlab_core::WARMUP || name == counterlab_core::SETTLE {
         return Err(src.at(st.duration_s.span(), format!("stage name {name:?} is taken; give each stage its own name")));
     }
     Ok(StagePlan { name, measured: true, end: StageEnd::Duration(d), load })

@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, HashSet};
 
 use counterlab_core::Named;
 
-use counterlab_strategies::{CustomSpec, Isolation};
+use counterlab_core::Isolation;
+use counterlab_spec::CustomSpec;
 use toml::Spanned;
 
 use super::named_list;

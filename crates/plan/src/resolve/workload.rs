@@ -1,7 +1,6 @@
 //! `[workload]`: workers, the stages (in `stages.rs`), arrival, timeouts, skew, the mix
 //! and the connection pool's size.
 
-use counterlab_core::OpKind;
 use toml::Spanned;
 
 use super::stages;
@@ -36,18 +35,12 @@ pub(crate) fn workload(
         MIN_SAMPLE_INTERVAL_MS..=MAX_OP_TIMEOUT_MS,
         DEFAULT_SAMPLE_INTERVAL_MS,
     )?;
-    let max_in_flight = load.stages.iter().map(|s| s.workers().unwrap_or(workers)).max().unwrap_or(workers);
     let dup_k = within(src, &w.dup_k, "dup_k", 1..=MAX_DUP_K, DEFAULT_DUP_K)?;
     let op_timeout_ms = within(src, &w.op_timeout_ms, "op_timeout_ms", 1..=MAX_OP_TIMEOUT_MS, DEFAULT_OP_TIMEOUT_MS)?;
     pauses_fit(src, faults, op_timeout_ms)?;
     let (skew, zipf_exponent) = skew(src, w)?;
     let mix = mix(src, w)?;
-    // One connection per worker, K per worker when duplicate mark_reads are in the mix,
-    // so that the K calls really run at the same time; and one spare, so that SQL
-    // workers can each hold theirs for the run while the sampler's probes still get one.
-    let per_worker = if mix.weight(OpKind::MarkReadDup) > 0 { dup_k } else { 1 };
-    let default_connections = (max_in_flight * per_worker + 1).min(MAX_CONNECTIONS);
-    Ok(WorkloadPlan {
+    let mut plan = WorkloadPlan {
         n_workers: workers,
         duration_s: load.duration_s,
         ops: load.ops,
@@ -59,11 +52,17 @@ pub(crate) fn workload(
         sample_drift: w.sample_drift.unwrap_or(DEFAULT_SAMPLE_DRIFT),
         dup_k,
         op_timeout_ms,
-        connections: within(src, &w.connections, "connections", 1..=MAX_CONNECTIONS, default_connections)?,
+        connections: 0,
         skew,
         zipf_exponent,
         mix,
-    })
+    };
+    // A connection per op in flight, so that a duplicate mark_read's K calls really run at
+    // the same time; and one spare, so that SQL workers can each hold theirs for the run
+    // while the sampler's probes still get one.
+    let default_connections = (plan.ops_in_flight() + 1).min(MAX_CONNECTIONS);
+    plan.connections = within(src, &w.connections, "connections", 1..=MAX_CONNECTIONS, default_connections)?;
+    Ok(plan)
 }
 
 fn workers(src: &Src<'_>, w: &RawWorkload, overrides: &Overrides) -> Result<u32, ScenarioError> {
@@ -141,5 +140,19 @@ mod tests {
         // A table that is there is taken as written: what it leaves out is 0.
         let partial = plan(&format!("{minimal}[workload.mix]\nmark_read = 1\n"));
         assert_eq!(partial.workload.mix.weights, [0, 1, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn pools_are_sized_from_the_most_ops_in_flight() {
+        let base = "strategies = [\"direct-update\"]\n[data]\nusers = 10\nnotifications_per_user = 2\n\
+                    [workload]\nworkers = 2\n";
+        let stages =
+            "[[workload.stages]]\nduration_s = 1\nworkers = 3\n[[workload.stages]]\nduration_s = 1\nworkers = 7\n";
+        let w = plan(&format!("{base}{stages}[workload.mix]\nmark_read = 1\n")).workload;
+        assert_eq!((w.max_workers(), w.ops_in_flight(), w.connections), (7, 7, 8), "the largest stage, not workers");
+        let dup = plan(&format!("{base}dup_k = 3\n{stages}[workload.mix]\nmark_read_dup = 1\n")).workload;
+        assert_eq!((dup.max_workers(), dup.ops_in_flight(), dup.connections), (7, 21, 22), "K calls at once each");
+        let single = plan(&format!("{base}ops = 10\n[workload.mix]\ncreate = 1\n")).workload;
+        assert_eq!((single.max_workers(), single.ops_in_flight(), single.connections), (2, 2, 3));
     }
 }

@@ -47,15 +47,25 @@ pub struct Choice<'a> {
     pub settled: bool,
     /// The fastest held design and those tied with it on throughput, fastest first.
     pub contenders: Vec<&'a StrategyReport>,
+    /// The designs whose order with the fastest is not settled (it among them): what a
+    /// sequential run repeats. Empty when the order is settled.
+    pub open: Vec<&'a StrategyReport>,
 }
 
 /// Picks among `held` (the designs that kept their guarantee, fastest first).
 pub fn choose<'a>(held: &[&'a StrategyReport]) -> Choice<'a> {
     let Some((&top, rest)) = held.split_first() else {
-        return Choice { pick: None, basis: Basis::NoneHeld, settled: true, contenders: Vec::new() };
+        return Choice { pick: None, basis: Basis::NoneHeld, settled: true, contenders: Vec::new(), open: Vec::new() };
     };
     if rest.is_empty() {
-        return Choice { pick: Some(top), basis: Basis::OnlyOneHeld, settled: true, contenders: vec![top] };
+        let only = Choice {
+            pick: Some(top),
+            basis: Basis::OnlyOneHeld,
+            settled: true,
+            contenders: vec![top],
+            open: Vec::new(),
+        };
+        return only;
     }
     let t = throughput_samples(top);
     let seps: Vec<Sep> = rest.iter().map(|r| faster(&t, &throughput_samples(r))).collect();
@@ -63,7 +73,15 @@ pub fn choose<'a>(held: &[&'a StrategyReport]) -> Choice<'a> {
     let contenders: Vec<&StrategyReport> = once(top).chain(tied).collect();
     // Those the fastest beat: settled unless a suggestion on fewer runs.
     let behind_settled = !seps.contains(&Sep::Suggested);
-    let choice = |pick, basis, settled| Choice { pick, basis, settled, contenders: contenders.clone() };
+    let not_apart = rest.iter().zip(&seps).filter(|(_, s)| **s != Sep::Settled).map(|(r, _)| *r);
+    let open: Vec<&StrategyReport> = once(top).chain(not_apart).collect();
+    let choice = |pick, basis, settled: bool| Choice {
+        pick,
+        basis,
+        settled,
+        contenders: contenders.clone(),
+        open: if settled { Vec::new() } else { open.clone() },
+    };
     if contenders.len() == 1 {
         return choice(Some(top), Basis::Throughput, seps.iter().all(|s| *s == Sep::Settled));
     }

@@ -393,3 +393,20 @@ fn an_explored_row_says_what_the_explorer_found_and_a_refuted_design_is_not_pick
         g.sentence
     );
 }
+
+#[test]
+fn a_sequential_run_repeats_only_the_designs_whose_order_with_the_fastest_is_open() {
+    let p99 = [50_000, 50_000, 50_000];
+    // A and B overlap (and tie on p99); C is settled behind A; D drifted.
+    let a = repeated("a", &[1000.0, 1100.0, 1050.0], &p99);
+    let b = repeated("b", &[1020.0, 1080.0, 990.0], &p99);
+    let c = repeated("c", &[500.0, 520.0, 510.0], &p99);
+    let mut d = repeated("d", &[900.0, 950.0, 920.0], &p99);
+    d.check.verdict = counterlab_core::Verdict::DriftExpected;
+    let rows = vec![a, b, c, d];
+    assert_eq!(unsettled(&rows), [0, 1], "C settled behind, D not held");
+    // Settled: nothing runs again.
+    let a = repeated("a", &[1000.0, 1100.0, 1050.0], &p99);
+    let c = repeated("c", &[500.0, 520.0, 510.0], &p99);
+    assert!(unsettled(&[a, c]).is_empty());
+}

@@ -2,7 +2,7 @@
 //! carries, and the group's sentence (what to pick and on what basis, whether the order
 //! is settled, what the others did, and which loads stalled).
 
-use counterlab_core::{Companion, Dialect, Guarantee, Isolation, Limit, Verdict as V};
+use counterlab_core::{Companion, Dialect, Figure, Guarantee, Isolation, Limit, Verdict as V};
 
 use super::choice::{Basis, Choice};
 use super::evidence::{SETTLE_RUNS, throughput_samples, tie_words};
@@ -88,15 +88,15 @@ fn load_words(s: &StrategyReport) -> String {
 /// staleness of designs whose reads lag.
 pub fn cost(s: &StrategyReport) -> String {
     let mut parts = s.moving_parts.clone();
-    let f = |k: &str| s.figures.get(k).copied().filter(|v| v.is_finite());
-    if let Some(ms) = f("stale_read_max_ms") {
-        let allowed = f("read_lag_allowed_ms").map_or(String::new(), |a| format!(" of {a:.0} ms allowed"));
+    let f = |k: Figure| s.figures.get(k.name()).copied().filter(|v| v.is_finite());
+    if let Some(ms) = f(Figure::StaleReadMaxMs) {
+        let allowed = f(Figure::ReadLagAllowedMs).map_or(String::new(), |a| format!(" of {a:.0} ms allowed"));
         parts.push(format!("stalest read {}{allowed}", latency((ms * 1000.0) as u64)));
     }
     if let Some(st) = &s.staleness {
         parts.push(format!("reads from {}: stale p99 {}", s.read_from, latency((st.p99_ms * 1000.0) as u64)));
     }
-    if let Some(ms) = f("apply_lag_p99_ms") {
+    if let Some(ms) = f(Figure::ApplyLagP99Ms) {
         parts.push(format!("apply lag p99 {}", latency((ms * 1000.0) as u64)));
     }
     if parts.is_empty() { "none".into() } else { parts.join(", ") }

@@ -242,6 +242,8 @@ fn table(w: &mut String, head: &[&str], rows: &[Vec<Cell>]) {
     writeln!(w, "</tbody></table></div>").unwrap();
 }
 
+/// Every row's figures, the verdict second so a 1280 px window shows it without
+/// scrolling the table sideways (tests/it/html.rs).
 fn comparison(w: &mut String, r: &Report) {
     writeln!(w, "<h2>All figures per strategy x backend x isolation</h2>").unwrap();
     let rows: Vec<Vec<Cell>> = r
@@ -250,6 +252,7 @@ fn comparison(w: &mut String, r: &Report) {
         .map(|s| {
             vec![
                 cell(esc(&s.strategy)),
+                classed(verdict_class(&s.check.verdict), esc(&s.check.label())),
                 cell(esc(&s.backend.to_string())),
                 cell(esc(s.isolation.name())),
                 cell(esc(s.guarantee.name())),
@@ -262,7 +265,6 @@ fn comparison(w: &mut String, r: &Report) {
                 num(s.open_loop.as_ref().map_or(0, |o| o.dropped)),
                 num(format!("{}/{}", s.check.users_mismatched, s.check.users_checked)),
                 num(s.check.drift_abs_total),
-                classed(verdict_class(&s.check.verdict), esc(&s.check.label())),
             ]
         })
         .collect();
@@ -270,6 +272,7 @@ fn comparison(w: &mut String, r: &Report) {
         w,
         &[
             "strategy",
+            "verdict",
             "backend",
             "isolation",
             "guarantee",
@@ -282,7 +285,6 @@ fn comparison(w: &mut String, r: &Report) {
             "dropped",
             "mismatched",
             "drift",
-            "verdict",
         ],
         &rows,
     );

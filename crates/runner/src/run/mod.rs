@@ -31,7 +31,7 @@ use crate::clock;
 pub use names::{SQLITE_MARKER, namespace_name, new_run_id};
 pub use post::{POST_LOAD_ATTEMPTS, POST_LOAD_BACKOFF, SETTLED_READS};
 pub use replay::{replay_command, server_flags};
-use servers::{Servers, uses_amqp, uses_redis};
+use servers::Servers;
 pub use status::{Progress, Status};
 
 /// Where the backends are and how the run treats its namespaces.
@@ -164,26 +164,25 @@ async fn run_cells(
     }
     rows.skipped = skipped.into_iter().chain(replica_skipped).collect();
     // With `repeat` > 1 the cells run interleaved (A B C A B C): each round runs every cell
-    // once, so a slow spell of the machine lands on every cell alike.
-    let total = cells.len() * plan.repeat as usize;
+    // once, so a slow spell of the machine lands on every cell alike. Then, up to
+    // `repeat_max` rounds in all, the designs whose order is not settled run again.
     let mut runs: Vec<Vec<StrategyReport>> = vec![Vec::new(); cells.len()];
-    let mut index = 0;
+    let all: Vec<usize> = (0..cells.len()).collect();
+    let mut r = Rounds { plan, opts, cfg, run_id, cells: &cells, index: 0, total: cells.len() * plan.repeat as usize };
     for round in 0..plan.repeat {
         if plan.repeat > 1 {
             log(&format!("repeat {}/{}", round + 1, plan.repeat));
         }
-        for (c, done) in cells.iter().zip(runs.iter_mut()) {
-            if opts.cancel.load(Ordering::Relaxed) {
-                let b = c.server.dialect().name();
-                log(&format!("interrupted: {} on {b} at {} not run", c.name, c.isolation.name()));
-                continue;
-            }
-            index += 1;
-            let target = c.target(run_id, plan.data.seed_spec(), round, (index, total.max(index)));
-            let (report, files) = one::run_one(plan, opts, cfg, target, log).await?;
-            done.push(report);
-            rows.side_files.extend(files);
+        r.round(round, &all, &mut runs, rows, log).await?;
+    }
+    for round in plan.repeat..plan.repeat_max {
+        let again = not_settled(&runs, plan.seed);
+        if again.is_empty() || opts.cancel.load(Ordering::Relaxed) {
+            break;
         }
+        let names: Vec<&str> = again.iter().map(|i| cells[*i].name).collect();
+        log(&format!("repeat {}/{}: the order of {} is not settled yet", round + 1, plan.repeat_max, names.join(", ")));
+        r.round(round, &again, &mut runs, rows, log).await?;
     }
     for runs in runs {
         let merged = runs.len() > 1;
@@ -218,6 +217,58 @@ impl<'a> Planned<'a> {
     }
 }
 
+/// What a round of cells runs with, and how many cell runs have started.
+struct Rounds<'a> {
+    plan: &'a RunPlan,
+    opts: &'a RunOptions,
+    cfg: &'a DriverConfig,
+    run_id: &'a str,
+    cells: &'a [Planned<'a>],
+    index: usize,
+    /// The cell runs planned (the sequential rounds add to it as they start).
+    total: usize,
+}
+
+impl Rounds<'_> {
+    /// Runs the cells `which` once each (round `round`, 0-based), adding their rows to `runs`.
+    async fn round(
+        &mut self,
+        round: u32,
+        which: &[usize],
+        runs: &mut [Vec<StrategyReport>],
+        rows: &mut Rows,
+        log: &mut dyn FnMut(&str),
+    ) -> Result<(), BackendError> {
+        let (plan, opts) = (self.plan, self.opts);
+        for &i in which {
+            let c = &self.cells[i];
+            if opts.cancel.load(Ordering::Relaxed) {
+                let b = c.server.dialect().name();
+                log(&format!("interrupted: {} on {b} at {} not run", c.name, c.isolation.name()));
+                continue;
+            }
+            self.index += 1;
+            self.total = self.total.max(self.index);
+            let target = c.target(self.run_id, plan.data.seed_spec(), round, (self.index, self.total));
+            let (report, files) = one::run_one(plan, opts, self.cfg, target, log).await?;
+            runs[i].push(report);
+            rows.side_files.extend(files);
+        }
+        Ok(())
+    }
+}
+
+/// The cells (indices) whose backend x level order is not settled on the runs so far.
+fn not_settled(runs: &[Vec<StrategyReport>], seed: u64) -> Vec<usize> {
+    let merged: Vec<(usize, StrategyReport)> = runs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| counterlab_report::merge_repeats(r.clone(), seed).map(|row| (i, row)))
+        .collect();
+    let (cells, rows): (Vec<usize>, Vec<StrategyReport>) = merged.into_iter().unzip();
+    counterlab_report::decision::unsettled(&rows).into_iter().map(|k| cells[k]).collect()
+}
+
 /// The cells to run, the combinations left out, and those a missing replica left out.
 type PlannedCells<'a> = (Vec<Planned<'a>>, Vec<Skipped>, Vec<Skipped>);
 
@@ -235,7 +286,7 @@ fn plan_cells<'a>(
                 continue;
             };
             for (isolation, read_from) in levels.iter().flat_map(|l| plan.replica.read_from.iter().map(|r| (*l, *r))) {
-                match replica_skip(opts, server, redis.is_some(), name, isolation, read_from) {
+                match replica_skip((plan, opts), server, redis.is_some(), name, isolation, read_from) {
                     Some(skip) => replica_skipped.push(skip),
                     None => cells.push(Planned { server, redis, amqp, name, info, isolation, read_from }),
                 }
@@ -247,14 +298,15 @@ fn plan_cells<'a>(
 
 /// The skipped row when `read_from` needs a replica this cell's server has not got.
 fn replica_skip(
-    opts: &RunOptions,
+    (plan, opts): (&RunPlan, &RunOptions),
     server: &Server,
     redis: bool,
     name: &str,
     isolation: Isolation,
     read_from: ReadFrom,
 ) -> Option<Skipped> {
-    let why = one::no_replica(opts, server, redis, name, read_from)?;
+    let recipe = servers::recipe(plan, opts, name).ok()?;
+    let why = one::no_replica(opts, server, recipe, name, read_from)?;
     Some(Skipped {
         strategy: name.to_string(),
         backend: Backend::new(server.dialect(), redis.then_some(Companion::Redis)),
@@ -284,16 +336,9 @@ fn cells_of<'a>(
             reason: reason.to_string(),
         }))
     };
-    let sql = server.dialect().name();
-    let custom = plan.custom.get(name);
-    let info = match custom {
-        Some(spec) => spec.info(),
-        None => match opts.registry.find(name) {
-            Some(row) => row.info,
-            None => return Err(BackendError::Refused(format!("strategy {name} is not in this run's registry"))),
-        },
-    };
-    let redis = match (uses_redis(plan, opts, name), &servers.redis) {
+    let recipe = servers::recipe(plan, opts, name)?;
+    let info = recipe.info();
+    let redis = match (recipe.needs_redis(), &servers.redis) {
         (false, _) => None,
         (true, Ok(r)) => Some(r),
         (true, Err(why)) => {
@@ -301,7 +346,7 @@ fn cells_of<'a>(
             return Ok(None);
         }
     };
-    let amqp = match (uses_amqp(plan, opts, name), &servers.amqp) {
+    let amqp = match (recipe.needs_amqp(), &servers.amqp) {
         (false, _) => None,
         (true, Ok(r)) => Some(r),
         (true, Err(why)) => {
@@ -309,14 +354,8 @@ fn cells_of<'a>(
             return Ok(None);
         }
     };
-    if let Some(spec) = custom.filter(|c| !c.dialects().contains(&server.dialect())) {
-        skip(None, &levels, &format!("{} has no {sql} statements", spec.name));
-        return Ok(None);
-    }
-    if let Some(why) =
-        custom.is_none().then(|| opts.registry.find(name)).flatten().and_then(|r| r.unsupported_on(server.dialect()))
-    {
-        skip(None, &levels, why);
+    if let Some(why) = recipe.unsupported_on(server.dialect()) {
+        skip(None, &levels, &why);
         return Ok(None);
     }
     if server.dialect() != Dialect::Sqlite {

@@ -2,6 +2,7 @@
 //! strategy file) and seeded, the load with its faults, the checks and the verdict, then
 //! teardown whatever happened.
 
+use counterlab_core::Figure;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,9 +14,9 @@ use counterlab_plan::{Expected, RunPlan};
 use counterlab_report::{ExpectationResult, FaultEvent, HistoryReport, StrategyReport, StrategyRun, evaluate};
 use counterlab_sim::{DriverConfig, IdPool, LoadResult, Monitor, Sample, Sampler, SamplerConfig, Series, run_load};
 use counterlab_strategies::{
-    BackendError, Build, CATCH_UP_BOUND, CatchUp, CustomStrategy, Db, Dialect, MqConfig, MqSpace, Namespace, Pausable,
-    PoolSpec, RedisConfig, RedisLayout, RedisSpace, ReplicaReader, ReplicaReads, Server, SpaceLogin, namespace_cap,
-    sql_replica_supported,
+    BackendError, BuildError, CATCH_UP_BOUND, CatchUp, Db, Dialect, Ingredients, MqConfig, MqSpace, Namespace,
+    Pausable, PoolSpec, Recipe, RedisConfig, RedisSpace, ReplicaRead, ReplicaReader, ReplicaReads, Server, SpaceLogin,
+    namespace_cap, sql_replica_supported,
 };
 
 use super::deadline::{self, PhaseBounds, op_bounded, within};
@@ -102,25 +103,25 @@ pub(super) struct Made {
 pub(super) fn no_replica(
     opts: &RunOptions,
     server: &Server,
-    uses_redis: bool,
+    recipe: &dyn Recipe,
     name: &str,
     read_from: ReadFrom,
 ) -> Option<String> {
     if read_from == ReadFrom::Primary {
         return None;
     }
-    if uses_redis {
-        if RedisLayout::of(name).is_none() {
-            return Some(format!("{name}'s read is not one Redis key a replica can serve"));
+    match (recipe.replica_read(), recipe.needs_redis()) {
+        (ReplicaRead::Redis(_), _) => {
+            return opts
+                .redis_replica_url
+                .is_none()
+                .then(|| "no Redis replica configured (--redis-replica, COUNTERLAB_REDIS_REPLICA_URL)".into());
         }
-        return opts
-            .redis_replica_url
-            .is_none()
-            .then(|| "no Redis replica configured (--redis-replica, COUNTERLAB_REDIS_REPLICA_URL)".into());
-    }
-    let sql_builtin = opts.registry.find(name).is_some_and(|r| matches!(r.build, Build::Sql(_)));
-    if !sql_builtin {
-        return Some(format!("{name} is not a built-in SQL design (only those read from a standby)"));
+        (ReplicaRead::No, true) => return Some(format!("{name}'s read is not one Redis key a replica can serve")),
+        (ReplicaRead::No, false) => {
+            return Some(format!("{name} is not a built-in SQL design (only those read from a standby)"));
+        }
+        (ReplicaRead::Standby, _) => {}
     }
     if !sql_replica_supported(server.dialect()) {
         return Some(format!("no standby reads on {}", server.dialect().name()));
@@ -163,6 +164,11 @@ pub(super) async fn run_one(
 }
 
 impl<'a> Cell<'a> {
+    /// This cell's recipe (the cell was planned from it, so it is there).
+    pub(super) fn recipe(&self) -> &'a dyn Recipe {
+        super::servers::recipe(self.plan, self.opts, self.t.name).expect("a planned cell's strategy has a recipe")
+    }
+
     /// The cell's names: its backend label and namespace (from the run id, the backend,
     /// the level, the strategy and the repeat).
     pub(super) fn new(plan: &'a RunPlan, opts: &'a RunOptions, t: Target<'a>) -> Cell<'a> {
@@ -173,7 +179,7 @@ impl<'a> Cell<'a> {
         };
         let backend = Backend::new(t.server.dialect(), companion);
         let tagged = format!("{}{}", t.name, read_tag(t.read_from));
-        let ns_name = match plan.repeat {
+        let ns_name = match plan.repeat_max {
             1 => scoped_namespace(t.run_id, t.server.dialect(), t.isolation, &tagged),
             _ => scoped_namespace(t.run_id, t.server.dialect(), t.isolation, &format!("{tagged}_r{}", t.repeat + 1)),
         };
@@ -215,7 +221,7 @@ impl<'a> Cell<'a> {
 /// strategy then does not run unless trusted (built-ins run, and the report says so).
 pub(super) fn refuse_unconfined(cell: &Cell<'_>, ns: &Namespace) -> Result<(), BackendError> {
     let (name, opts) = (cell.t.name, cell.opts);
-    if !cell.plan.custom.contains_key(name) || ns.identity().isolated() || opts.trust_strategy_files {
+    if cell.recipe().trusted() || ns.identity().isolated() || opts.trust_strategy_files {
         return Ok(());
     }
     let why = ns.identity().describe();
@@ -312,7 +318,7 @@ pub(super) fn incomplete_row(
 /// A file-defined strategy's Redis keys are measured during the load against their cap
 /// (`namespace_cap`): the space watched and its cap (None: a built-in, or no Redis).
 fn watch_memory(cell: &Cell<'_>, made: &Made) -> Option<(RedisSpace, u64)> {
-    let space = made.space.clone().filter(|_| cell.plan.custom.contains_key(cell.t.name))?;
+    let space = made.space.clone().filter(|_| !cell.recipe().trusted())?;
     let cap = namespace_cap(cell.t.seed);
     space.watch_memory(cap);
     Some((space, cap))
@@ -381,42 +387,37 @@ pub(super) async fn build(cell: &Cell<'_>, ns: &Namespace, made: &mut Made) -> R
     let (plan, t) = (cell.plan, &cell.t);
     let login = cell.redis_login.as_ref().map(|(password, attach)| SpaceLogin { password, attach: *attach });
     let space = match t.redis {
-        Some(r) => Some(r.space_with(&cell.ns_name, cell.op_timeout(), plan.workload.n_workers, login).await?),
+        Some(r) => Some(r.space_with(&cell.ns_name, cell.op_timeout(), plan.workload.ops_in_flight(), login).await?),
         None => None,
     };
     made.space = space.clone();
     if let Some(a) = t.amqp {
-        made.mq = Some(a.space(&cell.ns_name, plan.workload.n_workers).await?);
+        made.mq = Some(a.space(&cell.ns_name, plan.workload.ops_in_flight()).await?);
     }
-    if let Some(spec) = plan.custom.get(t.name) {
-        let built = CustomStrategy::build(spec, ns.db().clone(), space).await;
-        return built.map(|s| Arc::new(s) as Arc<dyn Strategy>).map_err(|e| BackendError::Step {
+    let redis_cfg = RedisConfig {
+        n_users: t.seed.n_users,
+        flush_interval: Duration::from_millis(plan.redis.flush_interval_ms),
+        flush_batch: plan.redis.flush_batch,
+        reconcile_interval: plan.redis.reconcile_interval_ms.map(Duration::from_millis),
+        cache_delay: Duration::from_millis(plan.redis.cache_delay_ms),
+        cache_ttl: Duration::from_millis(plan.redis.cache_ttl_ms),
+    };
+    let with = Ingredients {
+        db: ns.db().clone(),
+        redis: space,
+        mq: made.mq.clone(),
+        redis_cfg,
+        mq_cfg: MqConfig { prefetch: MQ_PREFETCH },
+    };
+    match cell.recipe().build(with).await {
+        Ok(strategy) => Ok(strategy),
+        Err(BuildError::Missing(what)) => Err(BackendError::Refused(format!("{}: {what}", t.name))),
+        Err(BuildError::Setup(e)) => Err(BackendError::Step {
             backend: t.server.dialect().name(),
             step: "set up a file-defined strategy",
             namespace: cell.ns_name.clone(),
             source: e.into(),
-        });
-    }
-    let missing = |what: &str| BackendError::Refused(format!("{}: {what}", t.name));
-    let row = cell.opts.registry.find(t.name).ok_or_else(|| missing("not in the registry"))?;
-    match (row.build, space) {
-        (Build::Sql(f), _) => Ok(f(row.info, ns.db().clone())),
-        (Build::Redis(f), Some(space)) => {
-            let rcfg = RedisConfig {
-                n_users: t.seed.n_users,
-                flush_interval: Duration::from_millis(plan.redis.flush_interval_ms),
-                flush_batch: plan.redis.flush_batch,
-                reconcile_interval: plan.redis.reconcile_interval_ms.map(Duration::from_millis),
-                cache_delay: Duration::from_millis(plan.redis.cache_delay_ms),
-                cache_ttl: Duration::from_millis(plan.redis.cache_ttl_ms),
-            };
-            Ok(f(row.info, ns.db().clone(), space, rcfg))
-        }
-        (Build::Redis(_), None) => Err(missing("needs Redis and has none")),
-        (Build::Mq(f), _) => match &made.mq {
-            Some(mq) => Ok(f(row.info, ns.db().clone(), mq.clone(), MqConfig { prefetch: MQ_PREFETCH })),
-            None => Err(missing("needs RabbitMQ and has none")),
-        },
+        }),
     }
 }
 
@@ -434,7 +435,9 @@ async fn replica_reads(
     let (reader, primary) = match (&made.space, t.redis) {
         (Some(space), Some(r)) => {
             let url = opts.redis_replica_url.as_deref().ok_or_else(|| refused("no Redis replica".into()))?;
-            let layout = RedisLayout::of(t.name).ok_or_else(|| refused("no replica layout".into()))?;
+            let ReplicaRead::Redis(layout) = cell.recipe().replica_read() else {
+                return Err(refused("no replica layout".into()));
+            };
             (
                 ReplicaReader::redis(url, space, layout, cell.op_timeout()).await?,
                 CatchUp::Redis(Box::new(
@@ -498,7 +501,7 @@ pub(super) async fn drive(
         false => strategy,
     };
     let w = &plan.workload;
-    ns.db().warm(w.stages.iter().filter_map(|s| s.workers()).fold(w.n_workers, u32::max)).await;
+    ns.db().warm(w.max_workers()).await;
     strategy.start().await;
     let space = cost_of.map(|m| m.space.as_ref());
     let before = match space {
@@ -588,7 +591,7 @@ fn progress_line(cell: &Cell<'_>) -> Box<dyn FnMut(&Sample) + Send> {
 /// What the checks found.
 pub(super) struct Found {
     /// The strategy's figures, read once: the same ones the anomalies were explained by.
-    figures: Vec<(&'static str, f64)>,
+    figures: Vec<(Figure, f64)>,
     check: CheckResult,
     anomalies: Vec<counterlab_core::Anomaly>,
     judgement: counterlab_core::Judgement,
@@ -614,7 +617,7 @@ pub(super) async fn check(
     let guarantee = if plan.expect_drift.iter().any(|s| s == name) { Guarantee::None } else { info.guarantee };
     // Built-in designs' read_count writes nothing the check reads; a strategy file's
     // read steps might (a read repair), so its reads wait for the truth as before.
-    let overlap = matches!(ns.db(), Db::Pg(_)) && !plan.custom.contains_key(name);
+    let overlap = matches!(ns.db(), Db::Pg(_)) && cell.recipe().trusted();
     let stop = super::stop::Stop::new(cell.opts.cancel.clone(), cell.op_timeout());
     let (Checked { result: check, witnesses: rows, .. }, settled, truth_s, left_out) =
         truth_and_settled(ns, l, cell, guarantee, overlap, &stop, log).await?;
@@ -672,15 +675,11 @@ pub(super) async fn check(
 
 /// The strategy's own figures (summed over the agents of a distributed run), with the
 /// replica reads' staleness and a cache's allowed lag beside them.
-fn strategy_figures(
-    l: &Loaded,
-    reads: Option<&counterlab_core::ReadCheck>,
-    lag_us: Option<u64>,
-) -> Vec<(&'static str, f64)> {
+fn strategy_figures(l: &Loaded, reads: Option<&counterlab_core::ReadCheck>, lag_us: Option<u64>) -> Vec<(Figure, f64)> {
     let mut figures = l.strategy.figures();
     if let Some(agents) = &l.figures {
         for (name, v) in figures.iter_mut() {
-            *v = agents.iter().filter(|(n, _)| n == name).map(|(_, x)| x).sum();
+            *v = agents.iter().filter(|(n, _)| n == name.name()).map(|(_, x)| x).sum();
         }
     }
     if let Some(st) = reads.and_then(|r| r.staleness()) {
@@ -688,21 +687,22 @@ fn strategy_figures(
     }
     if let (Some(lag), Some(rc)) = (lag_us, reads) {
         let worst = rc.violations.iter().filter_map(|v| v.stale_for_us).max().unwrap_or(0);
-        figures.extend([("read_lag_allowed_ms", lag as f64 / 1e3), ("stale_read_max_ms", worst as f64 / 1e3)]);
+        figures.extend([(Figure::ReadLagAllowedMs, lag as f64 / 1e3), (Figure::StaleReadMaxMs, worst as f64 / 1e3)]);
     }
     figures
 }
 
 /// What the classifier knows beside the history: the guarantee judged, the strategy's
 /// own counts of lost and doubled applies, whether a reconciler ran, the seed, a failover.
-fn classifier_context(cell: &Cell<'_>, l: &Loaded, guarantee: Guarantee, figures: &[(&str, f64)]) -> Context {
-    let figure = |k: &str| figures.iter().find(|(n, _)| *n == k).map(|(_, v)| *v as u64);
+fn classifier_context(cell: &Cell<'_>, l: &Loaded, guarantee: Guarantee, figures: &[(Figure, f64)]) -> Context {
+    let figure = |k: Figure| figures.iter().find(|(n, _)| *n == k).map(|(_, v)| *v as u64);
+    let applies = (figure(Figure::DoubleAppliesRaising), figure(Figure::DoubleAppliesLowering));
     Context {
         guarantee,
-        lost_flushes: figure("lost_flush_claims").unwrap_or(0),
-        double_flushes: figure("double_flush_claims").unwrap_or(0),
-        double_applies: (figure("double_applies_raising").unwrap_or(0), figure("double_applies_lowering").unwrap_or(0)),
-        reconciler: figure("reconcile_passes").is_some(),
+        lost_flushes: figure(Figure::LostFlushClaims).unwrap_or(0),
+        double_flushes: figure(Figure::DoubleFlushClaims).unwrap_or(0),
+        double_applies: (applies.0.unwrap_or(0), applies.1.unwrap_or(0)),
+        reconciler: figure(Figure::ReconcilePasses).is_some(),
         seed: cell.t.seed,
         failover_us: l.failover_us,
     }
@@ -749,20 +749,20 @@ async fn truth_and_settled(
 }
 
 /// The staleness of replica reads as figures (ms and counts).
-fn staleness_figures(st: &counterlab_core::Staleness) -> Vec<(&'static str, f64)> {
+fn staleness_figures(st: &counterlab_core::Staleness) -> Vec<(Figure, f64)> {
     let ms = |us: u64| us as f64 / 1e3;
     let share = if st.reads_checked == 0 { 0.0 } else { st.stale_reads as f64 / st.reads_checked as f64 };
     let mut f = vec![
-        ("stale_reads", st.stale_reads as f64),
-        ("stale_read_share", share),
-        ("stale_read_p50_ms", ms(st.p50_us)),
-        ("stale_read_p99_ms", ms(st.p99_us)),
-        ("stale_read_max_ms", ms(st.max_us)),
-        ("stale_read_max_counts", st.max_counts as f64),
-        ("stale_reads_over_bound", st.over_bound as f64),
+        (Figure::StaleReads, st.stale_reads as f64),
+        (Figure::StaleReadShare, share),
+        (Figure::StaleReadP50Ms, ms(st.p50_us)),
+        (Figure::StaleReadP99Ms, ms(st.p99_us)),
+        (Figure::StaleReadMaxMs, ms(st.max_us)),
+        (Figure::StaleReadMaxCounts, st.max_counts as f64),
+        (Figure::StaleReadsOverBound, st.over_bound as f64),
     ];
     if let Some(b) = st.bound_us {
-        f.push(("stale_read_bound_ms", ms(b)));
+        f.push((Figure::StaleReadBoundMs, ms(b)));
     }
     f
 }
@@ -906,12 +906,8 @@ pub(super) fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log:
 /// What the design needs beyond the SQL database (the registry row's declaration; a
 /// file-defined strategy: Redis when it uses it), plus the reconciler when one ran.
 fn moving_parts(cell: &Cell<'_>, report: &StrategyReport) -> Vec<String> {
-    let mut parts = match cell.opts.registry.find(cell.t.name) {
-        Some(b) if !cell.plan.custom.contains_key(cell.t.name) => b.moving_parts(),
-        _ if cell.backend.with == Some(Companion::Redis) => vec!["Redis".to_string()],
-        _ => Vec::new(),
-    };
-    if report.figures.contains_key("reconcile_passes") && !parts.iter().any(|p| p == "reconciler") {
+    let mut parts = cell.recipe().moving_parts();
+    if report.figures.contains_key(Figure::ReconcilePasses.name()) && !parts.iter().any(|p| p == "reconciler") {
         parts.push("reconciler".into());
     }
     parts

@@ -15,6 +15,8 @@ pub fn server_flags(opts: &RunOptions) -> String {
         ("--mysql", opts.mysql_url.as_deref(), DEFAULT_MYSQL_URL),
         ("--redis", opts.redis_url.as_deref(), DEFAULT_REDIS_URL),
         ("--amqp", opts.amqp_url.as_deref(), DEFAULT_AMQP_URL),
+        ("--postgres-replica", opts.postgres_replica_url.as_deref(), ""),
+        ("--redis-replica", opts.redis_replica_url.as_deref(), ""),
     ];
     for (flag, url, default) in urls {
         if let Some(u) = url.filter(|u| *u != default) {
@@ -38,6 +40,9 @@ pub fn replay_command(plan: &RunPlan) -> String {
     let mut cmd = format!("counterlab run {} --seed {}", plan.scenario_path, plan.seed);
     if plan.repeat > 1 {
         cmd += &format!(" --repeat {}", plan.repeat);
+    }
+    if plan.repeat_max > plan.repeat {
+        cmd += &format!(" --repeat-until-settled {}", plan.repeat_max);
     }
     // `--workers` also replaces every closed stage's own count: leave it out when the
     // file's stages carry their own.

@@ -9,7 +9,8 @@ use tempfile::TempDir;
 use counterlab_plan::{Backend, RunPlan};
 use counterlab_report::ServerInfo;
 use counterlab_strategies::{
-    AmqpServer, BackendError, DEFAULT_AMQP_URL, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Marker, RedisServer, Server,
+    AmqpServer, BackendError, DEFAULT_AMQP_URL, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, Marker, Recipe, RedisServer,
+    Server,
 };
 
 use super::RunOptions;
@@ -124,17 +125,22 @@ fn answering(default_url: &str, default_port: u16) -> Result<(), BackendError> {
     }
 }
 
-/// Whether the plan's strategy `name` (built-in or file-defined) needs Redis.
-pub(crate) fn uses_redis(plan: &RunPlan, opts: &RunOptions, name: &str) -> bool {
-    match plan.custom.get(name) {
-        Some(spec) => spec.needs_redis(),
-        None => opts.registry.find(name).is_some_and(|b| b.needs_redis()),
-    }
+/// The recipe of the plan's strategy `name` (a strategy file of the plan, else a
+/// built-in); a name neither holds is an error: the plan was resolved against other names
+/// than the run's registry (a caller's bug, never a row that could pass unseen).
+pub(crate) fn recipe<'a>(plan: &'a RunPlan, opts: &'a RunOptions, name: &str) -> Result<&'a dyn Recipe, BackendError> {
+    let missing = || BackendError::Refused(format!("strategy {name} is not in this run's registry"));
+    opts.registry.recipe(&plan.custom, name).ok_or_else(missing)
 }
 
-/// Whether the plan's strategy `name` needs the broker (only built-ins do).
+/// Whether the plan's strategy `name` needs Redis.
+pub(crate) fn uses_redis(plan: &RunPlan, opts: &RunOptions, name: &str) -> bool {
+    recipe(plan, opts, name).is_ok_and(|r| r.needs_redis())
+}
+
+/// Whether the plan's strategy `name` needs the broker.
 pub(crate) fn uses_amqp(plan: &RunPlan, opts: &RunOptions, name: &str) -> bool {
-    !plan.custom.contains_key(name) && opts.registry.find(name).is_some_and(|b| b.needs_amqp())
+    recipe(plan, opts, name).is_ok_and(|r| r.needs_amqp())
 }
 
 /// Connects the broker when a strategy of the plan needs it. A configured URL must
@@ -202,6 +208,23 @@ async fn resolve_redis(
     }
 }
 
+/// On a Redis Cluster, a strategy that needs Redis and has a step whose keys may hash to
+/// different slots is refused before anything is created, located in its file.
+fn cluster_preflight(
+    plan: &RunPlan,
+    opts: &RunOptions,
+    redis: &Result<RedisServer, String>,
+) -> Result<(), BackendError> {
+    if !redis.as_ref().is_ok_and(|r| r.is_cluster()) {
+        return Ok(());
+    }
+    let recipes = plan.strategies.iter().filter_map(|s| recipe(plan, opts, s).ok()).filter(|r| r.needs_redis());
+    match recipes.filter_map(|r| r.cluster_refusal()).next() {
+        None => Ok(()),
+        Some(why) => Err(BackendError::Refused(format!("{why}; on one Redis server these keys are fine"))),
+    }
+}
+
 /// File-defined strategies run only where the server gives their namespace its own
 /// least-privilege identity, unless the user trusts them explicitly: checked before any
 /// load starts, so a refused run leaves nothing half done.
@@ -211,7 +234,8 @@ fn sandbox_preflight(
     servers: &[Server],
     redis: &Result<RedisServer, String>,
 ) -> Result<(), BackendError> {
-    let Some(file) = plan.strategies.iter().find(|s| plan.custom.contains_key(*s)) else { return Ok(()) };
+    let untrusted = |s: &&String| recipe(plan, opts, s).is_ok_and(|r| !r.trusted());
+    let Some(file) = plan.strategies.iter().find(untrusted) else { return Ok(()) };
     if opts.trust_strategy_files {
         return Ok(());
     }
@@ -226,7 +250,8 @@ fn sandbox_preflight(
             return refuse(server.dialect().name(), why);
         }
     }
-    let file_uses_redis = plan.strategies.iter().any(|s| plan.custom.get(s).is_some_and(|c| c.needs_redis()));
+    let file_uses_redis =
+        plan.strategies.iter().any(|s| recipe(plan, opts, s).is_ok_and(|r| !r.trusted() && r.needs_redis()));
     if let (true, Ok(r)) = (file_uses_redis, redis)
         && let Err(why) = r.sandbox()
     {
@@ -263,7 +288,8 @@ impl Servers {
         let checked = match resolve_redis(plan, opts, log).await {
             Ok(redis) => {
                 servers.redis = redis;
-                sandbox_preflight(plan, opts, &servers.sql, &servers.redis)
+                cluster_preflight(plan, opts, &servers.redis)
+                    .and_then(|()| sandbox_preflight(plan, opts, &servers.sql, &servers.redis))
             }
             Err(e) => Err(e),
         };

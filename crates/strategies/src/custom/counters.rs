@@ -4,10 +4,10 @@
 
 use counterlab_core::{OpError, UserCounters};
 
-use super::compile::RedisRead;
-use super::expr::{Env, Template, expand};
-use super::{CustomStrategy, other, redis_steps};
+use super::{CustomStrategy, other};
 use crate::redis::classify_redis;
+use counterlab_spec::compile::RedisRead;
+use counterlab_spec::expr::{Env, Template, expand};
 
 /// Users per pipeline.
 const CHUNK: usize = 1000;
@@ -23,7 +23,11 @@ impl CustomStrategy {
     ) -> Result<UserCounters, OpError> {
         let space = self.redis.as_ref().expect("checked at build");
         let mut conn = space.conn();
-        if let RedisRead::Lua(script) = read {
+        let script = match read {
+            RedisRead::Lua(source) => Some(::redis::Script::new(source)),
+            RedisRead::Command(_) => None,
+        };
+        if let Some(script) = &script {
             script.prepare_invoke().load_async(&mut conn).await.map_err(classify_redis)?;
         }
         let mut out = UserCounters::new(n_users);
@@ -33,9 +37,9 @@ impl CustomStrategy {
                 let env = Env { user: u, ..Env::default() };
                 let mut cmd = match read {
                     RedisRead::Command(c) => ::redis::cmd(c),
-                    RedisRead::Lua(script) => {
+                    RedisRead::Lua(_) => {
                         let mut c = ::redis::cmd("EVALSHA");
-                        c.arg(script.get_hash()).arg(1);
+                        c.arg(script.as_ref().expect("a script read").get_hash()).arg(1);
                         c
                     }
                 };
@@ -51,7 +55,7 @@ impl CustomStrategy {
                     u,
                     match v {
                         ::redis::Value::Nil => None,
-                        v => Some(redis_steps::decode(&v).map_err(other)?.0),
+                        v => Some(super::reply::decode(&v).map_err(other)?.0),
                     },
                 );
             }

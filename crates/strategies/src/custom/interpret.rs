@@ -7,12 +7,12 @@ use std::sync::atomic::Ordering;
 use counterlab_core::{ErrorClass, OpError, OpKind, Outcome, SeedSpec};
 use futures_util::StreamExt;
 
-use super::compile::{Exec, Step};
-use super::expr::{Env, eval, eval_ref};
 use super::redis_exec::RedisState;
-use super::spec::{MAX_EACH, SEED};
 use super::{CustomStrategy, other};
 use crate::db::Tx;
+use counterlab_spec::compile::{Exec, Step};
+use counterlab_spec::expr::{Env, eval, eval_ref};
+use counterlab_spec::spec::{MAX_EACH, SEED};
 
 /// An error after an earlier step took effect (a committed write, a Redis write): the op
 /// is half applied, so its outcome is unknown and it is never retried as a whole.

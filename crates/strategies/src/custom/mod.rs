@@ -8,20 +8,17 @@
 //! never spliced; one statement each; no schema-qualified names, so a file cannot reach
 //! data outside the run's namespace) and `CustomStrategy` runs it.
 //!
-//! The parts: `spec.rs` (the textual form), `expr.rs` (guards, results, parameters),
-//! `compile.rs` (spec to steps, per dialect), `interpret.rs` (running the steps), `sql.rs`
-//! and `redis_steps.rs` (the checks of statements, commands and scripts).
+//! The spec, its expressions and its compile are `counterlab-spec` (no I/O, so the
+//! scenario parser checks files without the servers' clients); here: `interpret.rs`
+//! (running the steps), `redis_exec.rs` (Redis and Lua steps), `counters.rs` (the check's
+//! Redis read), `reply.rs` (a reply as numbers).
 
-mod ast;
-mod compile;
 mod counters;
-mod expr;
 mod interpret;
 mod redis_exec;
-mod redis_steps;
-mod spec;
-mod sql;
+mod reply;
 
+use counterlab_core::Figure;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
@@ -31,15 +28,9 @@ use counterlab_core::{
 
 use crate::db::{Begin, Db};
 use crate::redis::RedisSpace;
-use compile::{Counters, Exec};
-use spec::{SEED, leak, op_name};
-
-pub use compile::Compiled;
-pub use compile::{CompileError, Part};
-pub use spec::{
-    Action, CUSTOM_OPS, CountersSpec, CustomSpec, DEFAULT_RETRY_ATTEMPTS, MAX_AFTER_MS, MAX_EACH, MAX_RETRY_ATTEMPTS,
-    PerDialect, RetrySpec, StepSpec,
-};
+use counterlab_spec::compile::{Counters, Exec};
+use counterlab_spec::spec::{SEED, leak, op_name};
+use counterlab_spec::{Compiled, CustomSpec};
 
 /// An op error that says the op did not take effect (see `half_applied` for one after
 /// an earlier step did).
@@ -54,6 +45,8 @@ pub struct CustomStrategy {
     db: Db,
     redis: Option<RedisSpace>,
     c: Compiled,
+    /// Each Lua step's script, by its source (shared with the compiled step), hashed once.
+    scripts: Vec<(std::sync::Arc<str>, ::redis::Script)>,
     transaction: bool,
     begin: Begin,
     /// Armed `redis_timeout` faults: the next Redis writes run and lose their replies.
@@ -71,6 +64,12 @@ pub struct CustomStrategy {
 }
 
 impl CustomStrategy {
+    /// The script of a Lua step (every one is hashed at build).
+    fn script(&self, source: &std::sync::Arc<str>) -> &::redis::Script {
+        let found = self.scripts.iter().find(|(s, _)| std::sync::Arc::ptr_eq(s, source));
+        &found.expect("every Lua step's script is built at build").1
+    }
+
     /// Compiles `spec` for the namespace's dialect (checked at load, so an error here is
     /// a dialect the spec does not cover), runs its setup statements and loads its Lua
     /// scripts (a script that does not compile fails here, naming its origin).
@@ -85,14 +84,16 @@ impl CustomStrategy {
             tx.commit().await?;
         }
         Self::prepare_all(spec, &c, &db).await?;
-        if let Some(space) = &redis {
-            let mut conn = space.conn();
-            for step in c.steps.iter().flatten() {
-                if let Exec::Lua { origin, script, .. } = &step.exec {
-                    script.prepare_invoke().load_async(&mut conn).await.map_err(|e| {
+        let mut scripts = Vec::new();
+        for step in c.steps.iter().flatten() {
+            if let Exec::Lua { origin, source, .. } = &step.exec {
+                let script = ::redis::Script::new(source);
+                if let Some(space) = &redis {
+                    script.prepare_invoke().load_async(&mut space.conn()).await.map_err(|e| {
                         other(format!("{}: Lua script ({origin}) was refused by Redis: {e}", spec.name))
                     })?;
                 }
+                scripts.push((source.clone(), script));
             }
         }
         let begin = if spec.sqlite_begin_immediate { Begin::Locking } else { Begin::Plain };
@@ -101,6 +102,7 @@ impl CustomStrategy {
             db,
             redis,
             c,
+            scripts,
             transaction: spec.transaction,
             begin,
             replies_to_lose: AtomicU64::new(0),
@@ -219,20 +221,20 @@ impl Strategy for CustomStrategy {
     fn read_lag(&self) -> Option<std::time::Duration> {
         self.read_lag
     }
-    fn figures(&self) -> Vec<(&'static str, f64)> {
+    fn figures(&self) -> Vec<(Figure, f64)> {
         let mut v = Vec::new();
         if let Some(n) = self.crashes.figure() {
-            v.push(("crashes_after_commit", n));
+            v.push((Figure::CrashesAfterCommit, n));
         }
         if let Some(n) = self.errors.figure() {
-            v.push(("errors_before_commit", n));
+            v.push((Figure::ErrorsBeforeCommit, n));
         }
         if self.c.groups.iter().any(|g| !g.is_empty()) {
-            v.push(("group_retries", self.retries.load(Ordering::Relaxed) as f64));
-            v.push(("group_give_ups", self.give_ups.load(Ordering::Relaxed) as f64));
+            v.push((Figure::GroupRetries, self.retries.load(Ordering::Relaxed) as f64));
+            v.push((Figure::GroupGiveUps, self.give_ups.load(Ordering::Relaxed) as f64));
         }
         if self.redis.is_some() {
-            v.push(("lost_replies", self.lost_replies.load(Ordering::Relaxed) as f64));
+            v.push((Figure::LostReplies, self.lost_replies.load(Ordering::Relaxed) as f64));
         }
         v
     }

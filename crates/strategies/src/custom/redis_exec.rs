@@ -7,11 +7,11 @@
 use counterlab_core::{ErrorClass, OpError, Outcome};
 use redis::aio::ConnectionLike;
 
-use super::compile::Exec;
-use super::expr::{Env, expand};
-use super::redis_steps::{self, TxCmd};
 use super::{CustomStrategy, other};
 use crate::redis::{DedicatedLease, classify_redis};
+use counterlab_spec::compile::Exec;
+use counterlab_spec::expr::{Env, expand};
+use counterlab_spec::redis_steps::TxCmd;
 
 /// An op's Redis connection state.
 pub(super) struct RedisState {
@@ -86,7 +86,7 @@ fn disarm(guard: Option<crate::redis::ScriptGuard>, sent: &Result<::redis::Value
 
 impl CustomStrategy {
     /// The command or script of a Redis or Lua step, its keys prefixed.
-    fn call<'a>(&self, exec: &'a Exec, env: &Env, vals: &[Vec<i64>]) -> Result<Keyed<'a>, OpError> {
+    fn call<'a>(&'a self, exec: &'a Exec, env: &Env, vals: &[Vec<i64>]) -> Result<Keyed<'a>, OpError> {
         let prefix = self.redis.as_ref().expect("checked at build").prefix();
         let mut first = None;
         let call = match exec {
@@ -102,8 +102,8 @@ impl CustomStrategy {
                 }
                 Call::Cmd(cmd)
             }
-            Exec::Lua { script, keys, args, .. } => {
-                let mut inv = script.prepare_invoke();
+            Exec::Lua { source, keys, args, .. } => {
+                let mut inv = self.script(source).prepare_invoke();
                 for k in keys {
                     let k = expand(k, prefix, env, vals).map_err(other)?;
                     first.get_or_insert_with(|| k.clone());
@@ -201,14 +201,14 @@ impl RedisState {
                 if matches!(reply, ::redis::Value::Nil) {
                     return Ok(Reply { value: 0, flags: vec![1], list: None, writes: false });
                 }
-                let (value, list) = redis_steps::decode(reply).map_err(|e| {
+                let (value, list) = super::reply::decode(reply).map_err(|e| {
                     let outcome = if self.queued_writes { Outcome::Unknown } else { Outcome::Fail };
                     OpError::new(ErrorClass::Other, outcome, format!("EXEC: {e}"))
                 })?;
                 Ok(Reply { value, flags: vec![0], list, writes: self.queued_writes })
             }
             None => {
-                let (value, list) = redis_steps::decode(reply).map_err(|e| {
+                let (value, list) = super::reply::decode(reply).map_err(|e| {
                     OpError::new(ErrorClass::Other, if writes { Outcome::Unknown } else { Outcome::Fail }, e)
                 })?;
                 Ok(Reply { value, flags: Vec::new(), list, writes })

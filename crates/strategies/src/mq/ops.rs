@@ -3,6 +3,7 @@
 //! the consumer's start, settle (until every published delta is applied and acked),
 //! the fault, the figures and teardown.
 
+use counterlab_core::Figure;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -145,27 +146,27 @@ impl Strategy for MqStrategy {
         Some(self.shared.unapplied())
     }
 
-    fn figures(&self) -> Vec<(&'static str, f64)> {
+    fn figures(&self) -> Vec<(Figure, f64)> {
         let sh = &self.shared;
         let f = &sh.figures;
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
         let applied = sh.ledger.lock().unwrap_or_else(|e| e.into_inner()).applied.len() as f64;
         vec![
-            ("published", g(&f.published)),
-            ("publish_failures", g(&f.publish_failures)),
-            ("applied", applied),
-            ("deliveries", g(&f.deliveries)),
-            ("redelivered", g(&f.redelivered)),
-            ("consumer_crashes", g(&f.consumer_crashes)),
-            ("consumer_restarts", g(&f.consumer_restarts)),
-            ("double_applies_after_redelivery", g(&f.double_applies)),
-            ("double_applies_raising", g(&f.double_applies_raising)),
-            ("double_applies_lowering", g(&f.double_applies) - g(&f.double_applies_raising)),
-            ("duplicates_skipped", g(&f.duplicates_skipped)),
-            ("apply_errors", g(&f.apply_errors)),
-            ("apply_lag_p50_ms", sh.lag_ms(0.5)),
-            ("apply_lag_p99_ms", sh.lag_ms(0.99)),
-            ("queue_depth_max", g(&f.depth_max)),
+            (Figure::Published, g(&f.published)),
+            (Figure::PublishFailures, g(&f.publish_failures)),
+            (Figure::Applied, applied),
+            (Figure::Deliveries, g(&f.deliveries)),
+            (Figure::Redelivered, g(&f.redelivered)),
+            (Figure::ConsumerCrashes, g(&f.consumer_crashes)),
+            (Figure::ConsumerRestarts, g(&f.consumer_restarts)),
+            (Figure::DoubleAppliesAfterRedelivery, g(&f.double_applies)),
+            (Figure::DoubleAppliesRaising, g(&f.double_applies_raising)),
+            (Figure::DoubleAppliesLowering, g(&f.double_applies) - g(&f.double_applies_raising)),
+            (Figure::DuplicatesSkipped, g(&f.duplicates_skipped)),
+            (Figure::ApplyErrors, g(&f.apply_errors)),
+            (Figure::ApplyLagP50Ms, sh.lag_ms(0.5)),
+            (Figure::ApplyLagP99Ms, sh.lag_ms(0.99)),
+            (Figure::QueueDepthMax, g(&f.depth_max)),
         ]
     }
 

@@ -4,6 +4,7 @@
 //! write, so a read that misses while the write runs caches the old count until the
 //! next write or the entry's TTL.
 
+use counterlab_core::Figure;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -205,16 +206,16 @@ impl Strategy for CacheAside {
         }
     }
 
-    fn figures(&self) -> Vec<(&'static str, f64)> {
+    fn figures(&self) -> Vec<(Figure, f64)> {
         let f = &self.figures;
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
         let mut v = self.sql.figures();
         v.extend([
-            ("cache_hits", g(&f.hits)),
-            ("cache_misses", g(&f.misses)),
-            ("second_deletes", g(&f.second_deletes)),
-            ("second_delete_errors", g(&f.second_delete_errors)),
-            ("second_delete_late_max_ms", g(&f.late_max_us) / 1e3),
+            (Figure::CacheHits, g(&f.hits)),
+            (Figure::CacheMisses, g(&f.misses)),
+            (Figure::SecondDeletes, g(&f.second_deletes)),
+            (Figure::SecondDeleteErrors, g(&f.second_delete_errors)),
+            (Figure::SecondDeleteLateMaxMs, g(&f.late_max_us) / 1e3),
         ]);
         v
     }

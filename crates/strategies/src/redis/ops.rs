@@ -1,6 +1,7 @@
 //! The Redis strategies' side of the `Strategy` trait: the five ops of each design, the
 //! background loops' start and settle, the counters the check reads, and fault injection.
 
+use counterlab_core::Figure;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -367,36 +368,36 @@ impl Strategy for RedisStrategy {
         Some((pending + processing) as i64)
     }
 
-    fn figures(&self) -> Vec<(&'static str, f64)> {
+    fn figures(&self) -> Vec<(Figure, f64)> {
         let f = &self.shared.figures;
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
         let mut v = Vec::new();
         if self.shared.design.buffered() {
             v.extend([
-                ("flushes", g(&f.flushes)),
-                ("deltas_flushed_abs", g(&f.deltas_flushed_abs)),
-                ("flusher_crashes", g(&f.flusher_crashes)),
-                ("lost_replies", g(&f.lost_replies)),
-                ("lost_flush_claims", g(&f.lost_claims)),
-                ("lost_flush_delta_abs", g(&f.lost_delta_abs)),
-                ("double_flush_claims", g(&f.double_claims)),
-                ("recovered_claims", g(&f.recovered_claims)),
-                ("replayed_claims_skipped", g(&f.replayed_claims_skipped)),
+                (Figure::Flushes, g(&f.flushes)),
+                (Figure::DeltasFlushedAbs, g(&f.deltas_flushed_abs)),
+                (Figure::FlusherCrashes, g(&f.flusher_crashes)),
+                (Figure::LostReplies, g(&f.lost_replies)),
+                (Figure::LostFlushClaims, g(&f.lost_claims)),
+                (Figure::LostFlushDeltaAbs, g(&f.lost_delta_abs)),
+                (Figure::DoubleFlushClaims, g(&f.double_claims)),
+                (Figure::RecoveredClaims, g(&f.recovered_claims)),
+                (Figure::ReplayedClaimsSkipped, g(&f.replayed_claims_skipped)),
             ]);
         }
         let design = self.shared.design;
         if design.loses_replies() && !design.buffered() {
-            v.push(("lost_replies", g(&f.lost_replies)));
+            v.push((Figure::LostReplies, g(&f.lost_replies)));
         }
         if matches!(design, RedisDesign::WatchMulti | RedisDesign::WatchMultiUnwatched) {
-            v.extend([("watch_conflicts", g(&f.watch_conflicts)), ("watch_give_ups", g(&f.watch_give_ups))]);
+            v.extend([(Figure::WatchConflicts, g(&f.watch_conflicts)), (Figure::WatchGiveUps, g(&f.watch_give_ups))]);
         }
         if self.guarded() {
             v.extend([
-                ("reconcile_passes", g(&f.reconcile_passes)),
-                ("repairs", g(&f.repairs)),
-                ("repair_standdowns", g(&f.repair_standdowns)),
-                ("heal_ms", f.heal_ms.load(Ordering::Relaxed) as f64),
+                (Figure::ReconcilePasses, g(&f.reconcile_passes)),
+                (Figure::Repairs, g(&f.repairs)),
+                (Figure::RepairStanddowns, g(&f.repair_standdowns)),
+                (Figure::HealMs, f.heal_ms.load(Ordering::Relaxed) as f64),
             ]);
         }
         v

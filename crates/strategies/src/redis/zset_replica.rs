@@ -6,6 +6,7 @@
 //! reset races the ops (it can write a count read before an op's commit), so only a
 //! quiet pass (settle) makes it exact; reads are held to the scenario's staleness bound.
 
+use counterlab_core::Figure;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -233,14 +234,14 @@ impl Strategy for ZsetReplicaReads {
             other => self.sql.inject(other).await,
         }
     }
-    fn figures(&self) -> Vec<(&'static str, f64)> {
+    fn figures(&self) -> Vec<(Figure, f64)> {
         let f = &self.sh.figures;
-        let mut out = vec![("redis_failures_after_commit", f.redis_failures.load(Ordering::Relaxed) as f64)];
+        let mut out = vec![(Figure::RedisFailuresAfterCommit, f.redis_failures.load(Ordering::Relaxed) as f64)];
         // The reconciler's figures only where it runs (the checker reads `reconcile_passes`
         // as "a reconciler ran": unrepaired drift is then `unhealed_drift`).
         if self.reconcile {
-            out.push(("reconcile_passes", f.passes.load(Ordering::Relaxed) as f64));
-            out.push(("reconcile_resets", f.resets.load(Ordering::Relaxed) as f64));
+            out.push((Figure::ReconcilePasses, f.passes.load(Ordering::Relaxed) as f64));
+            out.push((Figure::ReconcileResets, f.resets.load(Ordering::Relaxed) as f64));
         }
         out
     }

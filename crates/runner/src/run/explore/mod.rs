@@ -10,6 +10,7 @@ mod ops;
 mod script;
 mod session;
 
+use counterlab_core::Figure;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -387,12 +388,12 @@ struct Claims {
 impl Claims {
     fn of(strategy: &dyn Strategy) -> Claims {
         let figures = strategy.figures();
-        let f = |k: &str| figures.iter().find(|(n, _)| *n == k).map_or(0, |(_, v)| *v as u64);
+        let f = |k: Figure| figures.iter().find(|(n, _)| *n == k).map_or(0, |(_, v)| *v as u64);
         Claims {
-            lost_flushes: f("lost_flush_claims"),
-            double_flushes: f("double_flush_claims"),
-            double_applies: (f("double_applies_raising"), f("double_applies_lowering")),
-            crashes: f("flusher_crashes") + f("consumer_crashes"),
+            lost_flushes: f(Figure::LostFlushClaims),
+            double_flushes: f(Figure::DoubleFlushClaims),
+            double_applies: (f(Figure::DoubleAppliesRaising), f(Figure::DoubleAppliesLowering)),
+            crashes: f(Figure::FlusherCrashes) + f(Figure::ConsumerCrashes),
         }
     }
 

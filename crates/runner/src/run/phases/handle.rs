@@ -72,6 +72,7 @@ impl Source {
             ops: self.ops,
             rate: self.rate,
             repeat: None,
+            repeat_until_settled: None,
             sets: self.sets.clone(),
         }
     }

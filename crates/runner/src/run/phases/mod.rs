@@ -47,8 +47,8 @@ type Log<'a> = &'a mut dyn FnMut(&str);
 
 /// What a distributed run cannot split yet: refused before anything is made.
 fn refuse_unsplittable(plan: &RunPlan) -> Result<(), PhaseError> {
-    let why = if plan.repeat != 1 {
-        Some("repeat > 1")
+    let why = if plan.repeat_max != 1 {
+        Some("repeat or repeat_until_settled > 1")
     } else if plan.replica.read_from.iter().any(|r| *r != ReadFrom::Primary) {
         Some("replica reads")
     } else if !plan.faults.is_empty() {
@@ -83,14 +83,9 @@ fn target<'a>(
     };
     let isolation =
         Isolation::from_name(&c.isolation).ok_or_else(|| PhaseError(format!("unknown level {:?}", c.isolation)))?;
-    let info = match plan.custom.get(&c.strategy) {
-        Some(spec) => spec.info(),
-        None => opts
-            .registry
-            .find(&c.strategy)
-            .map(|r| r.info)
-            .ok_or_else(|| PhaseError(format!("strategy {} is not in this counterlab's registry", c.strategy)))?,
-    };
+    let info = super::servers::recipe(plan, opts, &c.strategy)
+        .map_err(|_| PhaseError(format!("strategy {} is not in this counterlab's registry", c.strategy)))?
+        .info();
     Ok(Target {
         server,
         redis,
@@ -407,7 +402,7 @@ async fn load_cell(
         history_dropped: l.load.history_dropped,
         settle_s: l.settle_s,
         settle_error: l.settle_error.clone(),
-        figures: l.strategy.figures().into_iter().map(|(n, v)| (n.to_string(), v)).collect(),
+        figures: l.strategy.figures().into_iter().map(|(n, v)| (n.name().to_string(), v)).collect(),
     })
 }
 

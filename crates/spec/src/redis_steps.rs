@@ -60,13 +60,13 @@ const COMMANDS: &[(&str, bool, bool)] = &[
 
 /// A command's canonical name and whether it writes; `many`: keys only, no arguments.
 #[derive(Debug)]
-pub(super) struct Command {
+pub struct Command {
     pub name: &'static str,
     pub writes: bool,
     pub many: bool,
 }
 
-pub(super) fn command(name: &str) -> Result<Command, String> {
+pub fn command(name: &str) -> Result<Command, String> {
     let upper = name.to_ascii_uppercase();
     match COMMANDS.iter().find(|(n, _, _)| *n == upper) {
         Some((n, w, m)) => Ok(Command { name: n, writes: *w, many: *m }),
@@ -82,7 +82,7 @@ pub(super) fn command(name: &str) -> Result<Command, String> {
 /// commands, and EXEC or DISCARD; UNWATCH. Their state lives on the connection, so an op
 /// that sends any runs all its Redis steps on one dedicated connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum TxCmd {
+pub enum TxCmd {
     Watch,
     Unwatch,
     Multi,
@@ -91,9 +91,9 @@ pub(super) enum TxCmd {
 }
 
 impl TxCmd {
-    pub(super) const ALL: [TxCmd; 5] = [TxCmd::Watch, TxCmd::Unwatch, TxCmd::Multi, TxCmd::Exec, TxCmd::Discard];
+    pub const ALL: [TxCmd; 5] = [TxCmd::Watch, TxCmd::Unwatch, TxCmd::Multi, TxCmd::Exec, TxCmd::Discard];
 
-    pub(super) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             TxCmd::Watch => "WATCH",
             TxCmd::Unwatch => "UNWATCH",
@@ -104,13 +104,13 @@ impl TxCmd {
     }
 
     /// The transaction command `name` is (any case), if it is one.
-    pub(super) fn of(name: &str) -> Option<TxCmd> {
+    pub fn of(name: &str) -> Option<TxCmd> {
         TxCmd::ALL.into_iter().find(|t| t.name().eq_ignore_ascii_case(name))
     }
 }
 
 /// A command the check may send to read a counter: one that does not write.
-pub(super) fn read_only(name: &str) -> Result<Command, String> {
+pub fn read_only(name: &str) -> Result<Command, String> {
     match command(name) {
         Ok(c) if !c.writes => Ok(c),
         _ => Err(format!(
@@ -122,7 +122,7 @@ pub(super) fn read_only(name: &str) -> Result<Command, String> {
 
 /// A piece of a key or argument template.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Piece<R> {
+pub enum Piece<R> {
     Lit(String),
     Val(R),
 }
@@ -133,7 +133,7 @@ pub(super) enum Piece<R> {
 /// `u:42` puts it in one Redis Cluster slot with the user's other keys. Keys and
 /// arguments are printable ASCII, spaces only inside a placeholder; a lone brace that
 /// opens no placeholder is an error.
-pub(super) fn template<R>(
+pub fn template<R>(
     text: &str,
     key: bool,
     mut resolve: impl FnMut(&str) -> Result<R, String>,
@@ -180,8 +180,9 @@ pub(super) fn template<R>(
 }
 
 /// The part of a key template Redis Cluster hashes: the text of its first hash tag
-/// (`{{u:{user}}}:unread` -> `u:{user}`), else the whole key.
-pub(super) fn hash_tag(text: &str) -> &str {
+/// (`{{u:{user}}}:unread` -> `u:{user}`), else the whole key (also when the first tag
+/// is empty, `{{}}`, as Redis does).
+pub fn hash_tag(text: &str) -> &str {
     let b = text.as_bytes();
     let (mut i, mut start) = (0, None);
     while i < b.len() {
@@ -190,6 +191,7 @@ pub(super) fn hash_tag(text: &str) -> &str {
                 start = Some(i + 2);
                 i += 2;
             }
+            (b'}', Some(b'}'), Some(s)) if s == i => return text,
             (b'}', Some(b'}'), Some(s)) => return &text[s..i],
             (b'{', _, _) => i += text[i..].find('}').unwrap_or(text.len() - i) + 1,
             _ => i += 1,
@@ -198,9 +200,10 @@ pub(super) fn hash_tag(text: &str) -> &str {
     text
 }
 
-/// A step's keys must share a hash slot on Redis Cluster (a script's or command's keys
-/// are one slot's): the same hash tag in each, or the same key.
-pub(super) fn one_slot(keys: &[String]) -> Result<(), String> {
+/// On Redis Cluster a step's keys must share a hash slot (a script's or command's keys are
+/// one slot's): the same hash tag in each, or the same key. Checked when a run targets a
+/// cluster (`CustomSpec::cross_slot`); on one server any keys do.
+pub fn one_slot(keys: &[String]) -> Result<(), String> {
     let Some(first) = keys.first() else { return Ok(()) };
     match keys.iter().find(|k| hash_tag(k) != hash_tag(first)) {
         None => Ok(()),
@@ -242,12 +245,12 @@ const LUA_REDIS_FNS: &[&str] = &["call", "pcall", "error_reply", "status_reply",
 /// an allowed command as a quoted literal and passes `KEYS[...]` (or an expression
 /// starting with it, still under the prefix) as the key; no `KEYS[n]` beyond the step's
 /// keys. Line numbers in errors are the script's own.
-pub(super) fn check_lua(src: &str, n_keys: usize) -> Result<(), String> {
+pub fn check_lua(src: &str, n_keys: usize) -> Result<(), String> {
     check_script(src, n_keys, command)
 }
 
 /// `check_lua` for a script that reads a counter: every command it calls is read-only.
-pub(super) fn check_read_lua(src: &str, n_keys: usize) -> Result<(), String> {
+pub fn check_read_lua(src: &str, n_keys: usize) -> Result<(), String> {
     check_script(src, n_keys, read_only)
 }
 
@@ -328,40 +331,16 @@ fn check_call(rest: &str, allowed: fn(&str) -> Result<Command, String>) -> Resul
     Ok(())
 }
 
-/// A reply as numbers: an integer (nil is 0, OK is 1, a string must hold an integer, a
-/// double is rounded) and, for an array reply, its elements the same way.
-pub(super) fn decode(v: &::redis::Value) -> Result<(i64, Option<Vec<i64>>), String> {
-    use ::redis::Value as V;
-    let scalar = |v: &V| -> Result<i64, String> {
-        match v {
-            V::Nil => Ok(0),
-            V::Int(n) => Ok(*n),
-            V::Okay => Ok(1),
-            V::Boolean(b) => Ok(*b as i64),
-            V::Double(d) => Ok(d.round() as i64),
-            V::SimpleString(s) => s.trim().parse().map_err(|_| format!("reply {s:?} is not an integer")),
-            V::BulkString(b) => {
-                let s = String::from_utf8_lossy(b);
-                s.trim()
-                    .parse()
-                    .or_else(|_| s.trim().parse::<f64>().map(|d| d.round() as i64))
-                    .map_err(|_| format!("reply {:?} is not an integer", s.chars().take(40).collect::<String>()))
-            }
-            other => Err(format!("reply {other:?} is not a number")),
-        }
-    };
-    match v {
-        V::Array(items) | V::Set(items) => {
-            let list = items.iter().map(scalar).collect::<Result<Vec<_>, _>>()?;
-            Ok((list.len() as i64, Some(list)))
-        }
-        other => Ok((scalar(other)?, None)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_hash_tag_hashes_the_whole_key() {
+        assert_eq!(hash_tag("{{}}:a"), "{{}}:a");
+        assert!(one_slot(&["{{}}:a".into(), "{{}}:b".into()]).is_err(), "Redis hashes both whole keys");
+        assert!(one_slot(&["{{u:{user}}}:a".into(), "{{u:{user}}}:b".into()]).is_ok());
+    }
 
     #[test]
     fn templates_split_into_text_and_values() {
@@ -437,17 +416,5 @@ mod tests {
         let e = check_read_lua("redis.call('SADD', KEYS[1], 1)\nreturn 1", 1).unwrap_err();
         assert!(e.starts_with("line 1: `SADD` is not a read-only command"), "{e}");
         assert!(check_read_lua("return redis.call('GET', KEYS[2])", 1).unwrap_err().contains("KEYS[2]"));
-    }
-
-    #[test]
-    fn replies_become_numbers() {
-        use ::redis::Value as V;
-        assert_eq!(decode(&V::Int(-3)).unwrap(), (-3, None));
-        assert_eq!(decode(&V::Nil).unwrap(), (0, None));
-        assert_eq!(decode(&V::Okay).unwrap(), (1, None));
-        assert_eq!(decode(&V::BulkString(b"42".to_vec())).unwrap(), (42, None));
-        assert_eq!(decode(&V::BulkString(b"2.0".to_vec())).unwrap(), (2, None));
-        assert_eq!(decode(&V::Array(vec![V::BulkString(b"7".to_vec()), V::Int(9)])).unwrap(), (2, Some(vec![7, 9])));
-        assert!(decode(&V::BulkString(b"abc".to_vec())).is_err());
     }
 }

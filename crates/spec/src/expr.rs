@@ -4,16 +4,16 @@
 //! steps, and their evaluation while an op runs (integer arithmetic saturates; a
 //! division by zero is an error, never a panic). The syntax is in `ast.rs`.
 
-use super::ast::{Cmp, Expr, Op, Ref, parse};
-use super::redis_steps::Piece;
-use super::spec::{SEED, SEED_PARAMS, StepSpec, op_name};
+use crate::ast::{Cmp, Expr, Op, Ref, parse};
+use crate::redis_steps::Piece;
+use crate::spec::{SEED, SEED_PARAMS, StepSpec, op_name};
 
 /// A key or argument template: literal text and expressions.
-pub(super) type Template = Vec<Piece<Expr>>;
+pub type Template = Vec<Piece<Expr>>;
 
 /// Resolves `user`, `id`, `each`, a seed parameter, an integer, or `step.field` against
 /// the steps before `upto` (`upto` = the step being compiled; `steps.len()` for results).
-pub(super) fn resolve(word: &str, op: usize, steps: &[StepSpec], upto: usize) -> Result<Ref, String> {
+pub fn resolve(word: &str, op: usize, steps: &[StepSpec], upto: usize) -> Result<Ref, String> {
     if let Ok(n) = word.parse::<i64>() {
         return Ok(Ref::Const(n));
     }
@@ -55,13 +55,13 @@ pub(super) fn resolve(word: &str, op: usize, steps: &[StepSpec], upto: usize) ->
 /// A guard, a result or a retry's `until`: an expression over the values before step
 /// `upto` (see `ast.rs` for the syntax); `each` is refused (a guard is read before its
 /// step's loop runs).
-pub(super) fn parse_expr(text: &str, op: usize, steps: &[StepSpec], upto: usize) -> Result<Expr, String> {
+pub fn parse_expr(text: &str, op: usize, steps: &[StepSpec], upto: usize) -> Result<Expr, String> {
     parse(text, |w| resolve(w, op, steps, upto).and_then(no_each))
 }
 
 /// A template placeholder (`{user % 16}`, `{get.value + 1}`): an expression over the
 /// values step `upto` can read, `each` included.
-pub(super) fn parse_value(text: &str, op: usize, steps: &[StepSpec], upto: usize) -> Result<Expr, String> {
+pub fn parse_value(text: &str, op: usize, steps: &[StepSpec], upto: usize) -> Result<Expr, String> {
     parse(text, |w| resolve(w, op, steps, upto))
 }
 
@@ -75,16 +75,16 @@ fn no_each(r: Ref) -> Result<Ref, String> {
 
 /// The values an op's expressions can read besides step outputs.
 #[derive(Clone, Copy, Default)]
-pub(super) struct Env {
-    pub(super) user: i64,
-    pub(super) id: i64,
-    pub(super) each: i64,
+pub struct Env {
+    pub user: i64,
+    pub id: i64,
+    pub each: i64,
     /// The seed parameters, in `SEED_PARAMS` order.
-    pub(super) seed: [i64; 4],
+    pub seed: [i64; 4],
 }
 
 /// One value, given the op's environment and the outputs of its steps so far.
-pub(super) fn eval_ref(r: Ref, env: &Env, vals: &[Vec<i64>]) -> i64 {
+pub fn eval_ref(r: Ref, env: &Env, vals: &[Vec<i64>]) -> i64 {
     match r {
         Ref::User => env.user,
         Ref::Id => env.id,
@@ -98,7 +98,7 @@ pub(super) fn eval_ref(r: Ref, env: &Env, vals: &[Vec<i64>]) -> i64 {
 /// An expression's value: arithmetic saturates at the i64 bounds, comparisons and
 /// `and`/`or`/`not` give 1 or 0 (`and`/`or` read their right side only when needed);
 /// a division or remainder by zero is an error.
-pub(super) fn eval(e: &Expr, env: &Env, vals: &[Vec<i64>]) -> Result<i64, String> {
+pub fn eval(e: &Expr, env: &Env, vals: &[Vec<i64>]) -> Result<i64, String> {
     Ok(match e {
         Expr::Val(r) => eval_ref(*r, env, vals),
         Expr::Neg(a) => eval(a, env, vals)?.saturating_neg(),
@@ -136,7 +136,7 @@ fn binary(op: Op, a: i64, b: i64) -> Result<i64, String> {
 }
 
 /// A template's text: the literal pieces and the values, with `prefix` in front (keys).
-pub(super) fn expand(t: &Template, prefix: &str, env: &Env, vals: &[Vec<i64>]) -> Result<String, String> {
+pub fn expand(t: &Template, prefix: &str, env: &Env, vals: &[Vec<i64>]) -> Result<String, String> {
     let mut s = String::from(prefix);
     for p in t {
         match p {
@@ -150,7 +150,7 @@ pub(super) fn expand(t: &Template, prefix: &str, env: &Env, vals: &[Vec<i64>]) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::custom::spec::fixtures::{redis_step, sql_step};
+    use crate::spec::fixtures::{redis_step, sql_step};
 
     const CREATE: usize = 0;
     const MARK_READ: usize = 1;

@@ -6,16 +6,16 @@ use std::collections::BTreeMap;
 use counterlab_core::{Guarantee, StrategyInfo};
 use serde::Serialize;
 
-use crate::db::Dialect;
+use counterlab_core::Dialect;
 
 /// The five operations, in `OpKind` order without `mark_read_dup` (it calls mark_read).
 pub const CUSTOM_OPS: [&str; 5] = ["create", "mark_read", "delete", "mark_all_read", "read_count"];
 
 /// The pseudo-operation of `redis_seed` steps (run once per user before the load).
-pub(super) const SEED: usize = 5;
+pub const SEED: usize = 5;
 
 /// Parameters of `redis_seed` steps: the seeded layout of the user (see `SeedSpec`).
-pub(super) const SEED_PARAMS: [&str; 4] = ["unread", "total", "read", "first_id"];
+pub const SEED_PARAMS: [&str; 4] = ["unread", "total", "read", "first_id"];
 
 /// Longest wait a step's `after_ms` may ask for.
 pub const MAX_AFTER_MS: u64 = 10_000;
@@ -24,7 +24,7 @@ pub const MAX_AFTER_MS: u64 = 10_000;
 pub const MAX_EACH: usize = 10_000;
 
 /// An op's name in messages (`redis_seed` for the seed steps).
-pub(super) fn op_name(op: usize) -> &'static str {
+pub fn op_name(op: usize) -> &'static str {
     CUSTOM_OPS.get(op).copied().unwrap_or("redis_seed")
 }
 
@@ -98,7 +98,7 @@ pub struct StepSpec {
 
 impl StepSpec {
     /// The outputs a later step can read, in `vals` order.
-    pub(super) fn fields(&self) -> Vec<&str> {
+    pub fn fields(&self) -> Vec<&str> {
         let base: &[&str] = match &self.action {
             Action::Sql(_) => &["rows", "last_id"],
             // EXEC: `nil` is 1 when the transaction was aborted (a WATCHed key changed).
@@ -109,7 +109,7 @@ impl StepSpec {
     }
 
     /// Whether the step is an SQL statement (not a Redis command or a Lua script).
-    pub(super) fn is_sql(&self) -> bool {
+    pub fn is_sql(&self) -> bool {
         matches!(self.action, Action::Sql(_))
     }
 }
@@ -174,7 +174,7 @@ pub struct CustomSpec {
 
 /// A leaked statement: sqlx takes `&'static str`; a run compiles each spec once per
 /// namespace, so the leak is bounded by the plan's size.
-pub(super) fn leak(s: String) -> &'static str {
+pub fn leak(s: String) -> &'static str {
     Box::leak(s.into_boxed_str())
 }
 
@@ -194,7 +194,7 @@ impl CustomSpec {
     }
 
     /// The steps of op `op` (`SEED`: the `redis_seed` steps).
-    pub(super) fn op_steps(&self, op: usize) -> &[StepSpec] {
+    pub fn op_steps(&self, op: usize) -> &[StepSpec] {
         if op == SEED { &self.redis_seed } else { &self.steps[op] }
     }
 
@@ -228,11 +228,11 @@ impl CustomSpec {
 
 /// Specs for the unit tests of the expression language and the compiler.
 #[cfg(test)]
-pub(super) mod fixtures {
+pub mod fixtures {
     use super::*;
 
     /// An SQL step running `sql` on every dialect.
-    pub(in crate::custom) fn sql_step(name: &str, sql: &str, returns: &[&str]) -> StepSpec {
+    pub fn sql_step(name: &str, sql: &str, returns: &[&str]) -> StepSpec {
         StepSpec {
             name: name.into(),
             action: Action::Sql(PerDialect::all(sql)),
@@ -247,7 +247,7 @@ pub(super) mod fixtures {
     }
 
     /// A Redis step sending `command` with `keys`.
-    pub(in crate::custom) fn redis_step(name: &str, command: &str, keys: &[&str], returns: &[&str]) -> StepSpec {
+    pub fn redis_step(name: &str, command: &str, keys: &[&str], returns: &[&str]) -> StepSpec {
         StepSpec {
             action: Action::Redis {
                 command: command.into(),
@@ -260,7 +260,7 @@ pub(super) mod fixtures {
 
     /// A spec whose create op runs `create` and returns `result`; the other ops have no
     /// steps and return 0.
-    pub(in crate::custom) fn spec(create: Vec<StepSpec>, result: &str) -> CustomSpec {
+    pub fn spec(create: Vec<StepSpec>, result: &str) -> CustomSpec {
         CustomSpec {
             name: "t".into(),
             guarantee: "exact".into(),

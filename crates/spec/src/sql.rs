@@ -3,7 +3,7 @@
 //! foreign placeholders, one statement, no qualified names or catalog/file functions;
 //! and the rewrite of `:name` parameters to the dialect's bound placeholders.
 
-use crate::db::Dialect;
+use counterlab_core::Dialect;
 
 /// Words a statement may not contain (after lowercasing), beyond anything starting `pg_`
 /// or `lo_` (PostgreSQL's advisory locks, `pg_notify`, `pg_sleep`, catalogs): catalogs,
@@ -43,7 +43,7 @@ const DENIED: [&str; 27] = [
 /// literal can carry SQL, a file name or a schema name into a function), no comments,
 /// no other placeholder syntax, one statement. A strategy's statements need numbers,
 /// TRUE/FALSE, names and parameters only.
-pub(super) fn lex_check(sql: &str) -> Result<(), String> {
+pub fn lex_check(sql: &str) -> Result<(), String> {
     if let Some(c) = sql.chars().find(|c| !c.is_ascii() || (c.is_ascii_control() && !c.is_ascii_whitespace())) {
         return Err(format!("character {c:?}: statements are plain ASCII"));
     }
@@ -71,7 +71,7 @@ pub(super) fn lex_check(sql: &str) -> Result<(), String> {
 
 /// Rewrites `:name` parameters to the dialect's placeholders, returning the text and the
 /// parameter words in order (`::` casts are left alone).
-pub(super) fn bind_params(sql: &str, dialect: Dialect) -> Result<(String, Vec<String>), String> {
+pub fn bind_params(sql: &str, dialect: Dialect) -> Result<(String, Vec<String>), String> {
     lex_check(sql)?;
     let sql = sql.trim_end().trim_end_matches(';');
     let (mut out, mut params) = (String::with_capacity(sql.len()), Vec::new());
@@ -101,7 +101,7 @@ pub(super) fn bind_params(sql: &str, dialect: Dialect) -> Result<(String, Vec<St
 }
 
 /// Words of the statement, lowercased, with `.` kept inside names.
-pub(super) fn words(sql: &str) -> Vec<String> {
+pub fn words(sql: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     for c in sql.chars() {
@@ -119,7 +119,7 @@ pub(super) fn words(sql: &str) -> Vec<String> {
 
 /// Checks the statement's kind and names: no qualified name anywhere (every table
 /// resolves inside the run's namespace), nothing from the denied list.
-pub(super) fn check_names(sql: &str, ddl: bool) -> Result<(), String> {
+pub fn check_names(sql: &str, ddl: bool) -> Result<(), String> {
     // Parameters (`:step.field` looks like a qualified name) are read as a plain 0.
     let w = words(&bind_params(sql, Dialect::Mysql)?.0.replace('?', " 0 "));
     let first = w.first().map(|s| s.as_str()).unwrap_or("");

@@ -6,12 +6,12 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::ast::{Expr, Ref, parse};
-use super::expr::{Template, parse_expr, parse_value, resolve};
-use super::redis_steps::{self, Piece, TxCmd};
-use super::spec::{Action, CUSTOM_OPS, CountersSpec, CustomSpec, MAX_RETRY_ATTEMPTS, SEED, StepSpec, leak, op_name};
-use super::sql::{bind_params, check_names, words};
-use crate::db::Dialect;
+use crate::ast::{Expr, Ref, parse};
+use crate::expr::{Template, parse_expr, parse_value, resolve};
+use crate::redis_steps::{self, Piece, TxCmd};
+use crate::spec::{Action, CUSTOM_OPS, CountersSpec, CustomSpec, MAX_RETRY_ATTEMPTS, SEED, StepSpec, leak, op_name};
+use crate::sql::{bind_params, check_names, words};
+use counterlab_core::Dialect;
 
 /// Which part of a step (or of the spec) a compile error is about, so a caller can point
 /// at it (the guard's text, the loop's, or the step's statement).
@@ -74,7 +74,7 @@ impl std::error::Error for CompileError {}
 
 /// How a compiled step runs.
 #[derive(Clone, Debug)]
-pub(super) enum Exec {
+pub enum Exec {
     Sql {
         sql: &'static str,
         args: Vec<Ref>,
@@ -96,7 +96,8 @@ pub(super) enum Exec {
     },
     Lua {
         origin: String,
-        script: Arc<::redis::Script>,
+        /// The script's source, shared by every clone: the runtime loads each one once.
+        source: Arc<str>,
         keys: Vec<Template>,
         args: Vec<Template>,
     },
@@ -104,59 +105,60 @@ pub(super) enum Exec {
 
 /// A compiled step.
 #[derive(Clone, Debug)]
-pub(super) struct Step {
-    pub(super) exec: Exec,
-    pub(super) when: Option<Expr>,
+pub struct Step {
+    pub exec: Exec,
+    pub when: Option<Expr>,
     /// The earlier step whose array reply this one loops over.
-    pub(super) each: Option<usize>,
-    pub(super) commit: bool,
+    pub each: Option<usize>,
+    pub commit: bool,
     /// Wait before running (ms).
-    pub(super) after_ms: Option<u64>,
+    pub after_ms: Option<u64>,
     /// Number of outputs (`StepSpec::fields`).
-    pub(super) width: usize,
+    pub width: usize,
     /// `step <name>`, for messages.
-    pub(super) name: String,
+    pub name: String,
 }
 
 /// A retry group of an op, compiled: steps `start..end` run again while `until` is false,
 /// at most `max_attempts` times in all.
 #[derive(Clone, Debug)]
-pub(super) struct Group {
-    pub(super) name: String,
-    pub(super) start: usize,
-    pub(super) end: usize,
-    pub(super) until: Expr,
-    pub(super) max_attempts: u32,
+pub struct Group {
+    pub name: String,
+    pub start: usize,
+    pub end: usize,
+    pub until: Expr,
+    pub max_attempts: u32,
 }
 
 /// Where the check reads the counters, compiled: a query, or a Redis read per user (GET,
 /// HGET and any other read-only command, or a script) with `key` first.
 #[derive(Clone, Debug)]
-pub(super) enum Counters {
+pub enum Counters {
     Sql(&'static str),
     Redis { read: RedisRead, key: Template, args: Vec<Template> },
 }
 
 /// How a Redis counter is read.
 #[derive(Clone, Debug)]
-pub(super) enum RedisRead {
+pub enum RedisRead {
     Command(&'static str),
-    Lua(Arc<::redis::Script>),
+    /// A script's source.
+    Lua(Arc<str>),
 }
 
 /// A spec compiled for one dialect.
 #[derive(Clone, Debug)]
 pub struct Compiled {
     /// Per op, then the seed steps last (index `SEED`).
-    pub(super) steps: Vec<Vec<Step>>,
+    pub steps: Vec<Vec<Step>>,
     /// Per op (the seed last), its retry groups in step order.
-    pub(super) groups: Vec<Vec<Group>>,
+    pub groups: Vec<Vec<Group>>,
     /// Per op (the seed last): it sends WATCH or MULTI, so its Redis steps share one
     /// dedicated connection.
-    pub(super) dedicated: Vec<bool>,
-    pub(super) results: Vec<Expr>,
-    pub(super) setup: Vec<String>,
-    pub(super) counters: Option<Counters>,
+    pub dedicated: Vec<bool>,
+    pub results: Vec<Expr>,
+    pub setup: Vec<String>,
+    pub counters: Option<Counters>,
 }
 
 /// A Redis counters placeholder: an expression over `user` only (`{user}`, `{user % 16}`).
@@ -239,6 +241,22 @@ fn each_source(steps: &[StepSpec], idx: usize, src: &str) -> Result<usize, Strin
 }
 
 impl CustomSpec {
+    /// The first Redis or Lua step whose keys may hash to different Redis Cluster slots,
+    /// located (`<file:line:col>: <op> step <name>: keys ...`): such a file runs on one
+    /// Redis server, and a run on a cluster refuses it before any load.
+    pub fn cross_slot(&self) -> Option<String> {
+        (0..=SEED).find_map(|op| {
+            self.op_steps(op).iter().find_map(|st| {
+                let keys = match &st.action {
+                    Action::Redis { keys, .. } | Action::Lua { keys, .. } => keys,
+                    Action::Sql(_) => return None,
+                };
+                let why = redis_steps::one_slot(keys).err()?;
+                Some(format!("{}: {} step {}: {why}", st.at, op_name(op), st.name))
+            })
+        })
+    }
+
     /// Checks a single step (in op `op` at position `idx`; `op` 5 is `redis_seed`).
     pub fn check_step(&self, op: usize, idx: usize, dialect: Dialect) -> Result<(), CompileError> {
         self.compile_step(op, idx, dialect).map(|_| ())
@@ -251,7 +269,6 @@ impl CustomSpec {
 
     /// A Redis or Lua step's keys and arguments as templates, keys first.
     fn templates(&self, keys: &[String], args: &[String], op: usize, idx: usize) -> TemplatesResult {
-        redis_steps::one_slot(keys)?;
         let keys = keys.iter().map(|k| self.template(k, true, op, idx)).collect::<Result<_, _>>()?;
         let args = args.iter().map(|a| self.template(a, false, op, idx)).collect::<Result<_, _>>()?;
         Ok((keys, args))
@@ -355,7 +372,7 @@ impl CustomSpec {
         }
         redis_steps::check_lua(script, keys.len()).map_err(|e| format!("Lua script ({origin}) {e}"))?;
         let (keys, args) = self.templates(keys, args, op, idx)?;
-        Ok(Exec::Lua { origin: origin.into(), script: Arc::new(::redis::Script::new(script)), keys, args })
+        Ok(Exec::Lua { origin: origin.into(), source: Arc::from(script), keys, args })
     }
 
     /// An op's result expression, read after all its steps.
@@ -434,7 +451,7 @@ impl CustomSpec {
 
     /// Op `op`'s retry groups: each a run of consecutive steps naming a `retry` table,
     /// its `until` read after the group's last step.
-    pub(super) fn groups(&self, op: usize) -> Result<Vec<Group>, CompileError> {
+    pub fn groups(&self, op: usize) -> Result<Vec<Group>, CompileError> {
         let steps = self.op_steps(op);
         let mut out: Vec<Group> = Vec::new();
         for (i, s) in steps.iter().enumerate() {
@@ -535,7 +552,7 @@ impl CustomSpec {
             }
             Some(CountersSpec::RedisLua { script, key, args }) => {
                 redis_steps::check_read_lua(script, 1).map_err(|e| at(format!("redis_counters.lua: {e}")))?;
-                let read = RedisRead::Lua(Arc::new(::redis::Script::new(script)));
+                let read = RedisRead::Lua(Arc::from(script.as_str()));
                 Some(Self::redis_counters(read, key, args).map_err(&at)?)
             }
         })
@@ -545,8 +562,8 @@ impl CustomSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::custom::spec::PerDialect;
-    use crate::custom::spec::fixtures::{redis_step, spec, sql_step};
+    use crate::spec::PerDialect;
+    use crate::spec::fixtures::{redis_step, spec, sql_step};
 
     fn err(part: Part, msg: &str) -> CompileError {
         CompileError::new(part, msg)
@@ -636,8 +653,8 @@ mod tests {
         StepSpec { group: Some(g.into()), ..redis_step(name, "GET", &["k"], &[]) }
     }
 
-    fn retry(until: &str, max_attempts: u32) -> crate::custom::spec::RetrySpec {
-        crate::custom::spec::RetrySpec { until: until.into(), max_attempts }
+    fn retry(until: &str, max_attempts: u32) -> crate::spec::RetrySpec {
+        crate::spec::RetrySpec { until: until.into(), max_attempts }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 /// A value an expression reads: the op's user or notification id, the element of an
 /// `each` loop, a seed parameter, a step's output, or an integer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Ref {
+pub enum Ref {
     User,
     Id,
     Each,
@@ -17,7 +17,7 @@ pub(super) enum Ref {
 
 /// A comparison operator: `==`, `!=`, `<`, `<=`, `>`, `>=`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Cmp {
+pub enum Cmp {
     Eq,
     Ne,
     Lt,
@@ -28,7 +28,7 @@ pub(super) enum Cmp {
 
 /// A binary operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Op {
+pub enum Op {
     Add,
     Sub,
     Mul,
@@ -42,7 +42,7 @@ pub(super) enum Op {
 /// An expression: a value, `-e`, `not e`, or `a <op> b`. Truth is nonzero; comparisons,
 /// `and`, `or` and `not` give 1 or 0.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Expr {
+pub enum Expr {
     Val(Ref),
     Neg(Box<Expr>),
     Not(Box<Expr>),
@@ -51,7 +51,7 @@ pub(super) enum Expr {
 
 impl Expr {
     /// Every value the expression reads, left to right.
-    pub(super) fn refs(&self) -> Vec<Ref> {
+    pub fn refs(&self) -> Vec<Ref> {
         let mut out = Vec::new();
         self.collect(&mut out);
         out
@@ -74,7 +74,7 @@ impl Expr {
 }
 
 /// Longest expression text, and deepest nesting (parentheses, `not`, unary minus).
-pub(super) const MAX_LEN: usize = 1000;
+pub const MAX_LEN: usize = 1000;
 const MAX_DEPTH: usize = 32;
 
 /// A token: a word (a value's name, an integer, `and`/`or`/`not`) or an operator.
@@ -220,7 +220,7 @@ fn show(t: Tok<'_>) -> String {
 
 /// Parses `text`, resolving each value's name with `value`. A syntax error reads
 /// "cannot read `<text>`: <why>"; a value's error is returned as `value` gave it.
-pub(super) fn parse(text: &str, value: impl FnMut(&str) -> Result<Ref, String>) -> Result<Expr, String> {
+pub fn parse(text: &str, value: impl FnMut(&str) -> Result<Ref, String>) -> Result<Expr, String> {
     let syntax = |why: String| format!("cannot read `{text}`: {why}");
     if text.len() > MAX_LEN {
         return Err(syntax(format!("longer than {MAX_LEN} characters")));
