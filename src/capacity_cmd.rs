@@ -89,17 +89,7 @@ pub struct CapacityArgs {
 
 pub fn capacity(args: CapacityArgs) -> ExitCode {
     let Some(rt) = super::runtime() else { return Exit::BadInput.into() };
-    match rt.block_on(capacity_all(args)) {
-        Ok(code) => ExitCode::from(code),
-        Err(Failure::Input(e)) => {
-            eprintln!("error: {e:#}");
-            Exit::BadInput.into()
-        }
-    }
-}
-
-fn input(e: impl std::fmt::Display) -> Failure {
-    Failure::Input(anyhow::anyhow!("{e}"))
+    super::exit_with(rt.block_on(capacity_all(args)))
 }
 
 /// The flags as the search's config; an error naming the flag for a value out of range.
@@ -144,7 +134,7 @@ fn config(a: &CapacityArgs) -> Result<CapacityConfig, String> {
 
 /// Loads the plan, provides the servers, searches, writes and prints; the exit code.
 async fn capacity_all(args: CapacityArgs) -> Result<u8, Failure> {
-    let cfg = config(&args).map_err(input)?;
+    let cfg = config(&args).map_err(Failure::input)?;
     let overrides = Overrides {
         strategies: args.strategies.clone(),
         backends: args.backends.clone(),
@@ -162,13 +152,13 @@ async fn capacity_all(args: CapacityArgs) -> Result<u8, Failure> {
         PathBuf::from("reports/runs").join(name)
     });
     super::writable_dir(&out).map_err(Failure::Input)?;
-    let (mut opts, sources) = args.servers.clone().options(false).map_err(input)?;
+    let (mut opts, sources) = args.servers.clone().options(false).map_err(Failure::input)?;
     let mut log = |l: &str| eprintln!("{l}");
     log(&sources);
     super::watch_ctrl_c(opts.cancel.clone(), "the namespace of the probe in flight (cl_*)");
     let containers = counterlab::containers::provide(plan.servers, &plan, &mut opts, &super::run_id(), &mut log)
         .await
-        .map_err(input)?;
+        .map_err(Failure::input)?;
     let verbose = args.verbose;
     let mut detail = |l: &str| {
         if verbose {
@@ -179,8 +169,8 @@ async fn capacity_all(args: CapacityArgs) -> Result<u8, Failure> {
     containers.remove(&mut log).await;
     let found = found.map_err(backend_failure)?;
     let json = serde_json::to_string_pretty(&found).expect("JSON of plain data");
-    crate::atomic::write(&out.join("capacity.json"), &json).map_err(input)?;
-    crate::atomic::write(&out.join("capacity.md"), markdown(&found)).map_err(input)?;
+    crate::atomic::write(&out.join("capacity.json"), &json).map_err(Failure::input)?;
+    crate::atomic::write(&out.join("capacity.md"), markdown(&found)).map_err(Failure::input)?;
     if args.json {
         println!("{json}");
     } else {

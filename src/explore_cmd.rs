@@ -80,17 +80,7 @@ pub fn explore(args: ExploreArgs) -> ExitCode {
         Some(file) => rt.block_on(replay(args, &file)),
         None => rt.block_on(explore_all(args)),
     };
-    match r {
-        Ok(code) => ExitCode::from(code),
-        Err(Failure::Input(e)) => {
-            eprintln!("error: {e:#}");
-            Exit::BadInput.into()
-        }
-    }
-}
-
-fn input(e: impl std::fmt::Display) -> Failure {
-    Failure::Input(anyhow::anyhow!("{e}"))
+    super::exit_with(r)
 }
 
 /// The plan, the options and the config from the flags.
@@ -99,7 +89,7 @@ async fn explore_all(args: ExploreArgs) -> Result<u8, Failure> {
     let explored = run(&args, &scenario, |plan| config(&args, plan)).await?;
     let Some(explored) = explored else { return Ok(super::interrupted().code()) };
     if let Some(dir) = &args.out {
-        write_out(dir, &scenario, &explored).map_err(input)?;
+        write_out(dir, &scenario, &explored).map_err(Failure::input)?;
     }
     if args.json {
         let v = serde_json::json!({ "version": EXPLORE_SCHEMA_VERSION, "explored": explored });
@@ -112,9 +102,9 @@ async fn explore_all(args: ExploreArgs) -> Result<u8, Failure> {
 
 /// The scenario's `[explore]` with the flags over it.
 fn config(args: &ExploreArgs, plan: &counterlab::scenario::RunPlan) -> Result<ExploreConfig, Failure> {
-    let mut cfg = ExploreConfig::of_plan(&plan.explore).map_err(input)?;
+    let mut cfg = ExploreConfig::of_plan(&plan.explore).map_err(Failure::input)?;
     let flags: Result<Vec<_>, Failure> =
-        args.pairs.iter().map(|p| parse_pair(p).map_err(|e| input(format!("--pair: {e}")))).collect();
+        args.pairs.iter().map(|p| parse_pair(p).map_err(|e| Failure::input(format!("--pair: {e}")))).collect();
     let flags = flags?;
     if !flags.is_empty() {
         cfg.pairs = Some(flags);
@@ -143,7 +133,7 @@ async fn run(
     let known = Registry::builtin().names();
     let plan = counterlab::scenario::load(scenario, &overrides, &known, 0).map_err(|e| Failure::Input(e.into()))?;
     let cfg = cfg(&plan)?;
-    let (opts, sources) = args.servers.clone().options(false).map_err(input)?;
+    let (opts, sources) = args.servers.clone().options(false).map_err(Failure::input)?;
     let mut log = |l: &str| eprintln!("{l}");
     log(&sources);
     super::watch_ctrl_c(opts.cancel.clone(), "the namespace being explored (cl_*)");
@@ -241,8 +231,8 @@ fn write_out(dir: &Path, scenario: &Path, explored: &[Explored]) -> anyhow::Resu
 /// Runs a replay file's schedule `--times` times; 0 when each run ends with the same
 /// counter, truth and anomalies as recorded, else 1.
 async fn replay(mut args: ExploreArgs, file: &Path) -> Result<u8, Failure> {
-    let text = std::fs::read_to_string(file).map_err(|e| input(format!("{}: {e}", file.display())))?;
-    let r: ReplayFile = serde_json::from_str(&text).map_err(|e| input(format!("{}: {e}", file.display())))?;
+    let text = std::fs::read_to_string(file).map_err(|e| Failure::input(format!("{}: {e}", file.display())))?;
+    let r: ReplayFile = serde_json::from_str(&text).map_err(|e| Failure::input(format!("{}: {e}", file.display())))?;
     args.strategies = vec![r.strategy.clone()];
     args.backends = vec![r.dialect.clone()];
     args.isolation = vec![r.isolation.clone()];

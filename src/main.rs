@@ -473,6 +473,24 @@ pub(crate) enum Failure {
     Input(anyhow::Error),
 }
 
+impl Failure {
+    /// Bad input, from anything that says what was wrong.
+    pub(crate) fn input(e: impl std::fmt::Display) -> Failure {
+        Failure::Input(anyhow::anyhow!("{e}"))
+    }
+}
+
+/// The exit code of a subcommand that returns its own code, or says its bad input (exit 2).
+pub(crate) fn exit_with(r: Result<u8, Failure>) -> ExitCode {
+    match r {
+        Ok(code) => ExitCode::from(code),
+        Err(Failure::Input(e)) => {
+            eprintln!("error: {e:#}");
+            Exit::BadInput.into()
+        }
+    }
+}
+
 /// With `--json`, stdout holds the summary only: the human-readable lines go to stderr.
 static JSON_STDOUT: AtomicBool = AtomicBool::new(false);
 

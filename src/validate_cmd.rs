@@ -40,13 +40,7 @@ pub struct ValidateArgs {
 
 pub fn validate(args: ValidateArgs) -> ExitCode {
     let Some(rt) = super::runtime() else { return Exit::BadInput.into() };
-    match rt.block_on(validate_all(args)) {
-        Ok(code) => ExitCode::from(code),
-        Err(Failure::Input(e)) => {
-            eprintln!("error: {e:#}");
-            Exit::BadInput.into()
-        }
-    }
+    super::exit_with(rt.block_on(validate_all(args)))
 }
 
 /// Loads the plan, provides the servers (containers when asked), validates and prints;
