@@ -413,8 +413,7 @@ async fn connection_kills_leave_only_drift_explained_by_unknown_ops() {
         for a in &drift_names {
             assert!(unknown_family.contains(&a.name.as_str()), "{}: a drifted user misnamed: {a:?}", s.strategy);
             for w in &a.witnesses {
-                let is_unknown =
-                    |o: &str| counterlab_core::Outcome::from_name(o) == Some(counterlab_core::Outcome::Unknown);
+                let is_unknown = |o: &str| o == counterlab_core::Outcome::Unknown.name();
                 let cut = w.ops.iter().any(|e| is_unknown(&e.outcome) || e.unknown_attempts > 0);
                 assert!(cut, "{}: {} witness without an unknown op: {w:?}", s.strategy, a.name);
             }
