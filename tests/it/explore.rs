@@ -119,6 +119,50 @@ fn guarded_and_locking_designs_are_safe_over_every_op_pair_on_postgres() {
     assert!(total("select-for-update") > total("conditional-update"), "{out}");
 }
 
+/// SQLite shows no lock waits of its own; the busy handler counterlab installs does
+/// (`busy.rs`). stale-count-mark-all-read's count-then-subtract on SQLite: UNSAFE, its
+/// failing schedule has a step that waited on the write lock, and it replays 10 of 10
+/// (a waiter is taken as still waiting only when it tried the lock again and failed, so
+/// the replay does not diverge); the locking and guarded designs are SAFE on every pair.
+#[test]
+fn sqlite_write_lock_waits_are_seen_and_its_failing_schedule_replays() {
+    let _heavy = crate::util::heavy_blocking();
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().to_str().unwrap();
+    let args = [
+        "--strategy",
+        "stale-count-mark-all-read",
+        "--backend",
+        "sqlite",
+        "--pair",
+        "mark_read,mark_all_read",
+        "--out",
+        out_dir,
+    ];
+    let (_, cells, out) = explore("scenarios/explore.toml", &args);
+    let p = pair(&cells, "stale-count-mark-all-read");
+    assert_eq!(p["result"], "UNSAFE", "{out}");
+    let steps = p["first"]["steps"].as_array().unwrap();
+    assert!(steps.iter().any(|s| s["blocked"] == true), "a step waited on the write lock: {p}");
+    let file = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".replay.json"))
+        .unwrap_or_else(|| panic!("no replay file: {out}"));
+    let o = counterlab(&["explore", "--replay", file.to_str().unwrap(), "--times", "10"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("replayed 10 of 10 times with the recorded outcome"), "{stdout}");
+    let args = ["--strategy", "conditional-update", "--strategy", "select-for-update", "--backend", "sqlite"];
+    let (code, cells, out) = explore("scenarios/quickstart.toml", &args);
+    assert_eq!(code, Some(0), "{out}");
+    for c in &cells {
+        let pairs = c["pairs"].as_array().unwrap();
+        assert_eq!(pairs.len(), 16, "the whole matrix: {c}");
+        assert!(pairs.iter().all(|p| p["result"] == "SAFE"), "{c}");
+    }
+}
+
 #[test]
 fn a_failing_schedule_replays_ten_times_out_of_ten() {
     crate::require!(Postgres);

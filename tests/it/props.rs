@@ -260,20 +260,42 @@ fn removals(case: &Case) -> Vec<Case> {
 /// `repeat` runs as passing for good: under a loaded machine a racy candidate can pass
 /// that often and the shrinking stops early (a CI run stopped at 8 steps). Here each
 /// candidate with one step fewer runs up to `repeat` times again and the first that fails
-/// becomes the case, until none does: at most `size` passes of `size` candidates.
+/// becomes the case, until none does. A pass in which none failed is tried once more at
+/// `ESCALATE` times the runs before the case counts as minimal: a loaded machine lowers
+/// each racy candidate's odds (a CI run under the whole suite stopped at 11 steps with 12
+/// runs a candidate). At most `size` passes of `size` candidates, each bounded.
 async fn minimize(server: &Server, redis: Option<&RedisServer>, name: &str, mut case: Case, repeat: u32) -> Case {
-    'pass: for _ in 0..case.size() {
-        for candidate in removals(&case) {
-            for _ in 0..repeat.max(1) {
-                if run_case(server, redis, name, &candidate).await.is_err() {
-                    case = candidate;
-                    continue 'pass;
-                }
+    const ESCALATE: u32 = 4;
+    let mut runs = repeat.max(1);
+    for _ in 0..2 * case.size() {
+        match first_failing(server, redis, name, &case, runs).await {
+            Some(smaller) => {
+                case = smaller;
+                runs = repeat.max(1);
             }
+            None if runs == repeat.max(1) => runs *= ESCALATE,
+            None => break,
         }
-        break;
     }
     case
+}
+
+/// The first candidate with one step fewer that fails within `runs` runs.
+async fn first_failing(
+    server: &Server,
+    redis: Option<&RedisServer>,
+    name: &str,
+    case: &Case,
+    runs: u32,
+) -> Option<Case> {
+    for candidate in removals(case) {
+        for _ in 0..runs {
+            if run_case(server, redis, name, &candidate).await.is_err() {
+                return Some(candidate);
+            }
+        }
+    }
+    None
 }
 
 async fn servers() -> (Server, RedisServer) {

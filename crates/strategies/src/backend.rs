@@ -370,6 +370,7 @@ impl Server {
             bound: spec.acquire_timeout,
             mariadb: false,
             lite_limit: Arc::new(AtomicU64::new(spec.acquire_timeout.as_millis() as u64)),
+            lite_busy: Arc::default(),
         };
         if let Err(e) = ns.create(&self.conn, spec, password).await {
             ns.drop_namespace().await.ok();
@@ -441,6 +442,7 @@ impl Server {
             bound: spec.acquire_timeout,
             mariadb: matches!(self.conn, Conn::My { mariadb: true, .. }) && own,
             lite_limit: Arc::new(AtomicU64::new(spec.acquire_timeout.as_millis() as u64)),
+            lite_busy: Arc::default(),
         })
     }
 }
@@ -480,6 +482,8 @@ pub struct Namespace {
     /// SQLite: the progress handler's bound on one statement, in ms (the op timeout; the
     /// seed and the check raise it to `PHASE_STATEMENT` while they run).
     lite_limit: Arc<AtomicU64>,
+    /// SQLite: the connections in the busy wait now (`busy.rs`), the lock probe's answer.
+    lite_busy: Arc<crate::busy::Waiters>,
 }
 
 /// The transactions `SHOW ENGINE INNODB STATUS` lists as waiting on a lock (`LOCK WAIT`),
@@ -640,11 +644,15 @@ impl Namespace {
             // retryable SQLITE_BUSY rather than as an op timeout (unknown outcome).
             .busy_timeout(spec.acquire_timeout / 2);
         let limit = self.lite_limit.clone();
+        let (busy, busy_bound) = (self.lite_busy.clone(), spec.acquire_timeout / 2);
         pool_options::<sqlx::Sqlite>(spec)
             .after_connect(move |conn, _| {
-                let limit = limit.clone();
+                let (limit, busy) = (limit.clone(), busy.clone());
                 Box::pin(async move {
                     let mut handle = conn.lock_handle().await?;
+                    // SAFETY: as below; the handler replaces `busy_timeout`'s, same bound.
+                    unsafe { crate::busy::install(handle.as_raw_handle(), busy, busy_bound) }
+                        .map_err(|e| sqlx::Error::Configuration(e.into()))?;
                     // SAFETY: the locked handle is open and no other thread uses it; the
                     // watch reads only this connection, from inside its own steps.
                     let mut watch = unsafe { sandbox::StatementWatch::new(handle.as_raw_handle(), limit) };
@@ -812,8 +820,8 @@ impl Namespace {
 
     /// How many of the namespace's sessions wait on a lock right now, as the server's
     /// lock manager shows it (PostgreSQL `pg_blocking_pids`, InnoDB's `LOCK WAIT`
-    /// transactions); None on SQLite, which shows no one's lock waits.
-    pub async fn lock_waiters(&self) -> Result<Option<u64>, OpError> {
+    /// transactions; SQLite: the connections sleeping in the busy handler, `busy.rs`).
+    pub async fn lock_waiters(&self) -> Result<u64, OpError> {
         let sql = |d| statement(common(d), "lock_waiters");
         let n: i64 = match (&self.home, self.db()) {
             (Home::Pg(_), db) => db.opt_i64(sql(Dialect::Postgres), &[]).await?.unwrap_or(0),
@@ -828,9 +836,25 @@ impl Namespace {
                 };
                 innodb_lock_waits(&row.2, user) as i64
             }
-            (Home::Lite(_), _) => return Ok(None),
+            (Home::Lite(_), _) => self.lite_busy.now() as i64,
         };
-        Ok(Some(n.max(0) as u64))
+        Ok(n.max(0) as u64)
+    }
+
+    /// As `lock_waiters`, for a moment when nothing that could release a lock runs: on
+    /// SQLite only the connections that tried the lock again after the call began (one
+    /// whose lock was released a moment before may still sleep in the busy handler).
+    pub async fn lock_waiters_still(&self) -> Result<u64, OpError> {
+        match self.home {
+            Home::Lite(_) => Ok(self.lite_busy.confirmed().await),
+            _ => self.lock_waiters().await,
+        }
+    }
+
+    /// SQLite: a waiter tries the lock again every millisecond, so a session whose lock
+    /// was released goes on at once (the explorer; a load keeps SQLite's own backoff).
+    pub fn quick_lock_waits(&self) {
+        self.lite_busy.set_quick();
     }
 
     /// The database server's clock (µs since the Unix epoch), read over the namespace's

@@ -3,6 +3,7 @@
 //! in `sql/<dialect>/*.sql`, not in Rust strings.
 
 mod backend;
+mod busy;
 mod custom;
 mod db;
 mod error;

@@ -186,6 +186,7 @@ async fn explore_cell(
             return row;
         }
     };
+    ns.quick_lock_waits();
     let mut made = Made::default();
     let bound = cell.bounds().setup;
     let built = match one::refuse_unconfined(&cell, &ns) {

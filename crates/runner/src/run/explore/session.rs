@@ -18,11 +18,6 @@ use super::ops::Op;
 
 /// How often a step that has not come back is looked at on the server.
 const PROBE_EVERY: Duration = Duration::from_millis(5);
-/// SQLite shows no lock waits: a step that has not come back after this long waits on
-/// the write lock (its statements on three rows take microseconds; its busy handler
-/// sleeps at least 1 ms between tries).
-const SQLITE_BLOCKED_AFTER: Duration = Duration::from_millis(150);
-
 /// One server call of a schedule, in the order granted.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Step {
@@ -65,7 +60,7 @@ enum At {
     /// At the gate with `sent` ready (and whether the design declared it independent).
     Gate(String, oneshot::Sender<()>, bool),
     /// Its granted call (step index) is on the server.
-    Flight(usize, Instant),
+    Flight(usize),
     /// Its granted call waits on a lock.
     Blocked(usize),
     Done,
@@ -229,7 +224,7 @@ async fn drive(
         run.clock += 1;
         run.first_step[s].get_or_insert(run.clock);
         run.steps.push(Step { session: s + 1, sent, saw: None, blocked: false });
-        run.at[s] = At::Flight(run.steps.len() - 1, Instant::now());
+        run.at[s] = At::Flight(run.steps.len() - 1);
         let _ = grant.send(());
     }
 }
@@ -255,19 +250,9 @@ async fn settle(
         let moving = run.at.iter().any(|a| matches!(a, At::Running | At::Flight(..)));
         let blocked = run.at.iter().filter(|a| matches!(a, At::Blocked(_))).count() as u64;
         if !moving {
-            match (blocked, setup.ns.lock_waiters().await.map_err(|e| format!("lock probe: {e}"))?) {
-                (0, _) => return Ok(()),
-                // Every session known to wait still waits.
-                (_, Some(n)) if n >= blocked => return Ok(()),
-                (_, Some(_)) => {}
-                // SQLite: stable once no blocked session came back within the delay.
-                (_, None) => match tokio::time::timeout(SQLITE_BLOCKED_AFTER, grx.recv()).await {
-                    Ok(Some(ev)) => {
-                        apply(run, ev);
-                        continue;
-                    }
-                    _ => return Ok(()),
-                },
+            // Done when every session known to wait still waits.
+            if blocked == 0 || setup.ns.lock_waiters_still().await.map_err(|e| format!("lock probe: {e}"))? >= blocked {
+                return Ok(());
             }
         } else if let Some(i) = flight(run) {
             mark_if_blocked(run, setup, i, blocked).await?;
@@ -293,7 +278,7 @@ fn stuck(run: &Run<'_>, setup: &Setup<'_>) -> String {
             let what = match a {
                 At::Running => "running its own code".to_string(),
                 At::Gate(sent, ..) => format!("ready to send {sent}"),
-                At::Flight(step, _) => format!("sent {} (no reply, no lock wait)", run.steps[*step].sent),
+                At::Flight(step) => format!("sent {} (no reply, no lock wait)", run.steps[*step].sent),
                 At::Blocked(step) => format!("waits on a lock in {}", run.steps[*step].sent),
                 At::Done => "done".to_string(),
             };
@@ -309,14 +294,10 @@ fn flight(run: &Run<'_>) -> Option<usize> {
 }
 
 /// Marks session `i`'s call blocked when the server shows one more lock waiter than the
-/// sessions already known to wait (SQLite: when it has not come back in time).
+/// sessions already known to wait (SQLite: sleeping in its busy handler, `busy.rs`).
 async fn mark_if_blocked(run: &mut Run<'_>, setup: &Setup<'_>, i: usize, blocked: u64) -> Result<(), String> {
-    let At::Flight(step, since) = run.at[i] else { return Ok(()) };
-    let waits = match setup.ns.lock_waiters().await.map_err(|e| format!("lock probe: {e}"))? {
-        Some(n) => n > blocked,
-        None => since.elapsed() >= SQLITE_BLOCKED_AFTER,
-    };
-    if waits {
+    let At::Flight(step) = run.at[i] else { return Ok(()) };
+    if setup.ns.lock_waiters().await.map_err(|e| format!("lock probe: {e}"))? > blocked {
         run.steps[step].blocked = true;
         run.at[i] = At::Blocked(step);
     }
@@ -327,7 +308,7 @@ fn apply(run: &mut Run<'_>, ev: GateEvent) {
     match ev {
         GateEvent::Ready { session, step, grant, independent } => run.at[session] = At::Gate(step, grant, independent),
         GateEvent::Done { session, shown } => {
-            if let At::Flight(step, _) | At::Blocked(step) = run.at[session] {
+            if let At::Flight(step) | At::Blocked(step) = run.at[session] {
                 run.steps[step].saw = Some(shown);
             }
             run.clock += 1;
