@@ -9,6 +9,7 @@ pub enum AnomalyKind {
     LostOnFailover,
     LostIncrement,
     LostDecrement,
+    LostRowChange,
     StaleMarkAllRead,
     LostUpdate,
     WrongDeleteAdjustment,
@@ -26,12 +27,13 @@ pub enum AnomalyKind {
 }
 
 impl AnomalyKind {
-    pub const ALL: [AnomalyKind; 19] = [
+    pub const ALL: [AnomalyKind; 20] = [
         AnomalyKind::DoubleDecrement,
         AnomalyKind::DoubleApplyAfterRetry,
         AnomalyKind::LostOnFailover,
         AnomalyKind::LostIncrement,
         AnomalyKind::LostDecrement,
+        AnomalyKind::LostRowChange,
         AnomalyKind::StaleMarkAllRead,
         AnomalyKind::LostUpdate,
         AnomalyKind::WrongDeleteAdjustment,
@@ -84,6 +86,9 @@ impl AnomalyKind {
             }
             AnomalyKind::LostIncrement => ("lost_increment", "a create raced mark_all_read, or half applied"),
             AnomalyKind::LostDecrement => ("lost_decrement", "an op with an unknown outcome half applied"),
+            AnomalyKind::LostRowChange => {
+                ("lost_row_change", "an op with an unknown outcome moved the counter, but its row change was lost")
+            }
             AnomalyKind::LostOnFailover => {
                 ("lost_on_failover", "a change Redis acknowledged was lost when its shard failed over")
             }

@@ -230,7 +230,13 @@ pub struct ZooSummary {
     /// Over all runs: drifted users, and those the expected name explains.
     pub drifted: u64,
     pub explained: u64,
+    /// `explained / drifted` (None for a control, or no drifted user).
+    pub named_share: Option<f64>,
 }
+
+/// The share of a mutant's drifted users it should name as expected (issue 34's goal);
+/// the table lists the entries under it.
+pub const NAMED_SHARE_GOAL: f64 = 0.9;
 
 pub fn summary(rows: &[ZooRow]) -> Vec<ZooSummary> {
     let mut out: Vec<ZooSummary> = Vec::new();
@@ -248,6 +254,7 @@ pub fn summary(rows: &[ZooRow]) -> Vec<ZooSummary> {
                     failed: 0,
                     drifted: 0,
                     explained: 0,
+                    named_share: None,
                 });
                 out.len() - 1
             }
@@ -264,6 +271,9 @@ pub fn summary(rows: &[ZooRow]) -> Vec<ZooSummary> {
             o.mean_ops_to_detect = Some(o.mean_ops_to_detect.map_or(n as f64, |m| m + (n as f64 - m) / k));
         }
     }
+    for o in out.iter_mut().filter(|o| !matches!(o.expected.as_str(), "none") && o.drifted > 0) {
+        o.named_share = Some(o.explained as f64 / o.drifted as f64);
+    }
     out
 }
 
@@ -277,9 +287,9 @@ pub fn render(rows: &[ZooRow]) -> String {
     for o in summary(rows) {
         let file = Path::new(&o.file).file_name().map_or(o.file.clone(), |f| f.to_string_lossy().into_owned());
         let mean = o.mean_ops_to_detect.map_or("-".to_string(), |m| format!("{m:.0}"));
-        let share = match (o.expected.as_str(), o.drifted) {
-            ("none", _) | (_, 0) => "-".to_string(),
-            (_, d) => format!("{}/{d} ({:.0}%)", o.explained, 100.0 * o.explained as f64 / d as f64),
+        let share = match o.named_share {
+            None => "-".to_string(),
+            Some(f) => format!("{}/{} ({:.0}%)", o.explained, o.drifted, 100.0 * f),
         };
         s += &format!(
             "| {file} | {} | {} | {} | {} | {mean} | {share} | {} |\n",
@@ -294,6 +304,17 @@ pub fn render(rows: &[ZooRow]) -> String {
         "\n{} runs: {missed} missed, {fp} false positives, {env} environment failures (run twice), {skipped} skipped\n",
         rows.len()
     );
+    for o in summary(rows).iter().filter(|o| o.named_share.is_some_and(|f| f < NAMED_SHARE_GOAL)) {
+        s += &format!(
+            "- {} {}: {} named on {}/{} drifted users, under {:.0}%\n",
+            o.file,
+            o.strategy,
+            o.expected,
+            o.explained,
+            o.drifted,
+            100.0 * NAMED_SHARE_GOAL
+        );
+    }
     for r in rows.iter().filter(|r| r.failed()) {
         s += &format!(
             "- {} {} seed {}: {} (found: {}); replay: `{}`\n",
@@ -309,4 +330,40 @@ pub fn render(rows: &[ZooRow]) -> String {
         s += &format!("- skipped {} {}: {}\n", r.file, r.strategy, r.found.join(", "));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(expected: &str, result: &str, drifted: u64, explained: u64) -> ZooRow {
+        ZooRow {
+            file: "z/a.toml".into(),
+            strategy: "s".into(),
+            backend: "postgres".into(),
+            seed: 1,
+            expected: expected.into(),
+            result: result.into(),
+            rerun: false,
+            found: Vec::new(),
+            ops_to_detect: Some(5),
+            calls: 100,
+            drifted,
+            explained,
+            replay: "counterlab run z/a.toml".into(),
+        }
+    }
+
+    #[test]
+    fn the_summary_gives_each_mutant_s_named_share_and_the_table_lists_those_under_the_goal() {
+        let rows = [row("lost_update", "detected", 10, 8), row("lost_update", "detected", 10, 9)];
+        let s = summary(&rows);
+        assert_eq!((s[0].drifted, s[0].explained, s[0].named_share), (20, 17, Some(0.85)));
+        let table = render(&rows);
+        assert!(table.contains("| 17/20 (85%) |"), "{table}");
+        assert!(table.contains("- z/a.toml s: lost_update named on 17/20 drifted users, under 90%"), "{table}");
+        // A control has no share; a mutant at the goal is not listed.
+        assert_eq!(summary(&[row("none", "clean", 0, 0)])[0].named_share, None);
+        assert!(!render(&[row("lost_update", "detected", 10, 9)]).contains("under 90%"));
+    }
 }

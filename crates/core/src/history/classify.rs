@@ -16,13 +16,15 @@ use crate::model::{Guarantee, UserId};
 /// settle) are explained per user from the history, most specific cause first, unknown
 /// outcomes before double claims: an op retried after an unknown outcome (double
 /// apply); ok writes lost in a scheduled failover's window; an unknown op that half
-/// applied, when there are enough of them for the drift (lost increment/decrement);
+/// applied, when there are enough of them for the drift (lost increment/decrement when
+/// one could have lost its counter step the drift's way, else lost row change);
 /// two ok calls that both claimed the same notification's transition (double
 /// decrement); the strategy's own count of lost or doubled flush claims (either sign of
 /// delta); a create racing a mark_all_read (lost increment); a delete of a row already
 /// read (wrong delete adjustment, counter too low); two overlapping calls that
 /// both moved the counter (stale mark_all_read when one of them is a mark_all_read, else
-/// lost update; either sign); else unexplained drift, or
+/// lost update; either sign; lost update too for a mark_all_read that wrote back what it
+/// read, shown by a counter too high with only decrements racing it); else unexplained drift, or
 /// unhealed drift when a reconciler ran. Independently: negative counters, reads out of
 /// bounds (`reads`; not judged for eventual strategies), and post-settle reads that
 /// differ from the truth (`settled`, exact and eventual strategies).

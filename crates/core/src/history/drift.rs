@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use super::Event;
 use super::evidence::{
-    deletes_of_read_rows, overlap, overlapped_writes, overlapping_writes, racing_creates, transitions, zeroing_race,
+    deletes_of_read_rows, lowering_race, overlap, overlapped_writes, overlapping_writes, racing_creates, transitions,
+    zeroing_race,
 };
 use super::found::{Acc, Context, Witness};
 use crate::anomaly::AnomalyKind;
@@ -29,7 +30,9 @@ impl Cause {
 
 /// What one drifted user's own calls say, before the budgets shared by every user are
 /// spent: the causes found ahead of the budgets in `explain`'s order, the first one
-/// after them, and (when that is the zeroing race) the stale-count cause instead.
+/// after them, (when that is the zeroing race) the stale-count cause instead, and (when
+/// it is the zeroing race or a stale count that either mechanism could leave) the
+/// read-modify-write one.
 pub(super) struct Prelim {
     user: UserId,
     row: CheckInput,
@@ -37,6 +40,10 @@ pub(super) struct Prelim {
     ahead: Option<Cause>,
     after: Cause,
     stale_alt: Option<Cause>,
+    rmw_alt: Option<Cause>,
+    /// A counter too high with only creates racing its mark_all_reads: a stale count
+    /// that a read-modify-write mark_all_read cannot leave.
+    stale_only: bool,
 }
 
 /// The `Prelim` of each user in `mismatched` (its counter differs from the truth) from
@@ -60,7 +67,15 @@ pub(super) fn prelims(events: &[Event], mismatched: &BTreeMap<UserId, &CheckInpu
         let after = explain_after_budgets(evs, drift, cx);
         let zeroing = after.kind == AnomalyKind::LostIncrement && after.ops.iter().any(|e| e.op == OpKind::MarkAllRead);
         let stale_alt = if zeroing { stale_instead_of_zeroing(evs, drift) } else { None };
-        out.push(Prelim { user: *user, row: **row, drift, ahead, after, stale_alt });
+        let stale_high = drift > 0 && after.kind == AnomalyKind::StaleMarkAllRead;
+        let lowering = if stale_high { lowering_race(evs) } else { None };
+        let rmw_alt = match lowering {
+            Some((m, d)) => Some(rmw_instead(&[*m, *d], 0)),
+            None if zeroing || after.kind == AnomalyKind::StaleMarkAllRead => Some(rmw_instead(&after.ops, after.id)),
+            None => None,
+        };
+        let stale_only = stale_high && lowering.is_none();
+        out.push(Prelim { user: *user, row: **row, drift, ahead, after, stale_alt, rmw_alt, stale_only });
     }
     out
 }
@@ -72,22 +87,32 @@ pub(super) fn prelims(events: &[Event], mismatched: &BTreeMap<UserId, &CheckInpu
 /// user order. A zeroing mark_all_read can only lose increments; one that
 /// subtracts a stale count also leaves counters too high. Once a counter too high at a
 /// mark_all_read's overlap shows the latter in this run, a user whose history shows both
-/// mechanisms (a racing create and an overlapping mark_all_read) is named by it.
+/// mechanisms (a racing create and an overlapping mark_all_read) is named by it. Likewise
+/// a counter too high where only decrements raced a mark_all_read shows one that reads
+/// the counter and writes it back (`lost_update`): unless the run also showed a stale
+/// count beyond doubt (`Prelim::stale_only`), the users either could explain are named by it.
 pub(super) fn explain_mismatches(acc: &mut Acc, mut prelims: Vec<Prelim>, cx: Context) {
     prelims.sort_by_key(|p| p.user);
     let mut budget =
         Budget { lost_flushes: cx.lost_flushes, double_flushes: cx.double_flushes, double_applies: cx.double_applies };
     let mut causes = Vec::with_capacity(prelims.len());
+    let mut stale_only = false;
     for p in prelims {
         let c = match p.ahead {
             Some(c) => c,
             None => flush_claim(&mut budget).or_else(|| redelivered_apply(&mut budget, p.drift)).unwrap_or(p.after),
         };
-        causes.push((p.user, p.row, p.drift, c, p.stale_alt));
+        causes.push((p.user, p.row, p.drift, c, p.stale_alt, p.rmw_alt));
+        stale_only |= p.stale_only;
     }
-    let stale_shown = causes.iter().any(|(_, _, d, c, _)| *d > 0 && c.kind == AnomalyKind::StaleMarkAllRead);
-    for (user, row, _, mut c, alt) in causes {
-        if stale_shown && c.kind == AnomalyKind::LostIncrement && c.ops.iter().any(|e| e.op == OpKind::MarkAllRead) {
+    let with_all = |c: &Cause| c.ops.iter().any(|e| e.op == OpKind::MarkAllRead);
+    let stale_shown = causes.iter().any(|(_, _, d, c, _, _)| *d > 0 && c.kind == AnomalyKind::StaleMarkAllRead);
+    let rmw_shown = !stale_only && causes.iter().any(|(.., c, _, _)| c.kind == AnomalyKind::LostUpdate && with_all(c));
+    for (user, row, _, mut c, alt, rmw) in causes {
+        let either = matches!(c.kind, AnomalyKind::LostIncrement | AnomalyKind::StaleMarkAllRead) && with_all(&c);
+        if rmw_shown && either {
+            c = rmw.unwrap_or(c);
+        } else if stale_shown && c.kind == AnomalyKind::LostIncrement && with_all(&c) {
             c = alt.unwrap_or(c);
         }
         let observed = row.counter.unwrap_or(0);
@@ -104,6 +129,15 @@ fn stale_instead_of_zeroing(evs: &[&Event], drift: i64) -> Option<Cause> {
         "; a create raced it too, but this run's mark_all_read also left a counter too high, which zeroing cannot",
     );
     Some(c)
+}
+
+/// The read-modify-write cause for a user first named by the zeroing race or a stale
+/// count (`ops`: the mark_all_read and the call it raced), once the run has shown a
+/// mark_all_read that writes back a counter it read.
+fn rmw_instead(ops: &[Event], id: NotificationId) -> Cause {
+    let note =
+        "a mark_all_read wrote back the counter it had read, less its rows; this call's change in between was lost";
+    Cause::new(AnomalyKind::LostUpdate, ops.to_vec(), id, note)
 }
 
 /// The first cause, in `classify`'s order, that `evs` (one user's calls) show for a
@@ -243,8 +277,26 @@ fn half_applied(evs: &[&Event], drift: i64) -> Option<Cause> {
     if !any_amount && (unknown.len() as u64) < drift.unsigned_abs() {
         return None;
     }
-    let kind = if drift > 0 { AnomalyKind::LostDecrement } else { AnomalyKind::LostIncrement };
-    Some(Cause::new(kind, vec![***e], e.id, "an op with an unknown outcome half applied"))
+    // The half lost is the counter's when an unknown op could have moved it the drift's
+    // way by losing its counter step (a create lost +1: too low; a decrement lost -1: too
+    // high); else the counter step landed and the row's was lost (a design where Redis
+    // decides and SQL follows: a mark_read whose UPDATE failed leaves it too low).
+    let raises = |e: &&&Event| e.op == OpKind::Create;
+    let lost_counter = unknown.iter().find(|e| raises(e) == (drift < 0));
+    let (kind, e, note) = match (lost_counter, drift > 0) {
+        (Some(c), true) => {
+            (AnomalyKind::LostDecrement, c, "an op with an unknown outcome half applied: its decrement was lost")
+        }
+        (Some(c), false) => {
+            (AnomalyKind::LostIncrement, c, "an op with an unknown outcome half applied: its increment was lost")
+        }
+        (None, _) => (
+            AnomalyKind::LostRowChange,
+            e,
+            "an op with an unknown outcome moved the counter, but its row change was lost",
+        ),
+    };
+    Some(Cause::new(kind, vec![***e], e.id, note))
 }
 
 /// Deletes of rows already read that lowered the counter anyway.
@@ -266,6 +318,14 @@ fn delete_of_read_row(evs: &[&Event], drift: i64, seed: SeedSpec) -> Option<Caus
 fn overlapping_pair(evs: &[&Event], drift: i64) -> Option<Cause> {
     let (a, b) = overlapping_writes(evs)?;
     if [a, b].iter().any(|e| e.op == OpKind::MarkAllRead) {
+        // Too high with no create racing a mark_all_read: a decrement it raced was
+        // overwritten, which only a read-modify-write of the counter does.
+        if drift > 0
+            && zeroing_race(evs, u64::MAX).is_none()
+            && let Some((m, d)) = lowering_race(evs)
+        {
+            return Some(rmw_instead(&[*m, *d], 0));
+        }
         let note = "a mark_all_read overlapped another call that moved the counter";
         return Some(Cause::new(AnomalyKind::StaleMarkAllRead, vec![*a, *b], 0, note));
     }

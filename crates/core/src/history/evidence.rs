@@ -32,6 +32,36 @@ pub(super) fn zeroing_race<'a>(evs: &[&'a Event], until: u64) -> Option<(&'a Eve
     })
 }
 
+/// An ok mark_all_read that changed rows overlapping another ok call of the same user
+/// that lowered the counter (a mark_read or delete that changed its row, or another
+/// mark_all_read that changed rows), found by a sweep as in `zeroing_race`. A
+/// mark_all_read that reads the counter and writes back the value less its rows (HGET,
+/// then HSET) loses such a decrement: the counter ends too high, which neither a zeroing
+/// mark_all_read nor one subtracting a stale count can leave without a racing create.
+/// O(n log n).
+pub(super) fn lowering_race<'a>(evs: &[&'a Event]) -> Option<(&'a Event, &'a Event)> {
+    let lowered = |e: &&&'a Event| e.outcome == Outcome::Ok && e.observed > 0;
+    let alls: Vec<&'a Event> = evs.iter().filter(lowered).filter(|e| e.op == OpKind::MarkAllRead).copied().collect();
+    if alls.is_empty() {
+        return None;
+    }
+    let one_row = |e: &&&'a Event| matches!(e.op, OpKind::MarkRead | OpKind::MarkReadDup | OpKind::Delete);
+    let mut rows: Vec<&'a Event> = evs.iter().filter(lowered).filter(one_row).copied().collect();
+    rows.sort_by_key(|e| e.invoke_us);
+    // latest[i]: the one completing last among rows[..=i].
+    let mut latest: Vec<usize> = Vec::with_capacity(rows.len());
+    for i in 0..rows.len() {
+        let keep = i > 0 && rows[latest[i - 1]].complete_us >= rows[i].complete_us;
+        latest.push(if keep { latest[i - 1] } else { i });
+    }
+    let by_row = alls.iter().find_map(|m| {
+        let n = rows.partition_point(|w| w.invoke_us < m.complete_us);
+        let w = rows[*latest.get(n.checked_sub(1)?)?];
+        overlap(m, w).then_some((*m, w))
+    });
+    by_row.or_else(|| first_overlap(alls))
+}
+
 /// A create in flight at `read` (invoked before the read completed, completed after it
 /// began, not failed) and a decrement that counted the create's row before the read
 /// completed: an ok mark_all_read that changed rows, or an ok mark_read or delete of

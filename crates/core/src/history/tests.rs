@@ -482,3 +482,52 @@ fn a_user_who_drifted_from_an_unknown_op_is_not_named_by_a_double_claim() {
     // Without the unknown op, as before.
     assert_eq!(classify(&h[1..], &[row(1, 1, 2)], None, &[], cx())[0].name, "double_decrement");
 }
+
+#[test]
+fn a_mark_all_read_that_writes_back_what_it_read_is_a_lost_update() {
+    // User 1: too high, and only a mark_read raced the mark_all_read (no create): its
+    // decrement was overwritten, which only a read-modify-write mark_all_read does.
+    let high = [ev(MarkAllRead, 1, 0, (2, 8), Okay, 2), ev(MarkRead, 1, 3, (3, 5), Okay, 1)];
+    let a = classify(&high, &[row(1, 3, 2)], None, &[], cx());
+    assert_eq!((a.len(), a[0].name), (1, "lost_update"), "{a:?}");
+    let ops: Vec<OpKind> = a[0].witnesses[0].ops.iter().map(|e| e.op).collect();
+    assert_eq!(ops, [MarkAllRead, MarkRead]);
+    // Two overlapping mark_all_reads that both changed rows: the second wrote back
+    // over the first.
+    let two = [ev(MarkAllRead, 3, 0, (2, 8), Okay, 2), ev(MarkAllRead, 3, 0, (3, 9), Okay, 1)];
+    assert_eq!(classify(&two, &[row(3, 2, 0)], None, &[], cx())[0].name, "lost_update");
+    // User 2 alone: too low with a create racing a mark_all_read, as the zeroing race.
+    let low = [ev(MarkAllRead, 2, 0, (2, 8), Okay, 2), ev(Create, 2, 40, (3, 5), Okay, 1)];
+    assert_eq!(classify(&low, &[row(2, 0, 1)], None, &[], cx())[0].name, "lost_increment");
+    // In one run with user 1, the run has shown the read-modify-write: user 2 too.
+    let mut h = high.to_vec();
+    h.extend(low);
+    let a = classify(&h, &[row(1, 3, 2), row(2, 0, 1)], None, &[], cx());
+    assert_eq!((a.len(), a[0].name, a[0].count), (1, "lost_update", 2), "{a:?}");
+    assert!(a[0].witnesses.iter().any(|w| w.user == 2 && w.note.contains("wrote back")));
+    // A stale count shown beyond doubt (too high, only a create raced) keeps the
+    // zeroing-or-stale users as they were: user 4 is a stale count, user 2 too.
+    let stale = [ev(MarkAllRead, 4, 0, (2, 8), Okay, 3), ev(Create, 4, 50, (3, 5), Okay, 1)];
+    h.extend(stale);
+    let a = classify(&h, &[row(1, 3, 2), row(2, 0, 1), row(4, 1, 0)], None, &[], cx());
+    let named: Vec<(&str, u64)> = a.iter().map(|a| (a.name, a.count)).collect();
+    assert_eq!(named, [("stale_mark_all_read", 2), ("lost_update", 1)], "{a:?}");
+}
+
+#[test]
+fn a_half_applied_op_is_named_by_the_half_it_lost() {
+    // A mark_read whose counter step landed and whose row step was lost (Redis decides,
+    // SQL follows): the counter is one too low, and no increment was lost.
+    let h = [ev(MarkRead, 1, 9, (2, 5), Unknown, 0)];
+    let a = classify(&h, &[row(1, 1, 2)], None, &[], cx());
+    assert_eq!((a[0].name, a[0].witnesses[0].ops[0].op), ("lost_row_change", MarkRead), "{a:?}");
+    // A create that inserted its row and lost its increment: too low, lost_increment.
+    let h = [ev(Create, 1, 9, (2, 5), Unknown, 0)];
+    assert_eq!(classify(&h, &[row(1, 1, 2)], None, &[], cx())[0].name, "lost_increment");
+    // A create whose counter step landed and whose row did not: too high.
+    assert_eq!(classify(&h, &[row(1, 3, 2)], None, &[], cx())[0].name, "lost_row_change");
+    // Both kinds unknown, too low: the create's lost increment is the witness.
+    let h = [ev(MarkRead, 1, 8, (0, 1), Unknown, 0), ev(Create, 1, 9, (2, 5), Unknown, 0)];
+    let a = classify(&h, &[row(1, 1, 2)], None, &[], cx());
+    assert_eq!((a[0].name, a[0].witnesses[0].id), ("lost_increment", 9));
+}

@@ -13,6 +13,11 @@ use redis::cluster_async::ClusterConnection;
 /// Commands of a split pipeline in flight at once on a cluster connection.
 const SPLIT_IN_FLIGHT: usize = 32;
 
+/// Times a command the cluster refused without running it (`refused_unrun`) is sent
+/// again, and the first and longest waits between (ms, doubling).
+const CLUSTER_RESENDS: u32 = 5;
+const RESEND_WAIT_MS: (u64, u64) = (50, 1000);
+
 /// The URL scheme that selects a Redis Cluster.
 pub const CLUSTER_SCHEME: &str = "redis+cluster://";
 
@@ -94,7 +99,7 @@ impl Conn {
     fn raw_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, redis::Value> {
         match self {
             Conn::Managed(c) => c.req_packed_command(cmd),
-            Conn::Cluster(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => Box::pin(cluster_command(c.clone(), cmd)),
             Conn::Plain(c) => c.req_packed_command(cmd),
         }
     }
@@ -118,16 +123,67 @@ impl Conn {
                 let cmds: Vec<redis::Cmd> = cmd.cmd_iter().skip(offset).take(count).cloned().collect();
                 Box::pin(async move {
                     let each = futures_util::stream::iter(cmds).map(move |one| {
-                        let mut c = c.clone();
-                        async move { c.req_packed_command(&one).await }
+                        let c = c.clone();
+                        async move { cluster_command(c, &one).await }
                     });
                     each.buffered(SPLIT_IN_FLIGHT).try_collect().await
                 })
             }
-            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c) => {
+                let c = c.clone();
+                Box::pin(async move {
+                    let mut wait = RESEND_WAIT_MS.0;
+                    for _ in 0..CLUSTER_RESENDS {
+                        match c.clone().req_packed_commands(cmd, offset, count).await {
+                            Err(e) if refused_unrun(&e) => resend_wait(&mut wait).await,
+                            r => return r,
+                        }
+                    }
+                    c.clone().req_packed_commands(cmd, offset, count).await
+                })
+            }
             Conn::Plain(c) => c.req_packed_commands(cmd, offset, count),
         }
     }
+}
+
+/// Whether the cluster answered `e` without running the command: a redirect or a slot
+/// not served now (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, LOADING, READONLY on
+/// a demoted primary), no connection to the node, or a refused connect. Only these are
+/// sent again; a dropped connection or a timeout may have run it and is the caller's
+/// unknown outcome.
+fn refused_unrun(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind as K, ServerErrorKind as S};
+    e.is_connection_refusal()
+        || matches!(
+            e.kind(),
+            K::ClusterConnectionNotFound
+                | K::Server(
+                    S::Moved | S::Ask | S::TryAgain | S::ClusterDown | S::MasterDown | S::BusyLoading | S::ReadOnly
+                )
+        )
+}
+
+/// Waits `wait` ms, then doubles it up to the longest wait.
+async fn resend_wait(wait: &mut u64) {
+    tokio::time::sleep(Duration::from_millis(*wait)).await;
+    *wait = (*wait * 2).min(RESEND_WAIT_MS.1);
+}
+
+/// One command on a cluster connection. The client itself re-sends nothing (`retries(0)`:
+/// redis-rs 1.8 has one retry count for every error kind, and after a dropped connection
+/// it would send a write again that may have run, so an op reported ok could apply
+/// twice); a command the cluster refused unrun (`refused_unrun`) is sent again here, up
+/// to `CLUSTER_RESENDS` times, after the client has refreshed its slot map.
+async fn cluster_command(mut c: ClusterConnection, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
+    let mut wait = RESEND_WAIT_MS.0;
+    for _ in 0..CLUSTER_RESENDS {
+        match c.req_packed_command(cmd).await {
+            Err(e) if refused_unrun(&e) => resend_wait(&mut wait).await,
+            r => return r,
+        }
+    }
+    c.req_packed_command(cmd).await
 }
 
 /// A command as redis-cli takes it (a script's body by its SHA, as sent), for the
@@ -189,9 +245,8 @@ impl ClusterTarget {
         let mut b = ClusterClientBuilder::new(seeds.clone())
             .connection_timeout(timeout)
             .response_timeout(timeout)
-            .retries(5)
-            .min_retry_wait(50)
-            .max_retry_wait(1000);
+            // No re-send by the client: see `cluster_command`.
+            .retries(0);
         if let Some((user, password)) = &login {
             b = b.username(user).password(password);
         }
