@@ -5,6 +5,8 @@
 mod check;
 mod compare;
 pub mod cost;
+mod cost_compare;
+pub mod cost_figures;
 mod csv_out;
 pub mod decision;
 mod explored;
@@ -27,8 +29,9 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 pub use check::{CheckReport, WorstUser};
-pub use compare::{Comparison, MIN_OPS_FOR_P99, compare, render_comparison, render_comparison_markdown};
+pub use compare::{Comparison, Limits, MIN_OPS_FOR_P99, compare, render_comparison, render_comparison_markdown};
 pub use cost::{CostReport, CostSource, Counters, Scope};
+pub use cost_compare::{CostDelta, DEFAULT_COST_LIMIT_PCT};
 pub use csv_out::{CSV_HEADER, render_csv};
 pub use decision::stall::Stall;
 pub use explored::{ExploreSummary, UnsafePair};

@@ -381,6 +381,9 @@ fn cost_tables(w: &mut String, r: &Report) {
     for e in crate::cost::cost_errors(r) {
         writeln!(w, "<p class=\"muted\">not read: {}</p>", esc(&e)).unwrap();
     }
+    for a in crate::cost::cost_absent(r) {
+        writeln!(w, "<p class=\"muted\">not on this server: {}</p>", esc(&a)).unwrap();
+    }
 }
 
 fn stage_rate(st: &StageReport) -> String {

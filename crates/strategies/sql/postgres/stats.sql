@@ -32,3 +32,19 @@ FROM pg_stat_wal w
 CROSS JOIN LATERAL (VALUES ('wal_records', w.wal_records), ('wal_fpi', w.wal_fpi),
     ('wal_bytes', w.wal_bytes::bigint),
     ('lsn_bytes', (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint)) AS x(counter, value);
+
+-- The identity's backends at one instant (`lock_waits`, sampled through the load): how many
+-- wait on a heavyweight lock (wait_event_type 'Lock': a row's transaction, a tuple, a
+-- relation), how many are active, and whether this account sees other users' wait events
+-- at all (a superuser or a member of pg_read_all_stats; else they read as none).
+
+-- name: lock_waits  (user) -> (counter, value)
+SELECT 'waiting', count(*) FILTER (WHERE wait_event_type = 'Lock')::bigint FROM pg_stat_activity WHERE usename = $1
+UNION ALL
+SELECT 'active', count(*) FILTER (WHERE state = 'active')::bigint FROM pg_stat_activity WHERE usename = $1
+UNION ALL
+SELECT 'visible', (pg_has_role(current_user, 'pg_read_all_stats', 'MEMBER')
+    OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user))::int::bigint;
+
+-- name: statements_loaded  () -> (loaded): 1 when shared_preload_libraries names pg_stat_statements
+SELECT (current_setting('shared_preload_libraries') ~ '(^|[ ,])pg_stat_statements($|[ ,])')::int::bigint;
