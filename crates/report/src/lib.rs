@@ -35,7 +35,7 @@ pub use cost_compare::{CostDelta, DEFAULT_COST_LIMIT_PCT};
 pub use csv_out::{CSV_HEADER, render_csv};
 pub use decision::stall::Stall;
 pub use explored::{ExploreSummary, UnsafePair};
-pub use html::render_html;
+pub use html::{CurveSeries, render_curve_html, render_html};
 pub use junit::{RowOutcome, case_name, render_junit, row_outcome};
 pub use markdown::render_markdown;
 pub use render::{Detail, FIXED_WIDTH, render_terminal, render_terminal_as, render_terminal_width, terminal_width};

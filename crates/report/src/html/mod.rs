@@ -6,6 +6,7 @@
 //! This file is the page and its sections; `svg` is the chart kit, `charts` the charts.
 
 mod charts;
+mod curve;
 mod svg;
 mod top;
 
@@ -16,6 +17,7 @@ use self::svg::esc;
 use crate::render::history_line;
 use crate::units::latency;
 use crate::{Report, StageReport};
+pub use curve::{CurveSeries, render_curve_html};
 
 /// A figure for a table cell; `-` when not finite.
 fn fig(v: f64, decimals: usize) -> String {

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::clock;
 use crate::run::{RunOptions, run_plan};
-pub use render::{markdown, summary, terminal};
+pub use render::{html, markdown, summary, terminal};
 pub use search::{
     Inversion, Measured, Phase, Probe, Search, SearchConfig, Slo, Step, VERIFY_ABOVE, VERIFY_BELOW, combine, fmt_rate,
     inversions, judge,
@@ -353,6 +353,7 @@ fn measured(row: &StrategyReport) -> Measured {
     let v = &row.check.verdict;
     Measured {
         achieved_ops_per_s: stage.map_or(0.0, |s| s.achieved_ops_per_s),
+        p50_ms: stage.map_or(0.0, |s| s.p50_us as f64 / 1e3),
         p99_ms: stage.map_or(0.0, |s| s.p99_us as f64 / 1e3),
         scheduled: stage.map_or(0, |s| s.scheduled),
         dropped: stage.map_or(0, |s| s.dropped),
