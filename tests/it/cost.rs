@@ -367,5 +367,31 @@ async fn compare_flags_a_cost_that_grew_past_the_limit() {
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(!out.contains(": cost "), "{out}");
+    // (A server-wide figure that was 0 in A, full-page images after a checkpoint, say,
+    // still counts: growth from 0 passes any limit.)
+    assert!(!out.contains(": cost updated/op"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_design_reports_its_messages_per_op() {
+    crate::require!(Postgres, Rabbitmq);
+    let _heavy = util::heavy().await;
+    let plan = util::plan(&scenario("postgres", "mq-consumer-idempotent", 40, 4));
+    let r = run_plan(&plan, &util::options(false, None), &mut |_| {}).await.expect("the run completes");
+    let row = &r.strategies[0];
+    let mq = source(&r, "rabbitmq");
+    assert_eq!(mq.scope, Scope::Namespace);
+    let figure = |k: &str| row.figures.get(k).copied().unwrap_or(-1.0) as i64;
+    let d = &mq.delta;
+    assert!(d.get("published") > 50, "{d:?}");
+    assert_eq!(d.get("published"), figure("published"), "{d:?}");
+    assert_eq!(d.get("deliveries"), figure("deliveries"), "{d:?}");
+    // No fault: every confirmed message delivered once and acked, none redelivered.
+    assert_eq!((d.get("acked"), d.get("redelivered")), (d.get("published"), 0), "{d:?}");
+    assert_eq!(d.get("deliveries"), d.get("published"), "{d:?}");
+    let md = counterlab_report::render_markdown(&r);
+    assert!(
+        md.contains("**RabbitMQ, per op**") && md.contains("| published | delivered | redelivered | acked |"),
+        "{md}"
+    );
 }

@@ -105,7 +105,7 @@ pub fn figures() -> Vec<Figure> {
         figure("pg_tables.n_dead_tup", "dead tuples/op", 0.05, |c| c.get("n_dead_tup")),
         figure("pg_tables.blks_hit", "blocks hit/op", 0.5, |c| sum(c, &["heap_blks_hit", "idx_blks_hit"])),
         figure("pg_tables.blks_read", "blocks read/op", 0.05, |c| sum(c, &["heap_blks_read", "idx_blks_read"])),
-        figure("pg_lock_waits.wait_ms", "lock wait ms/op", 0.01, |c| c.get("waiting") * c.get("interval_ms")),
+        figure("pg_lock_waits.wait_ms", "lock wait ms/op", 0.5, |c| c.get("waiting") * c.get("interval_ms")),
         figure("mariadb_status.rows_written", "rows written/op", 0.05, |c| {
             rows(c, "Innodb_rows_inserted", "Handler_write")
         }),

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 pub use check::{CheckReport, WorstUser};
 pub use compare::{Comparison, Limits, MIN_OPS_FOR_P99, compare, render_comparison, render_comparison_markdown};
-pub use cost::{CostReport, CostSource, Counters, Scope};
+pub use cost::{Baseline, CostReport, CostSource, Counters, Scope};
 pub use cost_compare::{CostDelta, DEFAULT_COST_LIMIT_PCT};
 pub use csv_out::{CSV_HEADER, render_csv};
 pub use decision::stall::Stall;
@@ -358,6 +358,10 @@ pub struct StageReport {
     /// Open loop: scheduled ops that no worker could start within `max_wait_ms`.
     pub dropped: u64,
     pub achieved_ops_per_s: f64,
+    /// Latency p50 over the stage, all ops, from the intended start (0 in a report
+    /// from before it was recorded).
+    #[serde(default)]
+    pub p50_us: u64,
     /// Latency p99 over the stage, all ops, from the intended start.
     pub p99_us: u64,
 }
@@ -689,6 +693,7 @@ fn stage_report(r: &StageResult) -> StageReport {
         ops: r.issued(),
         dropped: r.dropped,
         achieved_ops_per_s: if rate_secs > 0.0 { r.issued() as f64 / rate_secs } else { 0.0 },
+        p50_us: if all.is_empty() { 0 } else { all.value_at_quantile(0.5) },
         p99_us: if all.is_empty() { 0 } else { all.value_at_quantile(0.99) },
     }
 }

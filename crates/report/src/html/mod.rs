@@ -821,6 +821,7 @@ mod tests {
                 ops: 890,
                 dropped: 10,
                 achieved_ops_per_s: 296.7,
+                p50_us: 2100,
                 p99_us: 14700,
             }],
             open_loop: Some(OpenLoopReport {

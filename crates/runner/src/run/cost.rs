@@ -198,6 +198,22 @@ pub(super) async fn after(
     Some(CostReport { ops, users, interval_s, sources })
 }
 
+fn source(p: Probe, ns: &str, before: Result<Counters, String>, after: Result<Counters, String>) -> CostSource {
+    let mut s = CostSource { name: p.name().into(), scope: p.scope(), source: p.source(ns), ..Default::default() };
+    match (p, before, after) {
+        (Probe::RedisMemory, _, Ok(a)) => s.after = a,
+        (_, Ok(b), Ok(a)) => {
+            s.delta = a.delta(&b);
+            if p == Probe::MysqlStatus {
+                s.rows_from = Some(rows_from(&a));
+            }
+        }
+        (_, _, Err(e)) => s.error = Some(format!("after settle: {e}")),
+        (_, Err(e), _) => s.error = Some(format!("before the load: {e}")),
+    }
+    s
+}
+
 /// Where the MariaDB/MySQL row figures come from.
 fn rows_from(status: &Counters) -> String {
     match status.0.contains_key("Innodb_rows_updated") {
