@@ -172,8 +172,8 @@ pub struct Limits {
 /// Compares run `a` (the baseline) with run `b` by `limits`: the slowdown beyond which
 /// throughput or an op's p99 counts as a regression, the growth beyond which a cost does.
 pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, limits: Limits) -> Comparison {
-    let fail_if_slower_pct = limits.slower_pct;
-    let cost_limit_pct = limits.costlier_pct.unwrap_or(DEFAULT_COST_LIMIT_PCT);
+    let (fail_if_slower_pct, cost_limit_pct) =
+        (limits.slower_pct, limits.costlier_pct.unwrap_or(DEFAULT_COST_LIMIT_PCT));
     let mut rows = Vec::new();
     let mut regressions = Vec::new();
     let mut only_in_a = Vec::new();
@@ -216,13 +216,7 @@ pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, limits: Limit
     if b.interrupted && !only_in_a.is_empty() {
         regressions.push(format!("B was interrupted: {} did not run", only_in_a.join(", ")));
     }
-    let only_in_b = b
-        .strategies
-        .iter()
-        .map(key)
-        .filter(|k| !a.strategies.iter().any(|s| key(s) == *k))
-        .map(|k| label(&k))
-        .collect();
+    let only_in_b = only_in(b, a);
     let conclusion = match (rows.is_empty(), regressions.len()) {
         (true, _) => "nothing to compare".to_string(),
         (false, 0) => "no regression".to_string(),
@@ -244,6 +238,12 @@ pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, limits: Limit
         notes,
         regressions,
     }
+}
+
+/// The rows of `x` that `y` does not have, as `strategy on backend at isolation`.
+fn only_in(x: &Report, y: &Report) -> Vec<String> {
+    let keys = x.strategies.iter().map(key);
+    keys.filter(|k| !y.strategies.iter().any(|s| key(s) == *k)).map(|k| label(&k)).collect()
 }
 
 /// The effect is larger than the noise measured: the medians of `a` and `b` are further
