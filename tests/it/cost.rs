@@ -395,3 +395,47 @@ async fn a_broker_design_reports_its_messages_per_op() {
         "{md}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_stat_statements_gives_the_namespaces_statements_where_it_is_loaded() {
+    crate::require!(Postgres);
+    let _heavy = util::heavy().await;
+    // A private cluster with the extension loaded: the shared one is not reconfigured.
+    let script = format!("{}/scripts/topologies/pg-statements.sh", env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(&script).arg("start").output();
+    let why = match out {
+        Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).trim().to_string()),
+        Ok(o) => Err(String::from_utf8_lossy(&o.stderr).into_owned()),
+        Err(e) => Err(e.to_string()),
+    };
+    let url = match why {
+        Ok(line) => line.trim_start_matches("COUNTERLAB_POSTGRES_URL=").to_string(),
+        Err(why) => {
+            let required = std::env::var("COUNTERLAB_REQUIRE_SERVERS").as_deref() == Ok("1");
+            assert!(!required, "pg-statements.sh did not start: {why}");
+            return util::skip(&format!(
+                "SKIPPED cost::pg_stat_statements_gives_*: pg-statements.sh did not start: {why}"
+            ));
+        }
+    };
+    let mut opts = util::options(false, None);
+    opts.postgres_url = Some(url);
+    let plan = util::plan(&scenario("postgres", "conditional-update", 20, 2));
+    let r = run_plan(&plan, &opts, &mut |_| {}).await.expect("the run completes");
+    let s = source(&r, "pg_statements");
+    assert!(s.absent.is_none(), "{s:?}");
+    let cost = r.strategies[0].cost.as_ref().unwrap();
+    let calls: i64 = s.delta.0.iter().filter(|(k, _)| k.ends_with(".calls")).map(|(_, v)| v).sum();
+    // Every op ran at least one statement as the namespace's identity.
+    assert!(calls >= cost.ops as i64 && cost.ops > 100, "{calls} calls for {} ops", cost.ops);
+    assert!(
+        s.texts.values().any(|t| t.contains("unread_counts") && t.to_lowercase().contains("update")),
+        "{:?}",
+        s.texts
+    );
+    for id in s.delta.0.keys().filter_map(|k| k.strip_suffix(".calls")) {
+        assert!(s.texts.contains_key(id), "{id} has its text");
+    }
+    let md = counterlab_report::render_markdown(&r);
+    assert!(md.contains("**PostgreSQL statements (pg_stat_statements)**"), "{md}");
+}

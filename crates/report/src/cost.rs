@@ -82,6 +82,10 @@ pub struct CostSource {
     /// loaded).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub absent: Option<String>,
+    /// `pg_statements`: each statement's text by its queryid (the counters are
+    /// `<queryid>.<counter>`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub texts: BTreeMap<String, String>,
 }
 
 /// What a server-wide source counted over an idle interval (the cell's pool warm and
@@ -316,7 +320,49 @@ pub fn cost_tables(r: &Report) -> Vec<CostTable> {
         let head = [vec!["strategy", "level", "ops"], cols].concat();
         out.push(CostTable { title, head, rows, note: note.to_string() });
     }
+    out.extend(statements_table(r));
     out
+}
+
+/// How many statements per row the statements table shows (those that took the most time).
+const TOP_STATEMENTS: usize = 5;
+
+/// `pg_statements` as a table: per row, its `TOP_STATEMENTS` statements by execution time,
+/// each's calls per op and per call its µs, rows, blocks hit and WAL bytes (None: no row
+/// had any).
+fn statements_table(r: &Report) -> Option<CostTable> {
+    let mut rows = Vec::new();
+    for s in &r.strategies {
+        let Some((c, x)) = s.cost.as_ref().and_then(|c| Some((c, c.source("pg_statements")?))) else { continue };
+        let mut ids: Vec<&str> = x.delta.0.keys().filter_map(|k| k.strip_suffix(".calls")).collect();
+        ids.sort_by_key(|id| std::cmp::Reverse(x.delta.get(&format!("{id}.exec_us"))));
+        for id in ids.into_iter().take(TOP_STATEMENTS) {
+            let v = |k: &str| x.delta.get(&format!("{id}.{k}")) as f64;
+            let per_call = |k: &str| fig(Some(v(k) / v("calls").max(1.0)));
+            let text = x.texts.get(id).cloned().unwrap_or_else(|| id.to_string());
+            let calls = fig((c.ops > 0).then(|| v("calls") / c.ops as f64));
+            let figures = ["exec_us", "rows", "blks_hit", "wal_bytes"].map(per_call);
+            rows.push([row_name(s), vec![text, calls], figures.to_vec()].concat());
+        }
+    }
+    (!rows.is_empty()).then(|| CostTable {
+        title: "PostgreSQL statements (pg_stat_statements)",
+        head: vec![
+            "strategy",
+            "level",
+            "statement",
+            "calls/op",
+            "µs/call",
+            "rows/call",
+            "blocks hit/call",
+            "WAL B/call",
+        ],
+        rows,
+        note: format!(
+            "The namespace's own statements (its identity's, in pg_stat_statements), per row the {TOP_STATEMENTS} \
+             that took the most time over the load and settle."
+        ),
+    })
 }
 
 fn row_name(s: &StrategyReport) -> Vec<String> {

@@ -9,7 +9,7 @@ use counterlab_report::{Baseline, CostReport, CostSource, Counters, Scope};
 use counterlab_sim::LoadResult;
 use counterlab_strategies::{Db, Namespace, RedisSpace, StatsOf};
 
-use super::cost_locks::{LockSampling, statements_note};
+use super::cost_locks::{LockSampling, Statements};
 
 /// One source of figures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +90,7 @@ pub(super) struct Before {
     at: Instant,
     idle: Idle,
     locks: Option<LockSampling>,
+    statements: Statements,
 }
 
 /// The server-wide sources' deltas over an idle interval (empty: none measured).
@@ -141,8 +142,9 @@ fn probes(ns: &Namespace, space: Option<&RedisSpace>, before: bool) -> Vec<Probe
 /// The readings before the load (after the seed), with the idle interval measured before
 /// it; starts the lock-wait sampling (PostgreSQL).
 pub(super) async fn before(ns: &Namespace, space: Option<&RedisSpace>, idle: Idle) -> Before {
+    let statements = Statements::before(ns).await;
     let readings = read(ns, space, true).await;
-    Before { readings, at: Instant::now(), idle, locks: LockSampling::start(ns) }
+    Before { readings, at: Instant::now(), idle, locks: LockSampling::start(ns), statements }
 }
 
 /// Reads every source of the cell (PostgreSQL's pending statistics flushed first:
@@ -177,6 +179,7 @@ pub(super) async fn after(
     };
     let after = read(ns, space, false).await;
     let interval_s = before.at.elapsed().as_secs_f64();
+    let statements = before.statements.after(ns).await;
     if after.0.is_empty() {
         return None;
     }
@@ -193,7 +196,7 @@ pub(super) async fn after(
         })
         .collect();
     sources.extend(locks);
-    sources.extend(statements_note(ns).await);
+    sources.extend(statements);
     let ops = load.stages.iter().map(|s| s.issued()).sum();
     Some(CostReport { ops, users, interval_s, sources })
 }

@@ -1,8 +1,10 @@
 //! PostgreSQL's side of a cell's cost that is not a counter delta: the lock waits of the
 //! namespace's backends, sampled from `pg_stat_activity` every `LOCK_SAMPLE` through the
-//! load and settle (`pg_lock_waits`), and whether `pg_stat_statements` is loaded
-//! (`pg_statements`: when it is not, the report says so instead of per-statement figures).
+//! load and settle (`pg_lock_waits`), and the identity's statements in
+//! `pg_stat_statements` where it is loaded (`pg_statements`: where it is not, the report
+//! says so instead of per-statement figures).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -91,27 +93,74 @@ async fn sample(probe: LockProbe, stop: Arc<Notify>) -> Result<Counters, String>
     Ok(kv.into_iter().chain([("interval_ms", interval_ms)]).collect())
 }
 
-/// PostgreSQL: `pg_statements`, saying whether `pg_stat_statements` is loaded. It is read
-/// per statement only where it is; on a server where it is not, the source has no
-/// figures and `absent` says so (None: not PostgreSQL).
-pub(super) async fn statements_note(ns: &Namespace) -> Option<CostSource> {
-    let loaded = ns.statements_loaded().await?;
-    let mut s = CostSource {
-        name: "pg_statements".into(),
-        scope: Scope::Namespace,
-        source: "pg_stat_statements, per statement of the namespace's identity".into(),
-        ..Default::default()
-    };
-    match loaded {
-        Ok(true) => s.absent = Some("loaded, but per-statement figures are not read yet".into()),
-        Ok(false) => {
-            s.absent = Some(
-                "pg_stat_statements is not loaded on this server (shared_preload_libraries does not name it): \
-                 no per-statement figures"
-                    .into(),
-            )
-        }
-        Err(e) => s.error = Some(format!("whether pg_stat_statements is loaded: {e}")),
+/// `pg_stat_statements` as read before the load.
+pub(super) enum Statements {
+    /// Not PostgreSQL: no source.
+    NotPg,
+    /// Not loaded on this server: the source says so.
+    Absent(String),
+    Failed(String),
+    /// The identity's statements: counters by `<queryid>.<counter>`, texts by queryid.
+    Read(Counters, BTreeMap<String, String>),
+}
+
+const NOT_LOADED: &str = "pg_stat_statements is not loaded on this server (shared_preload_libraries does not \
+                          name it): no per-statement figures";
+
+/// The identity's statements now: counters by `<queryid>.<counter>`, texts by queryid.
+async fn read_statements(ns: &Namespace) -> Result<(Counters, BTreeMap<String, String>), String> {
+    let rows = ns.statements().await.map_err(|e| format!("reading pg_stat_statements: {e}"))?;
+    let mut texts = BTreeMap::new();
+    let mut counters = Counters::default();
+    for (id, text, counter, value) in rows {
+        *counters.0.entry(format!("{id}.{counter}")).or_insert(0) += value;
+        texts.insert(id, text);
     }
-    Some(s)
+    Ok((counters, texts))
+}
+
+impl Statements {
+    /// Before the load: whether `pg_stat_statements` is loaded and, where it is, the
+    /// identity's statements.
+    pub(super) async fn before(ns: &Namespace) -> Statements {
+        match ns.statements_loaded().await {
+            None => Statements::NotPg,
+            Some(Err(e)) => Statements::Failed(format!("whether pg_stat_statements is loaded: {e}")),
+            Some(Ok(false)) => Statements::Absent(NOT_LOADED.into()),
+            Some(Ok(true)) => match read_statements(ns).await {
+                Ok((c, t)) => Statements::Read(c, t),
+                Err(e) => Statements::Failed(e),
+            },
+        }
+    }
+
+    /// After settle: `pg_statements`, each statement the identity ran in between (its
+    /// `calls` grew) with its counters' deltas and its text (None: not PostgreSQL).
+    pub(super) async fn after(self, ns: &Namespace) -> Option<CostSource> {
+        let mut s = CostSource {
+            name: "pg_statements".into(),
+            scope: Scope::Namespace,
+            source: "pg_stat_statements, the statements of the namespace's identity (userid), read before the \
+                     load and after settle"
+                .into(),
+            ..Default::default()
+        };
+        match self {
+            Statements::NotPg => return None,
+            Statements::Absent(why) => s.absent = Some(why),
+            Statements::Failed(e) => s.error = Some(e),
+            Statements::Read(before, texts) => match read_statements(ns).await {
+                Err(e) => s.error = Some(format!("after settle: {e}")),
+                Ok((now, more)) => {
+                    let delta = now.delta(&before);
+                    let ran = |k: &str| delta.get(&format!("{}.calls", k.split_once('.').map_or(k, |x| x.0))) > 0;
+                    s.delta = Counters(delta.0.iter().filter(|(k, _)| ran(k)).map(|(k, v)| (k.clone(), *v)).collect());
+                    let ids: Vec<&str> = s.delta.0.keys().filter_map(|k| k.strip_suffix(".calls")).collect();
+                    let all = texts.into_iter().chain(more);
+                    s.texts = all.filter(|(id, _)| ids.contains(&id.as_str())).collect();
+                }
+            },
+        }
+        Some(s)
+    }
 }

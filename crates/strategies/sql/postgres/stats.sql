@@ -48,3 +48,11 @@ SELECT 'visible', (pg_has_role(current_user, 'pg_read_all_stats', 'MEMBER')
 
 -- name: statements_loaded  () -> (loaded): 1 when shared_preload_libraries names pg_stat_statements
 SELECT (current_setting('shared_preload_libraries') ~ '(^|[ ,])pg_stat_statements($|[ ,])')::int::bigint;
+
+-- name: statements  (user) -> (queryid, query, counter, value): the identity's statements in pg_stat_statements (where it is loaded and created), a row per statement and counter
+SELECT s.queryid::text, left(regexp_replace(s.query, '\s+', ' ', 'g'), 160), x.counter, x.value
+FROM pg_stat_statements s
+CROSS JOIN LATERAL (VALUES ('calls', s.calls), ('exec_us', (s.total_exec_time * 1000)::bigint), ('rows', s.rows),
+    ('blks_hit', s.shared_blks_hit), ('blks_read', s.shared_blks_read), ('wal_bytes', s.wal_bytes::bigint))
+    AS x(counter, value)
+WHERE s.userid = (SELECT oid FROM pg_roles WHERE rolname = $1) AND s.queryid IS NOT NULL;

@@ -105,6 +105,17 @@ impl Namespace {
         }
     }
 
+    /// PostgreSQL: the namespace identity's statements in `pg_stat_statements` (`stats.sql`
+    /// `statements`): (queryid, the statement's text, counter, value) rows. Err where the
+    /// extension is loaded but not created in the database, or the namespace has no
+    /// identity of its own.
+    pub async fn statements(&self) -> Result<Vec<(String, String, String, i64)>, OpError> {
+        let probe = self.lock_probe().map_err(|e| OpError::new(ErrorClass::Other, Outcome::Fail, e))?;
+        let sql = statement(stats(Dialect::Postgres).expect("postgres stats.sql"), "statements");
+        let q = sqlx::query_as(sql).bind(&probe.user);
+        q.fetch_all(&probe.admin).await.map_err(|e| classify(Dialect::Postgres, e))
+    }
+
     /// PostgreSQL: whether `pg_stat_statements` is loaded (`shared_preload_libraries`);
     /// None on another server.
     pub async fn statements_loaded(&self) -> Option<Result<bool, OpError>> {
