@@ -90,11 +90,11 @@ fn markdown_decision(w: &mut String, r: &Report) {
             );
         }
         line(w, "");
-        if let Some(l) = cost_column::legend(&g.cost_figures) {
-            line(w, format!("_{l}_\n"));
-        }
     }
-    line(w, format!("_{}_\n", noise_note(r)));
+    // The cost columns' legend joins the noise note: one paragraph under every group.
+    let figures: Vec<_> = decide(r).into_iter().flat_map(|g| g.cost_figures).collect();
+    let legend = cost_column::legend(&figures).map_or(String::new(), |l| format!(" {l}"));
+    line(w, format!("_{}{legend}_\n", noise_note(r)));
 }
 
 /// The cost tables (`cost.rs`), each with its note on what is server-wide.
