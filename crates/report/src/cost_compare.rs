@@ -73,10 +73,13 @@ pub(crate) fn cost_regressions(label: &str, deltas: &[CostDelta], limit: f64, ou
 }
 
 /// The figures that moved by 10% or more (either way), as `label a -> b (change)`.
+/// Figures below their floor on both sides are left out.
 pub(crate) fn moved(deltas: &[CostDelta]) -> Vec<String> {
+    let floors = figures();
+    let floor = |key: &str| floors.iter().find(|f| f.key == key).map_or(0.0, |f| f.floor);
     deltas
         .iter()
-        .filter(|d| d.change_pct.is_none_or(|p| p.abs() >= 10.0) && (d.net.0 > 0.0 || d.net.1 > 0.0))
+        .filter(|d| d.change_pct.is_none_or(|p| p.abs() >= 10.0) && d.net.0.max(d.net.1) >= floor(&d.key))
         .map(|d| {
             let change = d.change_pct.map_or("from 0".to_string(), |p| format!("{p:+.1}%"));
             let (a, b) = d.net;
