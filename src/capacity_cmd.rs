@@ -2,13 +2,15 @@
 //! arrival rate that holds an SLO (p99 and dropped ops bounded, the verdict not
 //! failing), by a bounded ramp and bisection of short probes, then verified at 0.8x
 //! (must hold) and 1.25x (must fail) (`counterlab_runner::capacity`). Writes
-//! capacity.json and capacity.md; exit 0 when every design's verification held, 1 when
+//! capacity.json, capacity.md and capacity.html; exit 0 when every design's verification held, 1 when
 //! one did not (or no design ran), 2 on bad input, 128 + the signal when interrupted.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use counterlab::capacity::{Capacity, CapacityConfig, Design, SearchConfig, Slo, capacity_plan, markdown, terminal};
+use counterlab::capacity::{
+    Capacity, CapacityConfig, Design, SearchConfig, Slo, capacity_plan, html, markdown, terminal,
+};
 use counterlab::scenario::{Overrides, limits};
 use counterlab_strategies::Registry;
 
@@ -71,7 +73,7 @@ pub struct CapacityArgs {
     /// them held the SLO and no verdict failed; the table shows their p99 spread.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9))]
     repeats: u32,
-    /// Output folder for capacity.json and capacity.md [default: reports/runs/<time>-<scenario>-capacity/].
+    /// Output folder for capacity.json, capacity.md and capacity.html [default: reports/runs/<time>-<scenario>-capacity/].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Print capacity.json on stdout (the lines go to stderr).
@@ -171,6 +173,7 @@ async fn capacity_all(args: CapacityArgs) -> Result<u8, Failure> {
     let json = serde_json::to_string_pretty(&found).expect("JSON of plain data");
     crate::atomic::write(&out.join("capacity.json"), &json).map_err(Failure::input)?;
     crate::atomic::write(&out.join("capacity.md"), markdown(&found)).map_err(Failure::input)?;
+    crate::atomic::write(&out.join("capacity.html"), html(&found)).map_err(Failure::input)?;
     if args.json {
         println!("{json}");
     } else {

@@ -285,6 +285,10 @@ struct CompareArgs {
     /// (one-sided Mann-Whitney U, p <= 0.05); without this flag it must then be over 20%.
     #[arg(long = "fail-if-slower", value_name = "PCT")]
     fail_if_slower: Option<f64>,
+    /// Fail (exit 1) when a server-side cost figure per op (docs/report.md, "cost") grows by more
+    /// than PCT percent, net of its idle share where measured; default 50.
+    #[arg(long = "fail-if-costlier", value_name = "PCT")]
+    fail_if_costlier: Option<f64>,
     /// Also write the comparison as Markdown to FILE.
     #[arg(long, value_name = "FILE")]
     md: Option<PathBuf>,
@@ -310,9 +314,11 @@ fn read_report(path: &std::path::Path) -> anyhow::Result<counterlab_report::Repo
 }
 
 fn compare_cmd(args: CompareArgs) -> ExitCode {
-    if let Some(p) = args.fail_if_slower.filter(|p| !(p.is_finite() && *p >= 0.0)) {
-        eprintln!("error: --fail-if-slower must be a percentage >= 0, got {p}");
-        return Exit::BadInput.into();
+    for (flag, value) in [("--fail-if-slower", args.fail_if_slower), ("--fail-if-costlier", args.fail_if_costlier)] {
+        if let Some(p) = value.filter(|p| !(p.is_finite() && *p >= 0.0)) {
+            eprintln!("error: {flag} must be a percentage >= 0, got {p}");
+            return Exit::BadInput.into();
+        }
     }
     let (a, b) = match (read_report(&args.a), read_report(&args.b)) {
         (Ok(a), Ok(b)) => (a, b),
@@ -326,7 +332,7 @@ fn compare_cmd(args: CompareArgs) -> ExitCode {
         &args.a.display().to_string(),
         &b,
         &args.b.display().to_string(),
-        args.fail_if_slower,
+        counterlab_report::Limits { slower_pct: args.fail_if_slower, costlier_pct: args.fail_if_costlier },
     );
     print!("{}", counterlab_report::render_comparison(&c));
     let json = serde_json::to_string_pretty(&c).expect("the comparison serializes");

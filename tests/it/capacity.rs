@@ -181,7 +181,8 @@ fn capacity_bad_input_exits_2_located() {
 }
 
 /// The binary end to end on embedded SQLite with a real design and small bounds:
-/// capacity.json and capacity.md written, the exit code the JSON's verification says.
+/// capacity.json, capacity.md and capacity.html (one chart: the design's p99 and p50 per
+/// probe and the SLO line) written, the exit code the JSON's verification says.
 #[test]
 fn capacity_writes_its_files_and_exits_as_its_verification_says() {
     let _heavy = util::heavy_blocking();
@@ -216,5 +217,14 @@ fn capacity_writes_its_files_and_exits_as_its_verification_says() {
     assert_eq!(o.status.code(), Some(if held { 0 } else { 1 }), "{}", text(&o));
     let md = std::fs::read_to_string(out.join("capacity.md")).unwrap();
     assert!(md.contains("## conditional-update on sqlite at serializable"), "{md}");
+    assert!(probes.iter().all(|p| p["p50_ms"].as_f64().is_some_and(|ms| ms <= p["p99_ms"].as_f64().unwrap())), "{v}");
+    let html = std::fs::read_to_string(out.join("capacity.html")).unwrap();
+    assert_eq!(html.matches("<svg").count(), 1, "one chart");
+    let legend = [
+        "conditional-update on sqlite at serializable p99",
+        "conditional-update on sqlite at serializable p50",
+        "SLO p99",
+    ];
+    assert!(legend.iter().all(|l| html.contains(l)), "{html}");
     assert!(text(&o).contains("conditional-update on sqlite at serializable: "), "{}", text(&o));
 }

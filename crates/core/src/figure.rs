@@ -5,6 +5,7 @@
 crate::named_enum! {
     /// One figure of a row (`Strategy::figures`); the report keys it by name.
     pub enum Figure {
+        Acked = "acked",
         Applied = "applied",
         ApplyErrors = "apply_errors",
         ApplyLagP50Ms = "apply_lag_p50_ms",

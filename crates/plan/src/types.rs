@@ -34,6 +34,7 @@ pub mod limits {
     pub const MAX_RATE: f64 = 1_000_000.0;
     pub const MAX_STAGES: usize = 100;
     pub const MIN_SAMPLE_INTERVAL_MS: u64 = 100;
+    pub const MAX_COST_BASELINE_MS: u64 = 60_000;
 }
 
 named_enum! {
@@ -77,6 +78,9 @@ named_enum! {
 
 pub const DEFAULT_MAX_WAIT_MS: u64 = 1_000;
 pub const DEFAULT_SAMPLE_INTERVAL_MS: u64 = 1_000;
+/// The idle interval measured before each cell's load for its server-wide cost figures
+/// (docs/report.md, "Server-side cost"); 0 measures none.
+pub const DEFAULT_COST_BASELINE_MS: u64 = 1_000;
 /// Drift is sampled unless a scenario says `sample_drift = false`: one aggregate query
 /// per interval, whose measured cost docs/running.md states.
 pub const DEFAULT_SAMPLE_DRIFT: bool = true;
@@ -406,6 +410,9 @@ pub struct WorkloadPlan {
     pub sample_interval_ms: u64,
     /// Sample SUM(counters) - COUNT(unread) every interval (a SQL aggregate per interval).
     pub sample_drift: bool,
+    /// The idle interval before each cell's load whose server-wide figures stand beside
+    /// the cost's (0: none).
+    pub cost_baseline_ms: u64,
     pub dup_k: u32,
     pub op_timeout_ms: u64,
     pub connections: u32,

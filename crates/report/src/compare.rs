@@ -13,6 +13,7 @@ use std::fmt::Write as _;
 use counterlab_core::{Backend, Isolation, Verdict};
 use serde::Serialize;
 
+use crate::cost_compare::{CostDelta, DEFAULT_COST_LIMIT_PCT, cost_deltas, cost_regressions, moved};
 use crate::stats::{mann_whitney_greater_p, median, spread};
 use crate::{Report, StrategyReport};
 
@@ -77,6 +78,8 @@ pub struct RowDelta {
     pub verdict: (String, String),
     pub mismatched: (u64, u64),
     pub ops: Vec<OpDelta>,
+    /// Server-side cost per op, A and B (`cost_compare`; empty unless both were measured).
+    pub cost: Vec<CostDelta>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -90,6 +93,8 @@ pub struct Comparison {
     pub method: String,
     /// The limit in percent: `--fail-if-slower`, or (noise measured) the default least effect.
     pub limit_pct: Option<f64>,
+    /// The cost limit in percent: `--fail-if-costlier`, else `DEFAULT_COST_LIMIT_PCT`.
+    pub cost_limit_pct: f64,
     pub rows: Vec<RowDelta>,
     /// Rows present in one report only, as `strategy on backend at isolation`.
     pub only_in_a: Vec<String>,
@@ -156,9 +161,19 @@ impl Rule {
     }
 }
 
-/// Compares run `a` (the baseline) with run `b`. `fail_if_slower_pct`: the slowdown, in
-/// percent, beyond which throughput or an op's p99 counts as a regression.
-pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, fail_if_slower_pct: Option<f64>) -> Comparison {
+/// The limits `compare` judges by, in percent: `--fail-if-slower` (throughput and p99)
+/// and `--fail-if-costlier` (server-side cost per op; None: `DEFAULT_COST_LIMIT_PCT`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Limits {
+    pub slower_pct: Option<f64>,
+    pub costlier_pct: Option<f64>,
+}
+
+/// Compares run `a` (the baseline) with run `b` by `limits`: the slowdown beyond which
+/// throughput or an op's p99 counts as a regression, the growth beyond which a cost does.
+pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, limits: Limits) -> Comparison {
+    let (fail_if_slower_pct, cost_limit_pct) =
+        (limits.slower_pct, limits.costlier_pct.unwrap_or(DEFAULT_COST_LIMIT_PCT));
     let mut rows = Vec::new();
     let mut regressions = Vec::new();
     let mut only_in_a = Vec::new();
@@ -185,8 +200,10 @@ pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, fail_if_slowe
                 sb.load_model
             ));
         }
-        let row = row_delta(&k, sa, sb, rule, ops);
+        let mut row = row_delta(&k, sa, sb, rule, ops);
         row_regressions(&row, sa, sb, rule, &mut regressions);
+        row.cost = cost_deltas(sa, sb);
+        cost_regressions(&label(&k), &row.cost, cost_limit_pct, &mut regressions);
         rows.push(row);
     }
     if !unmeasured.is_empty() && !rows.is_empty() {
@@ -199,13 +216,7 @@ pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, fail_if_slowe
     if b.interrupted && !only_in_a.is_empty() {
         regressions.push(format!("B was interrupted: {} did not run", only_in_a.join(", ")));
     }
-    let only_in_b = b
-        .strategies
-        .iter()
-        .map(key)
-        .filter(|k| !a.strategies.iter().any(|s| key(s) == *k))
-        .map(|k| label(&k))
-        .collect();
+    let only_in_b = only_in(b, a);
     let conclusion = match (rows.is_empty(), regressions.len()) {
         (true, _) => "nothing to compare".to_string(),
         (false, 0) => "no regression".to_string(),
@@ -220,12 +231,19 @@ pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, fail_if_slowe
         conclusion,
         method,
         limit_pct,
+        cost_limit_pct,
         rows,
         only_in_a,
         only_in_b,
         notes,
         regressions,
     }
+}
+
+/// The rows of `x` that `y` does not have, as `strategy on backend at isolation`.
+fn only_in(x: &Report, y: &Report) -> Vec<String> {
+    let keys = x.strategies.iter().map(key);
+    keys.filter(|k| !y.strategies.iter().any(|s| key(s) == *k)).map(|k| label(&k)).collect()
 }
 
 /// The effect is larger than the noise measured: the medians of `a` and `b` are further
@@ -257,6 +275,7 @@ fn row_delta(k: &Key, sa: &StrategyReport, sb: &StrategyReport, rule: Rule, ops:
         verdict: (sa.check.label(), sb.check.label()),
         mismatched: (sa.check.users_mismatched, sb.check.users_mismatched),
         ops,
+        cost: Vec::new(),
     }
 }
 
@@ -372,6 +391,7 @@ pub fn render_comparison(c: &Comparison) -> String {
     rows_table(w, c);
     writeln!(w).unwrap();
     ops_table(w, c);
+    cost_lines(w, c, "\ncost per op that moved 10% or more (net of idle where measured), A -> B:", "  ");
     for (which, list) in [("A", &c.only_in_a), ("B", &c.only_in_b)] {
         if !list.is_empty() {
             writeln!(w, "\nonly in {which}: {}", list.join(", ")).unwrap();
@@ -380,7 +400,7 @@ pub fn render_comparison(c: &Comparison) -> String {
     for n in &c.notes {
         writeln!(w, "\nnote: {n}").unwrap();
     }
-    writeln!(w, "\njudged by: {}{}", c.method, limit_words(c)).unwrap();
+    writeln!(w, "\njudged by: {}{}; cost: {}", c.method, limit_words(c), cost_limit_words(c)).unwrap();
     if c.regressions.is_empty() {
         writeln!(w, "\nno regression").unwrap();
     } else {
@@ -390,6 +410,27 @@ pub fn render_comparison(c: &Comparison) -> String {
         }
     }
     out
+}
+
+/// Per row, its cost figures that moved (`cost_compare::moved`), under `title`.
+fn cost_lines(w: &mut String, c: &Comparison, title: &str, bullet: &str) {
+    let moved: Vec<(String, Vec<String>)> = c
+        .rows
+        .iter()
+        .map(|r| (format!("{} on {} at {}", r.strategy, r.backend, r.isolation), moved(&r.cost)))
+        .filter(|(_, m)| !m.is_empty())
+        .collect();
+    if moved.is_empty() {
+        return;
+    }
+    writeln!(w, "{title}").unwrap();
+    for (row, m) in moved {
+        writeln!(w, "{bullet}{row}: {}", m.join("; ")).unwrap();
+    }
+}
+
+fn cost_limit_words(c: &Comparison) -> String {
+    format!("a figure per op up by more than {}% (and its floor), one reading a side", c.cost_limit_pct)
 }
 
 fn limit_words(c: &Comparison) -> String {
@@ -417,7 +458,7 @@ pub fn render_comparison_markdown(c: &Comparison) -> String {
         writeln!(w, "- A has: {}\n- B has: {}", list(&c.only_in_a), list(&c.only_in_b)).unwrap();
         return out;
     }
-    writeln!(w, "Judged by: {}{}.\n", c.method, limit_words(c)).unwrap();
+    writeln!(w, "Judged by: {}{}; cost: {}.\n", c.method, limit_words(c), cost_limit_words(c)).unwrap();
     writeln!(w, "| row | A ops/s | B ops/s | change | p (A > B) | n | verdict A -> B |\n|---|---|---|---|---|---|---|")
         .unwrap();
     for r in &c.rows {
@@ -451,6 +492,7 @@ pub fn render_comparison_markdown(c: &Comparison) -> String {
             writeln!(w, "\nOnly in {which}: {}", list.join(", ")).unwrap();
         }
     }
+    cost_lines(w, c, "\nCost per op that moved 10% or more (net of idle where measured), A -> B:\n", "- ");
     for n in &c.notes {
         writeln!(w, "\nNote: {n}").unwrap();
     }
@@ -586,7 +628,13 @@ mod tests {
     }
 
     fn cmp(a: &[f64], b: &[f64], limit: Option<f64>) -> Comparison {
-        compare(&report(vec![row(a)]), "a", &report(vec![row(b)]), "b", limit)
+        compare(
+            &report(vec![row(a)]),
+            "a",
+            &report(vec![row(b)]),
+            "b",
+            Limits { slower_pct: limit, costlier_pct: None },
+        )
     }
 
     #[test]
@@ -613,11 +661,61 @@ mod tests {
     fn reports_with_no_row_in_common_are_nothing_to_compare() {
         let mut other = row(&[1.0]);
         other.strategy = "t".into();
-        let c = compare(&report(vec![row(&[1.0])]), "a", &report(vec![other]), "b", None);
+        let c = compare(&report(vec![row(&[1.0])]), "a", &report(vec![other]), "b", Limits::default());
         assert!(c.nothing_in_common());
         assert_eq!(c.conclusion, "nothing to compare");
         let text = render_comparison(&c);
         assert!(text.contains("nothing to compare") && !text.contains("no regression"), "{text}");
         assert!(render_comparison_markdown(&c).contains("share no strategy"));
+    }
+
+    fn costed(upd: i64, wal: i64, idle_wal: Option<i64>) -> StrategyReport {
+        use crate::cost::{Baseline, CostReport, CostSource, Counters};
+        let counters = |kv: &[(&str, i64)]| kv.iter().map(|(k, v)| (k.to_string(), *v)).collect::<Counters>();
+        let mut s = row(&[1000.0]);
+        let baseline = idle_wal.map(|w| Baseline { seconds: 1.0, delta: counters(&[("lsn_bytes", w)]) });
+        s.cost = Some(CostReport {
+            ops: 1000,
+            users: 10,
+            interval_s: 2.0,
+            sources: vec![
+                CostSource { name: "pg_tables".into(), delta: counters(&[("n_tup_upd", upd)]), ..Default::default() },
+                CostSource {
+                    name: "pg_wal".into(),
+                    scope: crate::Scope::Server,
+                    delta: counters(&[("lsn_bytes", wal)]),
+                    baseline,
+                    ..Default::default()
+                },
+            ],
+        });
+        s
+    }
+
+    #[test]
+    fn a_cost_that_grew_past_the_limit_is_a_regression_net_of_its_idle_share() {
+        let cmp = |a: StrategyReport, b: StrategyReport, costlier_pct| {
+            compare(&report(vec![a]), "a", &report(vec![b]), "b", Limits { slower_pct: None, costlier_pct })
+        };
+        // Updates per op 1.0 -> 2.0 (+100%, past the default 50%); WAL 300 -> 330 B/op (+10%).
+        let c = cmp(costed(1000, 300_000, None), costed(2000, 330_000, None), None);
+        assert_eq!(c.conclusion, "1 regression(s)", "{:?}", c.regressions);
+        assert!(c.regressions[0].contains("cost updated/op 1.00 -> 2.00 (+100.0%"), "{:?}", c.regressions);
+        assert_eq!(c.cost_limit_pct, DEFAULT_COST_LIMIT_PCT);
+        let upd = c.rows[0].cost.iter().find(|d| d.key == "pg_tables.n_tup_upd").unwrap();
+        assert_eq!((upd.net, upd.change_pct), ((1.0, 2.0), Some(100.0)));
+        // A tighter limit catches the WAL too.
+        assert_eq!(cmp(costed(1000, 300_000, None), costed(1000, 330_000, None), Some(5.0)).regressions.len(), 1);
+        // WAL 300 -> 600 B/op, but B's idle interval accounts for it: net 200 -> 200.
+        let c = cmp(costed(1000, 300_000, Some(50_000)), costed(1000, 600_000, Some(200_000)), None);
+        assert_eq!(c.conclusion, "no regression", "{:?}", c.regressions);
+        let text = render_comparison(&c);
+        assert!(text.contains("cost: a figure per op up by more than 50%"), "{text}");
+        // Moved in the gross figure only: the net did not, so nothing is listed.
+        assert!(!text.contains("WAL B/op*"), "{text}");
+        let c = cmp(costed(1000, 300_000, None), costed(2000, 300_000, None), None);
+        assert!(render_comparison(&c).contains("updated/op 1.00 -> 2.00 (+100.0%)"));
+        let md = render_comparison_markdown(&c);
+        assert!(md.contains("- s on sqlite at serializable: updated/op 1.00 -> 2.00 (+100.0%)"), "{md}");
     }
 }

@@ -73,6 +73,30 @@ pub struct CostSource {
     /// Why a reading failed (then `delta` is empty).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// A server-wide source's idle interval: the same counters over a short interval with
+    /// none of the cell's work, read just before the load (None: not measured).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Baseline>,
+    /// Why a source gives no figures on this server, when that is the server's
+    /// configuration rather than a failed reading (`pg_statements`: the extension is not
+    /// loaded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub absent: Option<String>,
+    /// `pg_statements`: each statement's text by its queryid (the counters are
+    /// `<queryid>.<counter>`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub texts: BTreeMap<String, String>,
+}
+
+/// What a server-wide source counted over an idle interval (the cell's pool warm and
+/// idle, its strategy not started): other sessions' work and the server's own.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Baseline {
+    /// The idle interval's length.
+    pub seconds: f64,
+    /// After minus before, over the idle interval.
+    pub delta: Counters,
 }
 
 fn is_empty(c: &Counters) -> bool {
@@ -88,6 +112,9 @@ pub struct CostReport {
     pub ops: u64,
     /// Seeded users (memory per user divides by them).
     pub users: u64,
+    /// Seconds between the reading before the load and the one after settle: what an
+    /// idle baseline is scaled to (0 in a report from before it was recorded).
+    pub interval_s: f64,
     pub sources: Vec<CostSource>,
 }
 
@@ -100,6 +127,14 @@ impl CostReport {
     pub fn per_op(&self, source: &str, counter: &str) -> Option<f64> {
         let s = self.source(source)?;
         (self.ops > 0).then(|| s.delta.get(counter) as f64 / self.ops as f64)
+    }
+
+    /// What `count` of `source`'s idle baseline comes to per op once scaled from the idle
+    /// interval to this cost's interval (None: no baseline, or nothing to scale to).
+    pub fn idle_per_op(&self, source: &str, count: impl Fn(&Counters) -> i64) -> Option<f64> {
+        let b = self.source(source)?.baseline.as_ref()?;
+        let ok = b.seconds > 0.0 && self.interval_s > 0.0 && self.ops > 0;
+        ok.then(|| count(&b.delta) as f64 * (self.interval_s / b.seconds) / self.ops as f64)
     }
 }
 
@@ -114,7 +149,7 @@ pub struct CostTable {
 }
 
 /// A figure per op in two or three significant digits; `-` when there is none.
-fn fig(v: Option<f64>) -> String {
+pub(crate) fn fig(v: Option<f64>) -> String {
     match v {
         None => "-".into(),
         Some(v) if v.abs() >= 100.0 => format!("{v:.0}"),
@@ -140,11 +175,26 @@ fn per_op_sum(c: &CostReport, source: &str, counters: &[&str]) -> Option<f64> {
     counters.iter().map(|k| c.per_op(source, k)).sum()
 }
 
+/// A server-wide counter per op with its idle share beside it: `420 (idle 3.10)`.
+fn with_idle(c: &CostReport, source: &str, counter: &str) -> String {
+    match c.idle_per_op(source, |d| d.get(counter)) {
+        Some(i) => format!("{} (idle {})", fig(c.per_op(source, counter)), fig(Some(i))),
+        None => fig(c.per_op(source, counter)),
+    }
+}
+
+/// Lock wait per op from the samples: waiting backends summed over the samples, times the
+/// sampling interval, over ops (an estimate: each sample stands for one interval).
+fn lock_wait_ms(c: &CostReport) -> Option<f64> {
+    let s = c.source("pg_lock_waits")?;
+    (c.ops > 0).then(|| (s.delta.get("waiting") * s.delta.get("interval_ms")) as f64 / c.ops as f64)
+}
+
 fn pg_row(c: &CostReport) -> Vec<String> {
     vec![
-        fig(c.per_op("pg_wal", "lsn_bytes")),
-        fig(c.per_op("pg_wal", "wal_records")),
-        fig(c.per_op("pg_wal", "wal_fpi")),
+        with_idle(c, "pg_wal", "lsn_bytes"),
+        with_idle(c, "pg_wal", "wal_records"),
+        with_idle(c, "pg_wal", "wal_fpi"),
         fig(c.per_op("pg_tables", "n_tup_ins")),
         fig(c.per_op("pg_tables", "n_tup_upd")),
         share(c, "pg_tables", "n_tup_hot_upd", "n_tup_upd"),
@@ -152,21 +202,26 @@ fn pg_row(c: &CostReport) -> Vec<String> {
         fig(c.per_op("pg_tables", "n_dead_tup")),
         fig(per_op_sum(c, "pg_tables", &["heap_blks_read", "idx_blks_read"])),
         fig(per_op_sum(c, "pg_tables", &["heap_blks_hit", "idx_blks_hit"])),
+        fig(lock_wait_ms(c)),
     ]
 }
 
 fn mariadb_row(c: &CostReport) -> Vec<String> {
-    let rows = |handler: &str, innodb: &str| {
+    let idle_total = |counter: &str| match c.idle_per_op("mariadb_status", |d| d.get(counter)) {
+        Some(i) => format!("{} (idle {})", total(c, "mariadb_status", counter), fig(Some(i * c.ops as f64))),
+        None => total(c, "mariadb_status", counter),
+    };
+    let idle_rows = |handler: &str, innodb: &str| {
         let innodb_has = c.source("mariadb_status").is_some_and(|s| s.delta.0.contains_key(innodb));
-        fig(c.per_op("mariadb_status", if innodb_has { innodb } else { handler }))
+        with_idle(c, "mariadb_status", if innodb_has { innodb } else { handler })
     };
     vec![
-        rows("Handler_write", "Innodb_rows_inserted"),
-        rows("Handler_update", "Innodb_rows_updated"),
-        rows("Handler_delete", "Innodb_rows_deleted"),
-        total(c, "mariadb_status", "Innodb_row_lock_waits"),
-        total(c, "mariadb_status", "Innodb_row_lock_time"),
-        fig(c.per_op("mariadb_status", "Innodb_os_log_written")),
+        idle_rows("Handler_write", "Innodb_rows_inserted"),
+        idle_rows("Handler_update", "Innodb_rows_updated"),
+        idle_rows("Handler_delete", "Innodb_rows_deleted"),
+        idle_total("Innodb_row_lock_waits"),
+        idle_total("Innodb_row_lock_time"),
+        with_idle(c, "mariadb_status", "Innodb_os_log_written"),
     ]
 }
 
@@ -181,9 +236,13 @@ fn redis_row(c: &CostReport) -> Vec<String> {
     });
     let failed = s.map(|s| s.delta.sum_ending(".failed_calls") + s.delta.sum_ending(".rejected_calls"));
     let memory = c.source("redis_memory").filter(|_| c.users > 0);
+    let idle = |suffix: &'static str, v: Option<f64>| match c.idle_per_op("redis_commands", |d| d.sum_ending(suffix)) {
+        Some(i) => format!("{} (idle {})", fig(v), fig(Some(i))),
+        None => fig(v),
+    };
     vec![
-        fig(s.and_then(|s| per_op(s.delta.sum_ending(".calls")))),
-        fig(s.and_then(|s| per_op(s.delta.sum_ending(".usec")))),
+        idle(".calls", s.and_then(|s| per_op(s.delta.sum_ending(".calls")))),
+        idle(".usec", s.and_then(|s| per_op(s.delta.sum_ending(".usec")))),
         top.unwrap_or_else(|| "-".into()),
         failed.map_or("-".into(), |n| n.to_string()),
         fig(memory.map(|m| m.after.get("bytes") as f64 / c.users as f64)),
@@ -191,10 +250,14 @@ fn redis_row(c: &CostReport) -> Vec<String> {
     ]
 }
 
+fn rabbitmq_row(c: &CostReport) -> Vec<String> {
+    ["published", "deliveries", "redelivered", "acked"].iter().map(|k| fig(c.per_op("rabbitmq", k))).collect()
+}
+
 /// The tables: one per kind of server some row was measured on, a row per strategy run.
 pub fn cost_tables(r: &Report) -> Vec<CostTable> {
     type RowFn = fn(&CostReport) -> Vec<String>;
-    let kinds: [(&'static str, &'static str, Vec<&'static str>, RowFn, &'static str); 3] = [
+    let kinds: [(&'static str, &'static str, Vec<&'static str>, RowFn, &'static str); 4] = [
         (
             "PostgreSQL, per op",
             "pg_",
@@ -209,9 +272,10 @@ pub fn cost_tables(r: &Report) -> Vec<CostTable> {
                 "dead tuples",
                 "blocks read",
                 "blocks hit",
+                "lock wait ms",
             ],
             pg_row,
-            "* server-wide, other sessions' WAL in the same interval included: WAL B is the distance between the WAL insert positions read before the load and after settle; records and full-page images are pg_stat_wal's. The rest are the namespace's tables (pg_stat_user_tables, pg_statio_user_tables). HOT: share of updates that were heap-only.",
+            "* server-wide, other sessions' WAL in the same interval included: WAL B is the distance between the WAL insert positions read before the load and after settle; records and full-page images are pg_stat_wal's. (idle N): what an idle interval measured just before the load came to per op, scaled to the load's interval. The rest are the namespace's own: its tables (pg_stat_user_tables, pg_statio_user_tables; HOT: share of updates that were heap-only) and its backends' lock waits (pg_stat_activity sampled every 50 ms: waiting backends x 50 ms, per op, an estimate).",
         ),
         (
             "MariaDB/MySQL, server-wide",
@@ -225,14 +289,21 @@ pub fn cost_tables(r: &Report) -> Vec<CostTable> {
                 "redo log B/op",
             ],
             mariadb_row,
-            "Every figure is server-wide (SHOW GLOBAL STATUS): other sessions' work in the same interval is included. Rows come from `rows_from` (Handler_* on MariaDB, which has no Innodb_rows_*); row lock waits and their time are totals over the load.",
+            "Every figure is server-wide (SHOW GLOBAL STATUS): other sessions' work in the same interval is included; (idle N) is what an idle interval measured just before the load came to, scaled to the load's interval (per op, or a total for the lock waits). Rows come from `rows_from` (Handler_* on MariaDB, which has no Innodb_rows_*); row lock waits and their time are totals over the load.",
         ),
         (
             "Redis",
             "redis_",
             vec!["commands/op*", "µs/op*", "most called*", "failed calls*", "memory B/user", "keys"],
             redis_row,
-            "* server-wide (INFO commandstats: other clients' commands are included); memory and keys are the namespace's own (MEMORY USAGE of its keys after settle).",
+            "* server-wide (INFO commandstats: other clients' commands are included; (idle N): an idle interval's share, scaled to the load's interval); memory and keys are the namespace's own (MEMORY USAGE of its keys after settle).",
+        ),
+        (
+            "RabbitMQ, per op",
+            "rabbitmq",
+            vec!["published", "delivered", "redelivered", "acked"],
+            rabbitmq_row,
+            "The cell's own queue, from the design's own counts (publishes the broker confirmed, deliveries and the redelivered flag the consumer saw, acks), over the load and settle; not the broker's management API.",
         ),
     ];
     let mut out = Vec::new();
@@ -249,11 +320,67 @@ pub fn cost_tables(r: &Report) -> Vec<CostTable> {
         let head = [vec!["strategy", "level", "ops"], cols].concat();
         out.push(CostTable { title, head, rows, note: note.to_string() });
     }
+    out.extend(statements_table(r));
     out
+}
+
+/// How many statements per row the statements table shows (those that took the most time).
+const TOP_STATEMENTS: usize = 5;
+
+/// `pg_statements` as a table: per row, its `TOP_STATEMENTS` statements by execution time,
+/// each's calls per op and per call its µs, rows, blocks hit and WAL bytes (None: no row
+/// had any).
+fn statements_table(r: &Report) -> Option<CostTable> {
+    let mut rows = Vec::new();
+    for s in &r.strategies {
+        let Some((c, x)) = s.cost.as_ref().and_then(|c| Some((c, c.source("pg_statements")?))) else { continue };
+        let mut ids: Vec<&str> = x.delta.0.keys().filter_map(|k| k.strip_suffix(".calls")).collect();
+        ids.sort_by_key(|id| std::cmp::Reverse(x.delta.get(&format!("{id}.exec_us"))));
+        for id in ids.into_iter().take(TOP_STATEMENTS) {
+            let v = |k: &str| x.delta.get(&format!("{id}.{k}")) as f64;
+            let per_call = |k: &str| fig(Some(v(k) / v("calls").max(1.0)));
+            let text = x.texts.get(id).cloned().unwrap_or_else(|| id.to_string());
+            let calls = fig((c.ops > 0).then(|| v("calls") / c.ops as f64));
+            let figures = ["exec_us", "rows", "blks_hit", "wal_bytes"].map(per_call);
+            rows.push([row_name(s), vec![text, calls], figures.to_vec()].concat());
+        }
+    }
+    (!rows.is_empty()).then(|| CostTable {
+        title: "PostgreSQL statements (pg_stat_statements)",
+        head: vec![
+            "strategy",
+            "level",
+            "statement",
+            "calls/op",
+            "µs/call",
+            "rows/call",
+            "blocks hit/call",
+            "WAL B/call",
+        ],
+        rows,
+        note: format!(
+            "The namespace's own statements (its identity's, in pg_stat_statements), per row the {TOP_STATEMENTS} \
+             that took the most time over the load and settle."
+        ),
+    })
 }
 
 fn row_name(s: &StrategyReport) -> Vec<String> {
     vec![s.display_name(), s.isolation.to_string()]
+}
+
+/// The sources a server does not offer, in words (`<source>: <why>`), once each.
+pub fn cost_absent(r: &Report) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for x in r.strategies.iter().flat_map(|s| s.cost.iter().flat_map(|c| &c.sources)) {
+        if let Some(why) = &x.absent {
+            let line = format!("{}: {why}", x.name);
+            if !out.contains(&line) {
+                out.push(line);
+            }
+        }
+    }
+    out
 }
 
 /// The readings that failed, in words (`<row>: <source>: <why>`).
@@ -289,6 +416,7 @@ mod tests {
         let c = CostReport {
             ops: 200,
             users: 10,
+            interval_s: 0.0,
             sources: vec![
                 CostSource {
                     name: "pg_tables".into(),

@@ -7,6 +7,7 @@
 //! A stalled load is named. Pure functions over `Report`.
 
 pub mod choice;
+pub mod cost_column;
 pub mod evidence;
 pub mod stall;
 mod words;
@@ -63,6 +64,8 @@ pub struct Group<'a> {
     pub rows: Vec<Ranked<'a>>,
     pub choice: Choice<'a>,
     pub sentence: String,
+    /// The server-side cost figures that differ most between the rows (`cost_column`).
+    pub cost_figures: Vec<crate::cost_figures::Figure>,
 }
 
 /// What the noise rule was, in one line (every output prints it under the view).
@@ -130,6 +133,7 @@ fn group_json(g: &Group<'_>) -> serde_json::Value {
                 "p99": x.p99,
                 "moving_parts": x.cost,
                 "stall": x.row.stall.as_ref().map(|s| s.words()),
+                "cost": cost_column::row_json(&g.cost_figures, x),
             })
         })
         .collect();
@@ -141,6 +145,7 @@ fn group_json(g: &Group<'_>) -> serde_json::Value {
         "settled": g.choice.settled,
         "outcome": outcome(&g.choice),
         "sentence": g.sentence,
+        "cost_figures": cost_column::figures_json(&g.cost_figures),
         "rows": rows,
     })
 }
@@ -173,7 +178,8 @@ pub fn decide_rows(strategies: &[StrategyReport]) -> Vec<Group<'_>> {
                 strategies.iter().filter(|s| sql_backend(s) == backend && s.isolation == isolation).collect();
             let (rows, choice) = rank(&rows);
             let sentence = words::sentence(backend, isolation, &rows, &choice);
-            Group { backend, isolation, rows, choice, sentence }
+            let cost_figures = cost_column::figures_of(&rows);
+            Group { backend, isolation, rows, choice, sentence, cost_figures }
         })
         .collect()
 }

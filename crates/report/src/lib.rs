@@ -5,6 +5,8 @@
 mod check;
 mod compare;
 pub mod cost;
+mod cost_compare;
+pub mod cost_figures;
 mod csv_out;
 pub mod decision;
 mod explored;
@@ -27,12 +29,13 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 pub use check::{CheckReport, WorstUser};
-pub use compare::{Comparison, MIN_OPS_FOR_P99, compare, render_comparison, render_comparison_markdown};
-pub use cost::{CostReport, CostSource, Counters, Scope};
+pub use compare::{Comparison, Limits, MIN_OPS_FOR_P99, compare, render_comparison, render_comparison_markdown};
+pub use cost::{Baseline, CostReport, CostSource, Counters, Scope};
+pub use cost_compare::{CostDelta, DEFAULT_COST_LIMIT_PCT};
 pub use csv_out::{CSV_HEADER, render_csv};
 pub use decision::stall::Stall;
 pub use explored::{ExploreSummary, UnsafePair};
-pub use html::render_html;
+pub use html::{CurveSeries, render_curve_html, render_html};
 pub use junit::{RowOutcome, case_name, render_junit, row_outcome};
 pub use markdown::render_markdown;
 pub use render::{Detail, FIXED_WIDTH, render_terminal, render_terminal_as, render_terminal_width, terminal_width};
@@ -355,6 +358,10 @@ pub struct StageReport {
     /// Open loop: scheduled ops that no worker could start within `max_wait_ms`.
     pub dropped: u64,
     pub achieved_ops_per_s: f64,
+    /// Latency p50 over the stage, all ops, from the intended start (0 in a report
+    /// from before it was recorded).
+    #[serde(default)]
+    pub p50_us: u64,
     /// Latency p99 over the stage, all ops, from the intended start.
     pub p99_us: u64,
 }
@@ -686,6 +693,7 @@ fn stage_report(r: &StageResult) -> StageReport {
         ops: r.issued(),
         dropped: r.dropped,
         achieved_ops_per_s: if rate_secs > 0.0 { r.issued() as f64 / rate_secs } else { 0.0 },
+        p50_us: if all.is_empty() { 0 } else { all.value_at_quantile(0.5) },
         p99_us: if all.is_empty() { 0 } else { all.value_at_quantile(0.99) },
     }
 }

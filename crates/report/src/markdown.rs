@@ -3,7 +3,7 @@
 //! summary and the run's facts; the verdicts in full, per-op latencies, drift, anomalies
 //! with their witnesses and the resolved plan inside `<details>` blocks.
 
-use crate::decision::{decide, noise_note, relative_text};
+use crate::decision::{cost_column, decide, noise_note, relative_text};
 use crate::render::{history_line, mismatched, worst};
 use crate::units::latency;
 use crate::{Report, StrategyReport};
@@ -66,13 +66,18 @@ fn markdown_decision(w: &mut String, r: &Report) {
     line(w, "## Decision\n");
     for g in decide(r) {
         line(w, format!("**{}**\n", g.sentence));
-        line(w, "| # | strategy | verdict | throughput vs best | p99 | retries / give-ups | moving parts |");
-        line(w, "|---:|---|---|---:|---:|---:|---|");
+        let heads: String = g.cost_figures.iter().map(|f| format!(" {} |", f.heading())).collect();
+        line(
+            w,
+            format!("| # | strategy | verdict | throughput vs best | p99 | retries / give-ups | moving parts |{heads}"),
+        );
+        line(w, format!("|---:|---|---|---:|---:|---:|---|{}", "---:|".repeat(g.cost_figures.len())));
         for (i, x) in g.rows.iter().enumerate() {
+            let costs: String = g.cost_figures.iter().map(|f| format!(" {} |", cost_column::cell(f, x))).collect();
             line(
                 w,
                 format!(
-                    "| {} | {} | {} | {} | {} | {} / {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} / {} | {} |{costs}",
                     i + 1,
                     c(&x.row.display_name()),
                     c(&x.verdict),
@@ -86,7 +91,10 @@ fn markdown_decision(w: &mut String, r: &Report) {
         }
         line(w, "");
     }
-    line(w, format!("_{}_\n", noise_note(r)));
+    // The cost columns' legend joins the noise note: one paragraph under every group.
+    let figures: Vec<_> = decide(r).into_iter().flat_map(|g| g.cost_figures).collect();
+    let legend = cost_column::legend(&figures).map_or(String::new(), |l| format!(" {l}"));
+    line(w, format!("_{}{legend}_\n", noise_note(r)));
 }
 
 /// The cost tables (`cost.rs`), each with its note on what is server-wide.
@@ -102,6 +110,9 @@ fn markdown_cost(w: &mut String, r: &Report, tables: &[crate::cost::CostTable]) 
     }
     for e in crate::cost::cost_errors(r) {
         line(w, format!("- not read: {}", c(&e)));
+    }
+    for a in crate::cost::cost_absent(r) {
+        line(w, format!("- not on this server: {}", c(&a)));
     }
 }
 
@@ -341,6 +352,7 @@ mod tests {
         measured.cost = Some(CostReport {
             ops: 1000,
             users: 100,
+            interval_s: 0.0,
             sources: vec![
                 CostSource {
                     name: "pg_tables".into(),

@@ -188,6 +188,9 @@ fn terminal_decision(w: &mut String, r: &Report, width: u16) {
     for g in decide(r) {
         writeln!(w, "\n{}", wrap(&g.sentence, width)).unwrap();
         writeln!(w, "{}", ranked_table(&g, width)).unwrap();
+        if !g.cost_figures.is_empty() {
+            writeln!(w, "{}", cost_table(&g, width)).unwrap();
+        }
     }
     writeln!(w, "{}\n", wrap(&decision::noise_note(r), width)).unwrap();
 }
@@ -238,6 +241,26 @@ fn ranked_table(g: &decision::Group<'_>, width: u16) -> Table {
     });
     (0..=last).for_each(|i| keep_whole(&mut t, i));
     t
+}
+
+/// The decision's cost columns for a terminal: under the ranked table (which keeps its
+/// width), a table numbered as it is, one column per figure that differs most, the idle
+/// share on a line of its own, and the legend above it.
+fn cost_table(g: &decision::Group<'_>, width: u16) -> String {
+    let mut head: Vec<String> = vec!["#".into(), "strategy".into()];
+    head.extend(g.cost_figures.iter().map(|f| f.heading().replace(' ', "\n")));
+    let heads: Vec<&str> = head.iter().map(String::as_str).collect();
+    let right: Vec<usize> = (0..heads.len()).filter(|i| *i != 1).collect();
+    let mut t = table(width, &heads, &right);
+    for (i, x) in g.rows.iter().enumerate() {
+        let mut row = vec![(i + 1).to_string(), x.row.display_name()];
+        row.extend(g.cost_figures.iter().map(|f| decision::cost_column::cell(f, x).replacen(" (", "\n(", 1)));
+        t.add_row(row);
+    }
+    (0..heads.len()).for_each(|i| keep_whole(&mut t, i));
+    let legend = decision::cost_column::legend(&g.cost_figures)
+        .unwrap_or_else(|| "Cost per op, the figures that differ most between these designs.".into());
+    format!("{}\n{t}", wrap(&legend, width))
 }
 
 /// The widest line (or, with `words`, the longest word) of `cells`, in characters.
@@ -507,6 +530,53 @@ mod tests {
         assert!(quiet.lines().count() <= 12, "{quiet}");
         for l in quiet.lines().chain(normal.lines()).chain(verbose.lines()) {
             assert!(l.chars().count() <= 80, "{l}");
+        }
+    }
+
+    /// Three cost figures, idle shares and long names still fit 80 columns, under the
+    /// ranked table, each row numbered as it is ranked.
+    #[test]
+    fn the_cost_columns_fit_80_columns_under_the_ranked_table() {
+        use crate::cost::{Baseline, CostReport, CostSource, Counters, Scope};
+        let counters = |kv: &[(&str, i64)]| kv.iter().map(|(k, v)| (k.to_string(), *v)).collect::<Counters>();
+        let cost = |wal: i64, upd: i64, dead: i64| CostReport {
+            ops: 1000,
+            users: 100,
+            interval_s: 6.0,
+            sources: vec![
+                CostSource {
+                    name: "pg_wal".into(),
+                    scope: Scope::Server,
+                    delta: counters(&[("lsn_bytes", wal), ("wal_fpi", wal / 1000)]),
+                    baseline: Some(Baseline { seconds: 1.0, delta: counters(&[("lsn_bytes", 123_456)]) }),
+                    ..Default::default()
+                },
+                CostSource {
+                    name: "pg_tables".into(),
+                    delta: counters(&[("n_tup_upd", upd), ("n_dead_tup", dead)]),
+                    ..Default::default()
+                },
+            ],
+        };
+        let mut rows = Vec::new();
+        for (i, name) in ["conditional-update-unguarded", "select-for-update", "conditional-update"].iter().enumerate()
+        {
+            let mut s = row(name, "postgres", "exact", "pass", 1000.0 + i as f64 * 300.0, 12_345);
+            let k = i as i64 + 1;
+            s.cost = Some(cost(5_000_000 * k, 1000 * k * k, 900 * k));
+            rows.push(s);
+        }
+        let r = report(rows);
+        let g = &decide(&r)[0];
+        assert_eq!(g.cost_figures.len(), 3, "{:?}", g.cost_figures);
+        for width in [80u16, 100] {
+            let text = tables(&r, width);
+            for l in text.lines() {
+                assert!(l.chars().count() <= width as usize, "{} > {width}: {l}", l.chars().count());
+            }
+            eprintln!("{text}");
+            assert!(text.contains("(idle 741)") && text.contains("conditional-update-unguarded"), "{text}");
+            assert!(text.contains("* server-wide"), "{text}");
         }
     }
 

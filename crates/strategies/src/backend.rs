@@ -16,7 +16,7 @@ use sqlx::{AssertSqlSafe, Executor, MySqlPool, PgPool, SqlitePool};
 
 mod stats;
 
-pub use stats::{Readings, StatsOf};
+pub use stats::{LockProbe, Readings, StatsOf};
 
 use crate::db::{Db, Dialect, Isolation};
 use crate::error::{BackendError, REFUSED, check_url, redact_url};

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use counterlab_core::Strategy;
 
-pub use backend::{DEFAULT_MYSQL_URL, DEFAULT_POSTGRES_URL, Namespace, PoolSpec, Readings, Server, StatsOf};
+pub use backend::{DEFAULT_MYSQL_URL, DEFAULT_POSTGRES_URL, LockProbe, Namespace, PoolSpec, Readings, Server, StatsOf};
 pub use counterlab_core::SeedSpec;
 pub use counterlab_spec::{
     Action, CUSTOM_OPS, CompileError, CountersSpec, CustomSpec, DEFAULT_RETRY_ATTEMPTS, MAX_AFTER_MS, MAX_EACH,

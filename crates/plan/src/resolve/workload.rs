@@ -10,8 +10,8 @@ use crate::overrides::Overrides;
 use crate::raw::{RawFault, RawWorkload};
 use crate::types::limits::*;
 use crate::types::{
-    Arrival, DEFAULT_DUP_K, DEFAULT_MAX_WAIT_MS, DEFAULT_MIX, DEFAULT_OP_TIMEOUT_MS, DEFAULT_SAMPLE_DRIFT,
-    DEFAULT_SAMPLE_INTERVAL_MS, MixPlan, SkewKind, WorkloadPlan,
+    Arrival, DEFAULT_COST_BASELINE_MS, DEFAULT_DUP_K, DEFAULT_MAX_WAIT_MS, DEFAULT_MIX, DEFAULT_OP_TIMEOUT_MS,
+    DEFAULT_SAMPLE_DRIFT, DEFAULT_SAMPLE_INTERVAL_MS, MixPlan, SkewKind, WorkloadPlan,
 };
 
 pub(crate) fn workload(
@@ -35,6 +35,8 @@ pub(crate) fn workload(
         MIN_SAMPLE_INTERVAL_MS..=MAX_OP_TIMEOUT_MS,
         DEFAULT_SAMPLE_INTERVAL_MS,
     )?;
+    let cost_baseline_ms =
+        within(src, &w.cost_baseline_ms, "cost_baseline_ms", 0..=MAX_COST_BASELINE_MS, DEFAULT_COST_BASELINE_MS)?;
     let dup_k = within(src, &w.dup_k, "dup_k", 1..=MAX_DUP_K, DEFAULT_DUP_K)?;
     let op_timeout_ms = within(src, &w.op_timeout_ms, "op_timeout_ms", 1..=MAX_OP_TIMEOUT_MS, DEFAULT_OP_TIMEOUT_MS)?;
     pauses_fit(src, faults, op_timeout_ms)?;
@@ -50,6 +52,7 @@ pub(crate) fn workload(
         max_wait_ms,
         sample_interval_ms,
         sample_drift: w.sample_drift.unwrap_or(DEFAULT_SAMPLE_DRIFT),
+        cost_baseline_ms,
         dup_k,
         op_timeout_ms,
         connections: 0,

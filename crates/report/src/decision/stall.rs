@@ -131,6 +131,7 @@ mod tests {
             ops: 0,
             dropped: 0,
             achieved_ops_per_s: 0.0,
+            p50_us: 0,
             p99_us: 0,
         }
     }

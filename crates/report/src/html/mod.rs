@@ -6,6 +6,7 @@
 //! This file is the page and its sections; `svg` is the chart kit, `charts` the charts.
 
 mod charts;
+mod curve;
 mod svg;
 mod top;
 
@@ -16,6 +17,7 @@ use self::svg::esc;
 use crate::render::history_line;
 use crate::units::latency;
 use crate::{Report, StageReport};
+pub use curve::{CurveSeries, render_curve_html};
 
 /// A figure for a table cell; `-` when not finite.
 fn fig(v: f64, decimals: usize) -> String {
@@ -380,6 +382,9 @@ fn cost_tables(w: &mut String, r: &Report) {
     }
     for e in crate::cost::cost_errors(r) {
         writeln!(w, "<p class=\"muted\">not read: {}</p>", esc(&e)).unwrap();
+    }
+    for a in crate::cost::cost_absent(r) {
+        writeln!(w, "<p class=\"muted\">not on this server: {}</p>", esc(&a)).unwrap();
     }
 }
 
@@ -816,6 +821,7 @@ mod tests {
                 ops: 890,
                 dropped: 10,
                 achieved_ops_per_s: 296.7,
+                p50_us: 2100,
                 p99_us: 14700,
             }],
             open_loop: Some(OpenLoopReport {

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use super::svg::esc;
 use super::verdict_class;
 use crate::Report;
-use crate::decision::{Group, Ranked, Standing, decide, noise_note, relative_text};
+use crate::decision::{Group, Ranked, Standing, cost_column, decide, noise_note, relative_text};
 
 /// The decision view: sentences, then the ranked table (one group) or the grid.
 pub(super) fn decision(w: &mut String, r: &Report) {
@@ -59,13 +59,19 @@ fn verdict_html(x: &Ranked<'_>, top: bool) -> String {
 }
 
 /// One group's rows: rank, strategy, verdict, throughput vs best, p99, retries/give-ups,
-/// moving parts.
+/// moving parts, then the cost figures that differ most (`cost_column`).
 fn ranked_table(w: &mut String, g: &Group<'_>, top: bool) {
-    writeln!(w, "<div class=\"scroll\"><table class=\"ranked\">\n<thead><tr><th>#</th><th>strategy</th><th>verdict</th><th>throughput vs best</th><th>p99</th><th>retries / give-ups</th><th>moving parts</th></tr></thead>\n<tbody>").unwrap();
+    let heads: String = g.cost_figures.iter().map(|f| format!("<th>{}</th>", esc(&f.heading()))).collect();
+    writeln!(w, "<div class=\"scroll\"><table class=\"ranked\">\n<thead><tr><th>#</th><th>strategy</th><th>verdict</th><th>throughput vs best</th><th>p99</th><th>retries / give-ups</th><th>moving parts</th>{heads}</tr></thead>\n<tbody>").unwrap();
     for (i, x) in g.rows.iter().enumerate() {
+        let costs: String = g
+            .cost_figures
+            .iter()
+            .map(|f| format!("<td class=\"num cost\">{}</td>", esc(&cost_column::cell(f, x))))
+            .collect();
         writeln!(
             w,
-            "<tr><td class=\"num\">{}</td><td>{}</td><td class=\"wide\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{} / {}</td><td class=\"wide\">{}</td></tr>",
+            "<tr><td class=\"num\">{}</td><td>{}</td><td class=\"wide\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{} / {}</td><td class=\"wide\">{}</td>{costs}</tr>",
             i + 1,
             esc(&x.row.display_name()),
             verdict_html(x, top),
@@ -78,6 +84,9 @@ fn ranked_table(w: &mut String, g: &Group<'_>, top: bool) {
         .unwrap();
     }
     writeln!(w, "</tbody></table></div>").unwrap();
+    if let Some(l) = cost_column::legend(&g.cost_figures) {
+        writeln!(w, "<p class=\"muted\">{}</p>", esc(&l)).unwrap();
+    }
 }
 
 /// A short verdict for a grid cell (the ranked tables below have the words).

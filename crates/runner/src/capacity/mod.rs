@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::clock;
 use crate::run::{RunOptions, run_plan};
-pub use render::{markdown, summary, terminal};
+pub use render::{html, markdown, summary, terminal};
 pub use search::{
     Inversion, Measured, Phase, Probe, Search, SearchConfig, Slo, Step, VERIFY_ABOVE, VERIFY_BELOW, combine, fmt_rate,
     inversions, judge,
@@ -202,7 +202,8 @@ fn designs_of(plan: &RunPlan) -> Vec<RunPlan> {
 
 /// `one` with its load replaced by a probe at `rate`: a warm-up at the rate (unless
 /// `warmup_s` is 0), then the measured stage; once, without faults, thresholds,
-/// expectations or exploration (the SLO is the probe's judge).
+/// expectations, exploration or the cost's idle interval (the SLO is the probe's judge,
+/// and a probe's cost is not reported).
 pub fn probe_plan(one: &RunPlan, rate: f64, cfg: &CapacityConfig) -> RunPlan {
     let mut p = one.clone();
     p.repeat = 1;
@@ -220,6 +221,7 @@ pub fn probe_plan(one: &RunPlan, rate: f64, cfg: &CapacityConfig) -> RunPlan {
     };
     let w = &mut p.workload;
     (w.rate, w.duration_s, w.ops) = (Some(rate), Some(cfg.probe_s), None);
+    w.cost_baseline_ms = 0;
     w.stages = vec![stage(PROBE_STAGE, true, cfg.probe_s)];
     if cfg.warmup_s > 0.0 {
         w.stages.insert(0, stage(counterlab_sim::WARMUP, false, cfg.warmup_s));
@@ -351,6 +353,7 @@ fn measured(row: &StrategyReport) -> Measured {
     let v = &row.check.verdict;
     Measured {
         achieved_ops_per_s: stage.map_or(0.0, |s| s.achieved_ops_per_s),
+        p50_ms: stage.map_or(0.0, |s| s.p50_us as f64 / 1e3),
         p99_ms: stage.map_or(0.0, |s| s.p99_us as f64 / 1e3),
         scheduled: stage.map_or(0, |s| s.scheduled),
         dropped: stage.map_or(0, |s| s.dropped),

@@ -258,3 +258,26 @@ pub fn markdown(c: &Capacity) -> String {
     }
     out
 }
+
+/// capacity.html: the preamble and summary, then one chart of every design's p50 and p99
+/// against the offered rate of each of its probes (verification included), the SLO's
+/// p99 drawn across (`counterlab_report::render_curve_html`).
+pub fn html(c: &Capacity) -> String {
+    let mut lines = preamble(c);
+    lines.extend(summary(c));
+    let series: Vec<counterlab_report::CurveSeries> = c
+        .designs
+        .iter()
+        .filter(|d| d.skipped.is_none())
+        .map(|d| counterlab_report::CurveSeries {
+            label: name(d),
+            points: d
+                .probes
+                .iter()
+                .map(|p| (p.rate_ops_per_s, p.measured.p50_ms * 1e3, p.measured.p99_ms * 1e3))
+                .collect(),
+        })
+        .collect();
+    let title = format!("Capacity: {}", c.scenario);
+    counterlab_report::render_curve_html(&title, &lines, &series, c.config.slo.p99_ms * 1e3)
+}

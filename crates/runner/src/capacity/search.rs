@@ -170,6 +170,8 @@ impl Search {
 pub struct Measured {
     /// The measured stage's achieved rate (ops issued over its planned length), ops/s.
     pub achieved_ops_per_s: f64,
+    /// The measured stage's median latency (capacity.html draws it beside the p99).
+    pub p50_ms: f64,
     pub p99_ms: f64,
     pub scheduled: u64,
     pub dropped: u64,
@@ -337,6 +339,7 @@ mod tests {
             let Step::Probe { rate, phase } = s.next_step() else { return (probes, s) };
             let m = Measured {
                 achieved_ops_per_s: rate,
+                p50_ms: curve(rate) / 2.0,
                 p99_ms: curve(rate),
                 scheduled: 100,
                 dropped: 0,
@@ -418,6 +421,7 @@ mod tests {
     fn the_slo_judges_p99_drops_and_the_verdict() {
         let m = |p99_ms, dropped, v: Option<&str>| Measured {
             achieved_ops_per_s: 1.0,
+            p50_ms: 0.5,
             p99_ms,
             scheduled: 1000,
             dropped,
@@ -435,6 +439,7 @@ mod tests {
     fn repeats_hold_by_majority_and_a_failing_verdict_is_never_outvoted() {
         let m = |p99_ms, v: Option<&str>| Measured {
             achieved_ops_per_s: 100.0,
+            p50_ms: 0.5,
             p99_ms,
             scheduled: 1000,
             dropped: 0,

@@ -1,10 +1,15 @@
 //! `StrategyReport.cost`: the servers' own statistics read before a cell's load and after
 //! its settle, one source (`Probe`) at a time, kept as deltas per source with the scope
-//! they cover (docs/report.md, "cost").
+//! they cover; the server-wide ones beside an idle interval's (`idle`), and PostgreSQL's
+//! lock waits sampled through the load (`locks.rs`) (docs/report.md, "cost").
 
-use counterlab_report::{CostReport, CostSource, Counters, Scope};
+use std::time::{Duration, Instant};
+
+use counterlab_report::{Baseline, CostReport, CostSource, Counters, Scope};
 use counterlab_sim::LoadResult;
 use counterlab_strategies::{Db, Namespace, RedisSpace, StatsOf};
+
+use super::cost_locks::{LockSampling, Statements};
 
 /// One source of figures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +83,44 @@ impl Probe {
 /// The readings of a cell's sources at one moment.
 pub(super) struct Readings(Vec<(Probe, Result<Counters, String>)>);
 
+/// What the reading before the load holds: the readings, when they were made, the idle
+/// interval's deltas of the server-wide sources, and the lock-wait sampling under way.
+pub(super) struct Before {
+    readings: Readings,
+    at: Instant,
+    idle: Idle,
+    locks: Option<LockSampling>,
+    statements: Statements,
+}
+
+/// The server-wide sources' deltas over an idle interval (empty: none measured).
+#[derive(Default)]
+pub(super) struct Idle(Vec<(Probe, Result<Baseline, String>)>);
+
+/// The server-wide sources over `len` with none of the cell's work (its pool warm and
+/// idle, its strategy not started): read, wait `len`, read again. Nothing when `len` is
+/// zero or the cell has no server-wide source (SQLite alone).
+pub(super) async fn idle(ns: &Namespace, space: Option<&RedisSpace>, len: Duration) -> Idle {
+    let server = |p: &Probe| p.scope() == Scope::Server;
+    if len.is_zero() || !probes(ns, space, true).iter().any(server) {
+        return Idle::default();
+    }
+    let first = read(ns, space, true).await;
+    let started = Instant::now();
+    tokio::time::sleep(len).await;
+    let second = read(ns, space, true).await;
+    let seconds = started.elapsed().as_secs_f64();
+    let pairs = first.0.into_iter().zip(second.0).filter(|((p, _), _)| server(p));
+    Idle(
+        pairs
+            .map(|((p, a), (_, b))| match (a, b) {
+                (Ok(a), Ok(b)) => (p, Ok(Baseline { seconds, delta: b.delta(&a) })),
+                (Err(e), _) | (_, Err(e)) => (p, Err(e)),
+            })
+            .collect(),
+    )
+}
+
 /// The sources of a cell, in the order they are read: the SQL server's, then Redis's
 /// command statistics and, after settle only, the namespace's Redis memory (a gauge; read
 /// after the command statistics, so its SCAN and MEMORY USAGE calls stay out of them).
@@ -96,9 +139,12 @@ fn probes(ns: &Namespace, space: Option<&RedisSpace>, before: bool) -> Vec<Probe
     p
 }
 
-/// The readings before the load (after the seed).
-pub(super) async fn before(ns: &Namespace, space: Option<&RedisSpace>) -> Readings {
-    read(ns, space, true).await
+/// The readings before the load (after the seed), with the idle interval measured before
+/// it; starts the lock-wait sampling (PostgreSQL).
+pub(super) async fn before(ns: &Namespace, space: Option<&RedisSpace>, idle: Idle) -> Before {
+    let statements = Statements::before(ns).await;
+    let readings = read(ns, space, true).await;
+    Before { readings, at: Instant::now(), idle, locks: LockSampling::start(ns), statements }
 }
 
 /// Reads every source of the cell (PostgreSQL's pending statistics flushed first:
@@ -116,32 +162,43 @@ async fn read(ns: &Namespace, space: Option<&RedisSpace>, before: bool) -> Readi
     Readings(out)
 }
 
-/// The cost of the load, read after settle: each source's `after - before` (None when
-/// nothing was read, as on SQLite alone). Per op divides by every op issued, warm-up
+/// The cost of the load, read after settle: each source's `after - before` with its idle
+/// baseline, then the lock waits sampled and whether `pg_stat_statements` is loaded (None
+/// when nothing was read, as on SQLite alone). Per op divides by every op issued, warm-up
 /// included.
 pub(super) async fn after(
     ns: &Namespace,
     space: Option<&RedisSpace>,
-    before: Readings,
+    before: Before,
     load: &LoadResult,
     users: u64,
 ) -> Option<CostReport> {
+    let locks = match before.locks {
+        Some(l) => Some(l.finish().await),
+        None => None,
+    };
     let after = read(ns, space, false).await;
+    let interval_s = before.at.elapsed().as_secs_f64();
+    let statements = before.statements.after(ns).await;
     if after.0.is_empty() {
         return None;
     }
-    let ns = ns.name();
-    let sources = after
+    let name = ns.name();
+    let mut sources: Vec<CostSource> = after
         .0
         .into_iter()
         .map(|(p, now)| {
-            let then = before.0.iter().find(|(q, _)| *q == p).map(|(_, r)| r.clone());
+            let then = before.readings.0.iter().find(|(q, _)| *q == p).map(|(_, r)| r.clone());
             let then = then.unwrap_or_else(|| Err("not read before the load".into()));
-            source(p, ns, then, now)
+            let mut s = source(p, name, then, now);
+            s.baseline = before.idle.0.iter().find(|(q, _)| *q == p).and_then(|(_, b)| b.clone().ok());
+            s
         })
         .collect();
+    sources.extend(locks);
+    sources.extend(statements);
     let ops = load.stages.iter().map(|s| s.issued()).sum();
-    Some(CostReport { ops, users, sources })
+    Some(CostReport { ops, users, interval_s, sources })
 }
 
 fn source(p: Probe, ns: &str, before: Result<Counters, String>, after: Result<Counters, String>) -> CostSource {
@@ -177,4 +234,27 @@ pub(super) fn log_errors(cost: Option<&CostReport>, label: &str, log: &mut dyn F
             log(&format!("{label}: cost: {} not read: {e}", s.name));
         }
     }
+}
+
+/// A broker design's messages (`rabbitmq`), added to its cost from the design's own
+/// counts of its queue (the cell's alone): published (confirmed by the broker),
+/// deliveries, redelivered (deliveries the broker flagged so) and acked, over the strategy's
+/// life (started just before the load, read at the check, after settle). The broker's
+/// management API is not used (the plugin is not enabled on the broker this was built
+/// on, and a passive declare gives only the queue's depth).
+pub(super) fn broker(report: &mut counterlab_report::StrategyReport) {
+    use counterlab_core::Figure;
+    let (Some(cost), Some(_)) = (report.cost.as_mut(), report.figures.get(Figure::Published.name())) else { return };
+    let of = |f: Figure| (f.name(), report.figures.get(f.name()).copied().unwrap_or(0.0) as i64);
+    let delta: Counters =
+        [Figure::Published, Figure::Deliveries, Figure::Redelivered, Figure::Acked].map(of).into_iter().collect();
+    cost.sources.push(CostSource {
+        name: "rabbitmq".into(),
+        scope: Scope::Namespace,
+        source: "the design's own counts of its queue: publishes the broker confirmed, deliveries and the \
+                 redelivered flag the consumer saw, acks (not the management API)"
+            .into(),
+        delta,
+        ..Default::default()
+    });
 }

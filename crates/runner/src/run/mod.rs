@@ -4,6 +4,7 @@
 
 mod config;
 mod cost;
+mod cost_locks;
 mod deadline;
 pub mod explore;
 mod names;

@@ -484,7 +484,8 @@ pub(super) struct Loaded {
 /// the check's reads, while a lost connection is what failed: a buffered design's settle
 /// drains Redis into SQL, and its claims make a replay harmless). With `cost_of` (what
 /// the cell made: its Redis space) the servers' statistics are read just before the load
-/// (the pool warmed, the strategy started) and after settle (`cost.rs`).
+/// (the pool warmed, the strategy started) and after settle, the server-wide ones also
+/// over an idle interval before the strategy starts (`cost.rs`).
 pub(super) async fn drive(
     cell: &Cell<'_>,
     ns: &Namespace,
@@ -502,10 +503,14 @@ pub(super) async fn drive(
     };
     let w = &plan.workload;
     ns.db().warm(w.max_workers()).await;
-    strategy.start().await;
     let space = cost_of.map(|m| m.space.as_ref());
+    let idle = match space {
+        Some(space) => super::cost::idle(ns, space, Duration::from_millis(w.cost_baseline_ms)).await,
+        None => Default::default(),
+    };
+    strategy.start().await;
     let before = match space {
-        Some(space) => Some(super::cost::before(ns, space).await),
+        Some(space) => Some(super::cost::before(ns, space, idle).await),
         None => None,
     };
     let monitor = Monitor::new();
@@ -889,6 +894,7 @@ pub(super) fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log:
     });
     report.drift_note = l.series.drift_note;
     report.cost = l.cost;
+    super::cost::broker(&mut report);
     report.moving_parts = moving_parts(cell, &report);
     report.read_from = cell.t.read_from;
     report.staleness = f.staleness.as_ref().map(counterlab_report::StalenessReport::from_core);

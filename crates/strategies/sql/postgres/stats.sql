@@ -32,3 +32,27 @@ FROM pg_stat_wal w
 CROSS JOIN LATERAL (VALUES ('wal_records', w.wal_records), ('wal_fpi', w.wal_fpi),
     ('wal_bytes', w.wal_bytes::bigint),
     ('lsn_bytes', (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint)) AS x(counter, value);
+
+-- The identity's backends at one instant (`lock_waits`, sampled through the load): how many
+-- wait on a heavyweight lock (wait_event_type 'Lock': a row's transaction, a tuple, a
+-- relation), how many are active, and whether this account sees other users' wait events
+-- at all (a superuser or a member of pg_read_all_stats; else they read as none).
+
+-- name: lock_waits  (user) -> (counter, value)
+SELECT 'waiting', count(*) FILTER (WHERE wait_event_type = 'Lock')::bigint FROM pg_stat_activity WHERE usename = $1
+UNION ALL
+SELECT 'active', count(*) FILTER (WHERE state = 'active')::bigint FROM pg_stat_activity WHERE usename = $1
+UNION ALL
+SELECT 'visible', (pg_has_role(current_user, 'pg_read_all_stats', 'MEMBER')
+    OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user))::int::bigint;
+
+-- name: statements_loaded  () -> (loaded): 1 when shared_preload_libraries names pg_stat_statements
+SELECT (current_setting('shared_preload_libraries') ~ '(^|[ ,])pg_stat_statements($|[ ,])')::int::bigint;
+
+-- name: statements  (user) -> (queryid, query, counter, value): the identity's statements in pg_stat_statements (where it is loaded and created), a row per statement and counter
+SELECT s.queryid::text, left(regexp_replace(s.query, '\s+', ' ', 'g'), 160), x.counter, x.value
+FROM pg_stat_statements s
+CROSS JOIN LATERAL (VALUES ('calls', s.calls), ('exec_us', (s.total_exec_time * 1000)::bigint), ('rows', s.rows),
+    ('blks_hit', s.shared_blks_hit), ('blks_read', s.shared_blks_read), ('wal_bytes', s.wal_bytes::bigint))
+    AS x(counter, value)
+WHERE s.userid = (SELECT oid FROM pg_roles WHERE rolname = $1) AND s.queryid IS NOT NULL;

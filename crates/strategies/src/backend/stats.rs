@@ -10,6 +10,7 @@ use sqlx::PgPool;
 
 use super::{Home, Namespace};
 use crate::db::{Db, Dialect, classify};
+use crate::sandbox::Identity;
 use crate::sqlfile::{statement, stats};
 
 /// A server's counters: (name, value), in the order the server gave them.
@@ -70,6 +71,58 @@ impl Namespace {
                 format!("{of:?} is not read on {}", self.dialect().name()),
             )),
         }
+    }
+}
+
+/// PostgreSQL: reads the namespace identity's backends' lock waits at one instant
+/// (`stats.sql` `lock_waits`), on the configured account's pool; cloned into a sampling
+/// task of its own while the load runs.
+#[derive(Clone, Debug)]
+pub struct LockProbe {
+    admin: PgPool,
+    user: String,
+}
+
+impl LockProbe {
+    /// `waiting` (backends waiting on a heavyweight lock), `active`, `visible` (1 when
+    /// this account can see other users' wait events).
+    pub async fn read(&self) -> Result<Readings, OpError> {
+        let sql = statement(stats(Dialect::Postgres).expect("postgres stats.sql"), "lock_waits");
+        let q = sqlx::query_as(sql).bind(&self.user);
+        q.fetch_all(&self.admin).await.map_err(|e| classify(Dialect::Postgres, e))
+    }
+}
+
+impl Namespace {
+    /// The lock-wait probe of a PostgreSQL namespace with its own identity (Err: why none:
+    /// another server, or the identity is the configured account's, whose other sessions
+    /// would count too).
+    pub fn lock_probe(&self) -> Result<LockProbe, String> {
+        let Home::Pg(admin) = &self.home else { return Err("not PostgreSQL".into()) };
+        match &self.identity {
+            Identity::Own { name, .. } => Ok(LockProbe { admin: admin.clone(), user: name.clone() }),
+            _ => Err("the namespace has no identity of its own: its backends cannot be told apart".into()),
+        }
+    }
+
+    /// PostgreSQL: the namespace identity's statements in `pg_stat_statements` (`stats.sql`
+    /// `statements`): (queryid, the statement's text, counter, value) rows. Err where the
+    /// extension is loaded but not created in the database, or the namespace has no
+    /// identity of its own.
+    pub async fn statements(&self) -> Result<Vec<(String, String, String, i64)>, OpError> {
+        let probe = self.lock_probe().map_err(|e| OpError::new(ErrorClass::Other, Outcome::Fail, e))?;
+        let sql = statement(stats(Dialect::Postgres).expect("postgres stats.sql"), "statements");
+        let q = sqlx::query_as(sql).bind(&probe.user);
+        q.fetch_all(&probe.admin).await.map_err(|e| classify(Dialect::Postgres, e))
+    }
+
+    /// PostgreSQL: whether `pg_stat_statements` is loaded (`shared_preload_libraries`);
+    /// None on another server.
+    pub async fn statements_loaded(&self) -> Option<Result<bool, OpError>> {
+        let Home::Pg(admin) = &self.home else { return None };
+        let sql = statement(stats(Dialect::Postgres).expect("postgres stats.sql"), "statements_loaded");
+        let q = sqlx::query_scalar::<_, i64>(sql).fetch_one(admin).await;
+        Some(q.map(|n| n == 1).map_err(|e| classify(Dialect::Postgres, e)))
     }
 }
 

@@ -150,9 +150,13 @@ impl Strategy for MqStrategy {
         let sh = &self.shared;
         let f = &sh.figures;
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
-        let applied = sh.ledger.lock().unwrap_or_else(|e| e.into_inner()).applied.len() as f64;
+        let (applied, acked) = {
+            let l = sh.ledger.lock().unwrap_or_else(|e| e.into_inner());
+            (l.applied.len() as f64, l.acked.len() as f64)
+        };
         vec![
             (Figure::Published, g(&f.published)),
+            (Figure::Acked, acked),
             (Figure::PublishFailures, g(&f.publish_failures)),
             (Figure::Applied, applied),
             (Figure::Deliveries, g(&f.deliveries)),
