@@ -505,7 +505,11 @@ pub(super) async fn drive(
     ns.db().warm(w.max_workers()).await;
     let space = cost_of.map(|m| m.space.as_ref());
     let idle = match space {
-        Some(space) => super::cost::idle(ns, space, Duration::from_millis(w.cost_baseline_ms)).await,
+        Some(space) => {
+            let run = cell.ns_name.strip_suffix(cell.short.as_str()).unwrap_or(&cell.ns_name);
+            let key = format!("{run}|{}", cell.backend.name());
+            super::cost::idle_once(key, ns, space, Duration::from_millis(w.cost_baseline_ms)).await
+        }
         None => Default::default(),
     };
     strategy.start().await;
