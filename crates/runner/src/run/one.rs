@@ -51,6 +51,12 @@ pub(super) struct Cell<'a> {
 }
 
 impl Cell<'_> {
+    /// The run (its namespace prefix) and the backend: the cells that share an idle reading.
+    fn idle_key(&self) -> String {
+        let run = self.ns_name.strip_suffix(self.short.as_str()).unwrap_or(&self.ns_name);
+        format!("{run}|{}", self.backend.name())
+    }
+
     fn enter(&self, phase: Phase) {
         if let Some(hook) = &self.opts.on_phase {
             hook(phase, &self.ns_name);
@@ -506,9 +512,7 @@ pub(super) async fn drive(
     let space = cost_of.map(|m| m.space.as_ref());
     let idle = match space {
         Some(space) => {
-            let run = cell.ns_name.strip_suffix(cell.short.as_str()).unwrap_or(&cell.ns_name);
-            let key = format!("{run}|{}", cell.backend.name());
-            super::cost::idle_once(key, ns, space, Duration::from_millis(w.cost_baseline_ms)).await
+            super::cost::idle_once(cell.idle_key(), ns, space, Duration::from_millis(w.cost_baseline_ms)).await
         }
         None => Default::default(),
     };
