@@ -510,10 +510,9 @@ pub(super) async fn drive(
     let w = &plan.workload;
     ns.db().warm(w.max_workers()).await;
     let space = cost_of.map(|m| m.space.as_ref());
+    let baseline = Duration::from_millis(w.cost_baseline_ms);
     let idle = match space {
-        Some(space) => {
-            super::cost::idle_once(cell.idle_key(), ns, space, Duration::from_millis(w.cost_baseline_ms)).await
-        }
+        Some(space) => super::cost::idle_once(cell.idle_key(), ns, space, baseline).await,
         None => Default::default(),
     };
     strategy.start().await;
