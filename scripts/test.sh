@@ -4,8 +4,8 @@
 # because a server they need did not answer (tests/it/util.rs `require!`), named with
 # the reason and counted. Extra arguments go to `cargo test` (e.g. --locked).
 # COUNTERLAB_REQUIRE_SERVERS=1 (set by .ci/run) makes a missing server fail its test.
-# The replica topologies the suite starts (scripts/topologies/pg-standby.sh and
-# redis-replica.sh, private ports) are stopped afterwards when they were not running
+# The topologies the suite starts (scripts/topologies/pg-standby.sh, redis-replica.sh and
+# pg-statements.sh, private ports) are stopped afterwards when they were not running
 # before; ones that were (CI starts them first) are left running, and the last lines say which.
 # Exit status: cargo's (0 only when nothing failed; skipped tests are not failures).
 set -uo pipefail
@@ -16,7 +16,7 @@ skipped="$target/counterlab-skipped.txt"
 mkdir -p "$target"
 : > "$skipped"
 
-topologies="pg-standby redis-replica"
+topologies="pg-standby redis-replica pg-statements"
 running_before=""
 for t in $topologies; do
   if scripts/topologies/$t.sh status >/dev/null 2>&1; then running_before="$running_before $t"; fi

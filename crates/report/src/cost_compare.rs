@@ -27,8 +27,12 @@ pub struct CostDelta {
     pub net: (f64, f64),
     /// The idle share subtracted, per side (None: no baseline).
     pub idle: (Option<f64>, Option<f64>),
-    /// Change in percent (None: A was 0).
+    /// Change in percent (None: A was 0 net of its idle share).
     pub change_pct: Option<f64>,
+    /// A read 0 before any idle share came off: growth from it is growth from nothing. A
+    /// figure that only the idle share took to 0 is not (the server's other work, not the
+    /// design's: it says nothing of B's growth).
+    pub from_zero: bool,
 }
 
 /// Every figure both rows measured, in `figures()` order.
@@ -46,19 +50,20 @@ pub(crate) fn cost_deltas(sa: &StrategyReport, sb: &StrategyReport) -> Vec<CostD
                 net: (a, b),
                 idle: (va.idle, vb.idle),
                 change_pct: (a > 0.0).then(|| (b - a) / a * 100.0),
+                from_zero: va.value <= 0.0,
             })
         })
         .collect()
 }
 
-/// The figures of `deltas` that grew past `limit` percent (or from 0) by at least the
-/// figure's floor, in words, for the row `label`.
+/// The figures of `deltas` that grew past `limit` percent (or from a reading of 0) by at
+/// least the figure's floor, in words, for the row `label`.
 pub(crate) fn cost_regressions(label: &str, deltas: &[CostDelta], limit: f64, out: &mut Vec<String>) {
     let floors = figures();
     for d in deltas {
         let floor = floors.iter().find(|f| f.key == d.key).map_or(0.0, |f| f.floor);
         let (a, b) = d.net;
-        let past = d.change_pct.is_none_or(|p| p > limit);
+        let past = d.change_pct.map_or(d.from_zero, |p| p > limit);
         if b - a >= floor && past {
             let change = d.change_pct.map_or("from 0".to_string(), |p| format!("+{p:.1}%"));
             let net = if d.idle.0.is_some() || d.idle.1.is_some() { ", net of idle" } else { "" };

@@ -14,7 +14,7 @@
 use std::ffi::{c_int, c_void};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 /// SQLite's default busy handler's sleeps (ms) and their running totals
@@ -30,8 +30,9 @@ pub struct Waiters {
     sleeping: AtomicU64,
     quick: AtomicBool,
     epoch: Instant,
-    /// Each connection's last entry into the handler (µs since `epoch`; 0: never).
-    entries: Mutex<Vec<Arc<AtomicU64>>>,
+    /// Each open connection's last sleep in the handler (µs since `epoch`; 0: never);
+    /// a closed connection's entry is dropped at the next connection's install.
+    entries: Mutex<Vec<Weak<AtomicU64>>>,
 }
 
 impl Default for Waiters {
@@ -59,7 +60,7 @@ impl Waiters {
         let since = self.micros();
         tokio::time::sleep(CONFIRM).await;
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.iter().filter(|e| e.load(Ordering::SeqCst) > since).count() as u64
+        entries.iter().filter_map(Weak::upgrade).filter(|e| e.load(Ordering::SeqCst) > since).count() as u64
     }
 
     /// Sleeps of 1 ms from now on (the explorer: a released waiter goes on at once).
@@ -71,10 +72,13 @@ impl Waiters {
         self.epoch.elapsed().as_micros() as u64 + 1
     }
 
-    /// The sleep before try `count` (0-based) of one wait, None once `timeout_ms` is spent.
-    fn sleep_before(&self, count: u64, timeout_ms: u64) -> Option<u64> {
+    /// The sleep before try `count` (0-based) of one wait that began `waited_ms` ago, None
+    /// once `timeout_ms` is spent: SQLite's schedule counts its nominal sleeps, as its own
+    /// handler does; quick mode counts the time really waited (a loaded machine makes each
+    /// 1 ms try longer, and the bound must stay below the op timeout).
+    fn sleep_before(&self, count: u64, waited_ms: u64, timeout_ms: u64) -> Option<u64> {
         let (delay, prior) = if self.quick.load(Ordering::Relaxed) {
-            (1, count)
+            (1, waited_ms)
         } else if let Some(&d) = DELAYS.get(count as usize) {
             (d, TOTALS[count as usize])
         } else {
@@ -92,6 +96,8 @@ struct Handler {
     timeout_ms: u64,
     /// This connection's slot in `Waiters::entries`.
     entry: Arc<AtomicU64>,
+    /// When the current wait began (µs since the waiters' epoch).
+    began: AtomicU64,
 }
 
 const KEY: &std::ffi::CStr = c"counterlab.busy";
@@ -108,8 +114,13 @@ pub unsafe fn install(
 ) -> Result<(), String> {
     use libsqlite3_sys as ffi;
     let entry = Arc::new(AtomicU64::new(0));
-    waiters.entries.lock().unwrap_or_else(|e| e.into_inner()).push(entry.clone());
-    let state = Box::into_raw(Box::new(Handler { waiters, timeout_ms: timeout.as_millis() as u64, entry }));
+    {
+        let mut entries = waiters.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.retain(|e| e.strong_count() > 0);
+        entries.push(Arc::downgrade(&entry));
+    }
+    let timeout_ms = timeout.as_millis() as u64;
+    let state = Box::into_raw(Box::new(Handler { waiters, timeout_ms, entry, began: AtomicU64::new(0) }));
     // SAFETY: `state` stays valid until SQLite calls `free` when `db` closes, after its
     // last busy callback; the key is a static C string.
     let rc = unsafe { ffi::sqlite3_set_clientdata(db.as_ptr(), KEY.as_ptr(), state.cast(), Some(free)) };
@@ -134,8 +145,14 @@ unsafe extern "C" fn free(p: *mut c_void) {
 unsafe extern "C" fn on_busy(p: *mut c_void, count: c_int) -> c_int {
     // SAFETY: `p` is the connection's live `Handler` (freed only at close).
     let h = unsafe { &*p.cast::<Handler>() };
-    h.entry.store(h.waiters.micros(), Ordering::SeqCst);
-    let Some(ms) = h.waiters.sleep_before(count.max(0) as u64, h.timeout_ms) else { return 0 };
+    let now = h.waiters.micros();
+    if count <= 0 {
+        h.began.store(now, Ordering::Relaxed);
+    }
+    let waited_ms = now.saturating_sub(h.began.load(Ordering::Relaxed)) / 1000;
+    let Some(ms) = h.waiters.sleep_before(count.max(0) as u64, waited_ms, h.timeout_ms) else { return 0 };
+    // Only a call that will sleep and try again is a waiter (the one that gives up is not).
+    h.entry.store(now, Ordering::SeqCst);
     h.waiters.sleeping.fetch_add(1, Ordering::SeqCst);
     std::thread::sleep(Duration::from_millis(ms));
     h.waiters.sleeping.fetch_sub(1, Ordering::SeqCst);
@@ -150,12 +167,14 @@ mod tests {
     #[test]
     fn the_default_sleeps_follow_sqlite_and_stop_at_the_timeout() {
         let w = Waiters::default();
-        let sleeps: Vec<u64> = (0..).map_while(|c| w.sleep_before(c, 1000)).collect();
+        let sleeps: Vec<u64> = (0..).map_while(|c| w.sleep_before(c, 0, 1000)).collect();
         assert_eq!(&sleeps[..12], &DELAYS);
         assert_eq!(sleeps.iter().sum::<u64>(), 1000);
         assert_eq!(sleeps.last(), Some(&72), "the last sleep is cut to the timeout");
         w.set_quick();
-        let quick: Vec<u64> = (0..).map_while(|c| w.sleep_before(c, 40)).collect();
-        assert_eq!(quick, vec![1; 40]);
+        // Quick mode: bounded by the time really waited, whatever the count.
+        assert_eq!(w.sleep_before(0, 0, 40), Some(1));
+        assert_eq!(w.sleep_before(5, 39, 40), Some(1));
+        assert_eq!(w.sleep_before(5, 40, 40), None);
     }
 }

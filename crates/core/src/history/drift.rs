@@ -107,7 +107,11 @@ pub(super) fn explain_mismatches(acc: &mut Acc, mut prelims: Vec<Prelim>, cx: Co
     }
     let with_all = |c: &Cause| c.ops.iter().any(|e| e.op == OpKind::MarkAllRead);
     let stale_shown = causes.iter().any(|(_, _, d, c, _, _)| *d > 0 && c.kind == AnomalyKind::StaleMarkAllRead);
-    let rmw_shown = !stale_only && causes.iter().any(|(.., c, _, _)| c.kind == AnomalyKind::LostUpdate && with_all(c));
+    // Shown only by a witness whose ops all had a known outcome at the first attempt: a
+    // retried or unknown op that applied twice can also leave a counter too high.
+    let certain = |c: &Cause| c.ops.iter().all(|e| e.outcome != Outcome::Unknown && e.unknown_attempts == 0);
+    let rmw_shown = !stale_only
+        && causes.iter().any(|(.., c, _, _)| c.kind == AnomalyKind::LostUpdate && with_all(c) && certain(c));
     for (user, row, _, mut c, alt, rmw) in causes {
         let either = matches!(c.kind, AnomalyKind::LostIncrement | AnomalyKind::StaleMarkAllRead) && with_all(&c);
         if rmw_shown && either {

@@ -124,7 +124,8 @@ pub(super) async fn idle(ns: &Namespace, space: Option<&RedisSpace>, len: Durati
 /// The idle readings a run took, by run and servers: the cells of a run share the first
 /// one's (the same servers' idle rate; each cell scales it to its own interval), so a run
 /// waits the interval once per server, not once per cell (12 s more for the quickstart's
-/// 12 cells otherwise). Bounded: one entry per run and backend of the process.
+/// 12 cells otherwise). Bounded: the last `TAKEN_KEPT` readings (a process runs one run,
+/// or a test binary many in turn).
 static TAKEN: std::sync::Mutex<Vec<(String, Idle)>> = std::sync::Mutex::new(Vec::new());
 
 /// `idle`, once per `key` (the run's namespace prefix and its backend).
@@ -133,13 +134,22 @@ pub(super) async fn idle_once(key: String, ns: &Namespace, space: Option<&RedisS
         let t = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
         t.iter().find(|(have, _)| have == k).map(|(_, i)| i.clone())
     };
+    if len.is_zero() {
+        return Idle::default();
+    }
     if let Some(hit) = taken(&key) {
         return hit;
     }
     let fresh = idle(ns, space, len).await;
-    TAKEN.lock().unwrap_or_else(|e| e.into_inner()).push((key, fresh.clone()));
+    let mut t = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
+    if t.len() >= TAKEN_KEPT {
+        t.remove(0);
+    }
+    t.push((key, fresh.clone()));
     fresh
 }
+
+const TAKEN_KEPT: usize = 64;
 
 /// The sources of a cell, in the order they are read: the SQL server's, then Redis's
 /// command statistics and, after settle only, the namespace's Redis memory (a gauge; read

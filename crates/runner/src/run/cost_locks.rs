@@ -19,10 +19,31 @@ pub(super) const LOCK_SAMPLE: Duration = Duration::from_millis(50);
 /// At most this many samples are taken (a day at `LOCK_SAMPLE`): the loop's bound.
 const MAX_SAMPLES: u64 = 24 * 3600 * 20;
 
-/// A sampling task under way, and how to stop it.
+/// One sample's bound, and the bound on the sampling's end after it is told to stop (a
+/// stalled server fails the source instead of holding the cell).
+const READ_BOUND: Duration = Duration::from_secs(5);
+
+/// A sampling task under way, and how to stop it; dropped (a cell given up), the task is
+/// aborted rather than left sampling.
 pub(super) struct LockSampling {
     stop: Arc<Notify>,
     task: JoinHandle<Result<Counters, String>>,
+    _abort: AbortOnDrop,
+}
+
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl LockSampling {
+    fn of(stop: Arc<Notify>, task: JoinHandle<Result<Counters, String>>) -> LockSampling {
+        let abort = AbortOnDrop(task.abort_handle());
+        LockSampling { stop, task, _abort: abort }
+    }
 }
 
 impl LockSampling {
@@ -34,12 +55,12 @@ impl LockSampling {
             Err(_) if !matches!(ns.db(), counterlab_strategies::Db::Pg(_)) => return None,
             Err(e) => {
                 let stop = Arc::new(Notify::new());
-                return Some(LockSampling { stop, task: tokio::spawn(async move { Err(e) }) });
+                return Some(LockSampling::of(stop, tokio::spawn(async move { Err(e) })));
             }
         };
         let stop = Arc::new(Notify::new());
         let task = tokio::spawn(sample(probe, stop.clone()));
-        Some(LockSampling { stop, task })
+        Some(LockSampling::of(stop, task))
     }
 
     /// Stops the sampling: the source `pg_lock_waits` (its error when a sample failed).
@@ -56,10 +77,11 @@ impl LockSampling {
             ),
             ..Default::default()
         };
-        match self.task.await {
-            Ok(Ok(c)) => s.delta = c,
-            Ok(Err(e)) => s.error = Some(e),
-            Err(e) => s.error = Some(format!("the sampling task ended: {e}")),
+        match tokio::time::timeout(READ_BOUND * 2, self.task).await {
+            Ok(Ok(Ok(c))) => s.delta = c,
+            Ok(Ok(Err(e))) => s.error = Some(e),
+            Ok(Err(e)) => s.error = Some(format!("the sampling task ended: {e}")),
+            Err(_) => s.error = Some(format!("the sampling did not stop within {:?}", READ_BOUND * 2)),
         }
         s
     }
@@ -72,7 +94,9 @@ async fn sample(probe: LockProbe, stop: Arc<Notify>) -> Result<Counters, String>
     let (mut samples, mut waiting, mut active, mut max_waiting) = (0i64, 0i64, 0i64, 0i64);
     let mut next = Instant::now();
     for _ in 0..MAX_SAMPLES {
-        let r: Counters = probe.read().await.map_err(|e| e.to_string())?.into_iter().collect();
+        let read = tokio::time::timeout(READ_BOUND, probe.read()).await;
+        let read = read.map_err(|_| format!("a sample did not come back within {READ_BOUND:?}"))?;
+        let r: Counters = read.map_err(|e| e.to_string())?.into_iter().collect();
         if r.get("visible") == 0 {
             return Err("this account cannot see other users' wait events (not a superuser, not in \
                         pg_read_all_stats): lock waits not sampled"
