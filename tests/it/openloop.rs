@@ -166,7 +166,11 @@ async fn a_stalled_closed_loop_is_named_in_the_decision() {
     // (the series' and the faults' clocks start within a sampling interval of each other).
     assert!(to - from >= counterlab_report::decision::stall::STALL_S, "{stall:?}");
     assert!(from < fired + 3.0 && to > fired, "window {from}-{to} s vs a pause from {fired} s for 3 s");
-    let idle: Vec<_> = s.series.iter().filter(|p| p.t_s > from && p.t_s <= to).collect();
+    // A point covers (t_s - dt_s, t_s]; the window's start is a point's t_s - dt_s, which
+    // in floating point can land a hair below the previous point's t_s: points are taken
+    // by where their interval starts, within a millisecond.
+    let inside = |p: &&counterlab_report::SeriesPoint| p.t_s - p.dt_s >= from - 1e-3 && p.t_s <= to + 1e-3;
+    let idle: Vec<_> = s.series.iter().filter(inside).collect();
     assert!(!idle.is_empty() && idle.iter().all(|p| p.ops == 0 && p.phase != "settle"), "{idle:?}");
     // Named beside the throughput, at the end of the sentence and in report.json.
     let words = stall.words();
