@@ -42,7 +42,14 @@ async fn redis_state_and_clean(s: &StrategyReport, n_users: i64) -> (Vec<Option<
 async fn run_and_verify(toml: &str, n_users: i64) -> Vec<StrategyReport> {
     let plan = util::plan(toml);
     let report = util::run_kept(&plan, None).await;
-    for s in &report.strategies {
+    verify(&report.strategies, n_users).await;
+    report.strategies
+}
+
+/// Each kept Redis strategy's counters (Redis or SQL) against the SQL truth, read here:
+/// the report's mismatch count agrees; the run's keys and namespace are removed.
+async fn verify(strategies: &[StrategyReport], n_users: i64) {
+    for s in strategies {
         let (redis_counters, pending) = redis_state_and_clean(s, n_users).await;
         let stored = util::stored_drift_and_drop("postgres", &s.namespace, None).await;
         let truth: HashMap<i64, i64> = stored.iter().map(|(u, _, t)| (*u, *t)).collect();
@@ -58,7 +65,6 @@ async fn run_and_verify(toml: &str, n_users: i64) -> Vec<StrategyReport> {
         let mismatched = shown.iter().filter(|(u, c)| truth.get(u).copied().unwrap_or(0) != *c).count() as u64;
         assert_eq!(mismatched, s.check.users_mismatched, "{}: report agrees with Redis and SQL", s.strategy);
     }
-    report.strategies
 }
 
 fn find<'a>(r: &'a [StrategyReport], name: &str) -> &'a StrategyReport {
@@ -319,4 +325,28 @@ async fn the_refresher_moves_only_the_runs_own_deadlines() {
     }
     space.delete_all().await.unwrap();
     space.release().await.unwrap();
+}
+
+/// `redis_pipeline = 4`: 8 workers' ops share 2 connections (their commands pipelined),
+/// WATCH's ops keep dedicated ones; every design stays exact, what Redis and SQL hold
+/// agrees with the check, and the report states the depth.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_ops_share_connections_and_every_design_stays_exact() {
+    crate::require!(Postgres, Redis);
+    let toml = format!(
+        "strategies = [\"lua-script\", \"redis-counter\", \"watch-multi\"]\nbackends = [\"postgres\"]\n\
+         {DATA}[workload]\nworkers = 8\nops = 2400\nredis_pipeline = 4\n[workload.mix]\ncreate = 20\nmark_read = 35\n\
+         mark_read_dup = 10\ndelete = 10\nmark_all_read = 5\nread_count = 20\n"
+    );
+    let plan = util::plan(&toml);
+    let report = util::run_kept(&plan, None).await;
+    assert_eq!(report.plan["workload"]["redis_pipeline"], 4, "report.json's plan says the depth");
+    let terminal = counterlab_report::render_terminal_width(&report, 100);
+    assert!(terminal.contains("Redis pipeline depth 4"), "{terminal}");
+    for s in &report.strategies {
+        assert!(s.ops_total >= 2400, "{}: {} ops", s.strategy, s.ops_total);
+        assert_eq!(s.check.label(), "pass", "{}: {:?}", s.strategy, s.check);
+        assert_eq!(s.check.users_mismatched, 0, "{}", s.strategy);
+    }
+    verify(&report.strategies, 60).await;
 }

@@ -117,6 +117,8 @@ pub(crate) struct RawWorkload {
     pub(crate) dup_k: Option<Spanned<u32>>,
     pub(crate) op_timeout_ms: Option<Spanned<u64>>,
     pub(crate) connections: Option<Spanned<u32>>,
+    /// Ops that share one Redis connection (pipelined by the multiplexed connection).
+    pub(crate) redis_pipeline: Option<Spanned<u32>>,
     pub(crate) skew: Option<Spanned<String>>,
     pub(crate) zipf_exponent: Option<Spanned<f64>>,
     /// None: `DEFAULT_MIX`.

@@ -21,6 +21,8 @@ pub mod limits {
     /// `repeat` / `--repeat`: runs of each cell (interleaved); `compare`'s exact test goes to 20.
     pub const MAX_REPEAT: u32 = 20;
     pub const MAX_CONNECTIONS: u32 = 1000;
+    /// `redis_pipeline`: ops sharing one Redis connection at most.
+    pub const MAX_REDIS_PIPELINE: u32 = 256;
     pub const MAX_DURATION_S: f64 = 86_400.0;
     pub const MAX_OPS: u64 = 1_000_000_000;
     pub const MAX_OP_TIMEOUT_MS: u64 = 60_000;
@@ -416,6 +418,10 @@ pub struct WorkloadPlan {
     pub dup_k: u32,
     pub op_timeout_ms: u64,
     pub connections: u32,
+    /// Ops in flight that share one Redis connection (1: each op has one to itself), so
+    /// the multiplexed connection pipelines their commands; ops that WATCH or MULTI still
+    /// get a dedicated one.
+    pub redis_pipeline: u32,
     #[serde(serialize_with = "named::one")]
     pub skew: SkewKind,
     /// With `skew = zipf` only.

@@ -85,7 +85,7 @@ pub fn render_terminal_as(r: &Report, width: u16, detail: Detail) -> String {
     terminal_decision(w, r, width);
     let servers: Vec<String> = r.servers.iter().map(|s| format!("{} {} at {}", s.backend, s.version, s.url)).collect();
     let head = format!("scenario {}  seed {}  run {}  on {}", r.scenario, r.seed, r.run_id, servers.join(", "));
-    writeln!(w, "{}", wrap(&head, width)).unwrap();
+    writeln!(w, "{}{}", wrap(&head, width), pipeline_words(r)).unwrap();
     if detail == Detail::Verbose {
         writeln!(w).unwrap();
         terminal_latency(w, r, width);
@@ -586,5 +586,14 @@ mod tests {
         assert_eq!(wrap("a-very-long-word x", 4), "a-very-long-word\nx");
         assert_eq!(wrap("p99 43 ms vs 89 ms (not apart)", 16), "p99 43 ms vs\n89 ms (not\napart)");
         assert_eq!(wrap("at 2.5 s, then", 6), "at\n2.5 s,\nthen");
+    }
+}
+
+/// `[workload] redis_pipeline` above 1, as the head line says it: ops share a Redis
+/// connection, so their commands go out pipelined.
+pub(crate) fn pipeline_words(r: &Report) -> String {
+    match r.plan.pointer("/workload/redis_pipeline").and_then(serde_json::Value::as_u64) {
+        Some(depth) if depth > 1 => format!("\nRedis pipeline depth {depth}: up to {depth} ops share one connection"),
+        _ => String::new(),
     }
 }

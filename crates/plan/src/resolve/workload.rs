@@ -56,6 +56,7 @@ pub(crate) fn workload(
         dup_k,
         op_timeout_ms,
         connections: 0,
+        redis_pipeline: within(src, &w.redis_pipeline, "redis_pipeline", 1..=MAX_REDIS_PIPELINE, 1)?,
         skew,
         zipf_exponent,
         mix,
@@ -157,5 +158,22 @@ mod tests {
         assert_eq!((dup.max_workers(), dup.ops_in_flight(), dup.connections), (7, 21, 22), "K calls at once each");
         let single = plan(&format!("{base}ops = 10\n[workload.mix]\ncreate = 1\n")).workload;
         assert_eq!((single.max_workers(), single.ops_in_flight(), single.connections), (2, 2, 3));
+    }
+
+    #[test]
+    fn redis_pipeline_shares_connections_and_is_bounded_where_written() {
+        let base = "strategies = [\"direct-update\"]\n[data]\nusers = 10\nnotifications_per_user = 2\n\
+                    [workload]\nworkers = 16\nops = 10\n";
+        let one = plan(base).workload;
+        assert_eq!(one.redis_pipeline, 1, "default: a connection per op in flight");
+        let set = Overrides { sets: vec!["workload.redis_pipeline=16".into()], ..Overrides::default() };
+        let w = parse("t.toml", base, "t", &set, &KNOWN, 1).expect("--set takes it").workload;
+        assert_eq!(w.redis_pipeline, 16);
+        for bad in ["0", "257"] {
+            let text = format!("{base}redis_pipeline = {bad}\n");
+            let e = parse("t.toml", &text, "t", &Overrides::default(), &KNOWN, 1).err().expect("out of bounds");
+            let shown = e.to_string();
+            assert!(shown.contains("t.toml:8:18") && shown.contains("redis_pipeline"), "{shown}");
+        }
     }
 }

@@ -393,7 +393,11 @@ pub(super) async fn build(cell: &Cell<'_>, ns: &Namespace, made: &mut Made) -> R
     let (plan, t) = (cell.plan, &cell.t);
     let login = cell.redis_login.as_ref().map(|(password, attach)| SpaceLogin { password, attach: *attach });
     let space = match t.redis {
-        Some(r) => Some(r.space_with(&cell.ns_name, cell.op_timeout(), plan.workload.ops_in_flight(), login).await?),
+        Some(r) => Some(
+            r.space_with(&cell.ns_name, cell.op_timeout(), plan.workload.ops_in_flight(), login)
+                .await?
+                .pipelined(plan.workload.redis_pipeline),
+        ),
         None => None,
     };
     made.space = space.clone();

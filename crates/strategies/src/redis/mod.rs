@@ -484,6 +484,20 @@ impl RedisSpace {
         self.dedicated.take(key).await.map_err(classify_redis)
     }
 
+    /// Pipelined load (`[workload] redis_pipeline = depth`, above 1): the ops share
+    /// one connection per `depth` of them (the first of the space's connections, round
+    /// robin, none lent to one op), so each multiplexed connection carries up to `depth`
+    /// commands at once, written together and answered in order; every op still waits
+    /// for its own reply. Dedicated connections (WATCH, MULTI) stay one per op.
+    pub fn pipelined(mut self, depth: u32) -> RedisSpace {
+        if depth > 1 {
+            let keep = self.conns.len().div_ceil(depth as usize).max(1);
+            self.conns = Arc::new(self.conns[..keep].to_vec());
+            self.idle = Arc::new(Mutex::new(Vec::new()));
+        }
+        self
+    }
+
     /// A connection for one op: an idle one when there is one (so each worker talks on
     /// its own connection, as a client pool would), else a shared one.
     pub fn conn(&self) -> Lease {
