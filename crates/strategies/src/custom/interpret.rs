@@ -159,7 +159,10 @@ impl CustomStrategy {
             }
             i = g.start;
         }
-        self.commit_open(st, "the last step", true).await
+        if st.open.is_none() {
+            return Ok(());
+        }
+        Box::pin(self.commit_open(st, "the last step", true)).await
     }
 
     /// Runs step `i` (once, or once per element of its `each` list) and stores its
@@ -179,18 +182,10 @@ impl CustomStrategy {
         for e in elements {
             let env = Env { each: e.unwrap_or(0), ..env };
             match &s.exec {
-                Exec::Sql { sql, args, returns, returning_id, writes } => {
-                    let args: Vec<i64> = args.iter().map(|a| eval_ref(*a, &env, &st.vals)).collect();
-                    let tx = match &mut st.open {
-                        Some(tx) => tx,
-                        None => st.open.insert(self.db.begin(self.begin).await?),
-                    };
-                    let v = Self::sql_step(tx, sql, *returns, *returning_id, &args).await?;
-                    st.open_writes |= *writes;
-                    if !self.transaction {
-                        // After the last step a crash would only lose the reply.
-                        self.commit_open(st, &s.name, more).await?;
-                    }
+                Exec::Sql { .. } => {
+                    // Boxed: sqlx's futures are large, and an op's future is moved whole
+                    // into its box per op (a Redis-only op would pay for the copy).
+                    let v = Box::pin(self.sql_exec(&s.exec, &s.name, more, env, st)).await?;
                     out[0] = out[0].saturating_add(v[0]);
                     out[1..].copy_from_slice(&v[1..]);
                 }
@@ -211,9 +206,27 @@ impl CustomStrategy {
         }
         st.vals[i] = out;
         if s.commit {
-            self.commit_open(st, &s.name, true).await?;
+            Box::pin(self.commit_open(st, &s.name, true)).await?;
         }
         Ok(())
+    }
+
+    /// One SQL step in the op's transaction (opened at its first SQL step); without
+    /// `transaction`, committed at once.
+    async fn sql_exec(&self, exec: &Exec, name: &str, more: bool, env: Env, st: &mut Run) -> Result<Vec<i64>, OpError> {
+        let Exec::Sql { sql, args, returns, returning_id, writes } = exec else { unreachable!("an SQL step") };
+        let args: Vec<i64> = args.iter().map(|a| eval_ref(*a, &env, &st.vals)).collect();
+        let tx = match &mut st.open {
+            Some(tx) => tx,
+            None => st.open.insert(self.db.begin(self.begin).await?),
+        };
+        let v = Self::sql_step(tx, sql, *returns, *returning_id, &args).await?;
+        st.open_writes |= *writes;
+        if !self.transaction {
+            // After the last step a crash would only lose the reply.
+            self.commit_open(st, name, more).await?;
+        }
+        Ok(v)
     }
 
     /// An armed `redis_timeout`: the write ran, its reply is lost.

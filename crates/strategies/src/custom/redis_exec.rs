@@ -141,23 +141,14 @@ impl CustomStrategy {
             if may_have_run { OpError::new(e.class, Outcome::Unknown, e.message) } else { e }
         };
         let reply = if rs.dedicated {
-            let space = self.redis.as_ref().expect("checked at build");
             if rs.lease.is_none() && key.is_none() && tx == Some(TxCmd::Multi) {
                 // Held until the first keyed step tells which node the op talks to.
                 rs.held_multi = true;
                 return rs.reply(tx, writes, &::redis::Value::Okay);
             }
-            let lease = match &mut rs.lease {
-                Some(l) => l,
-                None => rs.lease.insert(space.dedicated(key.as_deref().unwrap_or("")).await?),
-            };
-            if std::mem::take(&mut rs.held_multi) {
-                ::redis::cmd("MULTI").query_async::<()>(lease.conn()).await.map_err(classify_redis)?;
-            }
-            let guard = matches!(call, Call::Lua(_)).then(|| space.script_guard());
-            let sent = send(lease.conn(), &call).await;
-            disarm(guard, &sent);
-            sent.map_err(failed)?
+            // Boxed: opening a dedicated connection is a large future, which every op's
+            // future would otherwise carry (and copy into its box).
+            Box::pin(self.dedicated_call(&call, key.as_deref(), rs)).await?.map_err(failed)?
         } else {
             let space = self.redis.as_ref().expect("checked at build");
             // A script that does not return is killed once its op gives up on it.
@@ -167,6 +158,30 @@ impl CustomStrategy {
             sent.map_err(failed)?
         };
         rs.reply(tx, writes, &reply)
+    }
+}
+
+impl CustomStrategy {
+    /// A step on the op's dedicated connection (taken at its first keyed step, to the
+    /// node serving `key`), sending a held MULTI first.
+    async fn dedicated_call(
+        &self,
+        call: &Call<'_>,
+        key: Option<&str>,
+        rs: &mut RedisState,
+    ) -> Result<Result<::redis::Value, ::redis::RedisError>, OpError> {
+        let space = self.redis.as_ref().expect("checked at build");
+        let lease = match &mut rs.lease {
+            Some(l) => l,
+            None => rs.lease.insert(space.dedicated(key.unwrap_or("")).await?),
+        };
+        if std::mem::take(&mut rs.held_multi) {
+            ::redis::cmd("MULTI").query_async::<()>(lease.conn()).await.map_err(classify_redis)?;
+        }
+        let guard = matches!(call, Call::Lua(_)).then(|| space.script_guard());
+        let sent = send(lease.conn(), call).await;
+        disarm(guard, &sent);
+        Ok(sent)
     }
 }
 
