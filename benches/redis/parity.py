@@ -12,9 +12,10 @@ per round (odd rounds redis-benchmark first).
      (user+sys from /usr/bin/time; for counterlab the CPU of a 1-op run of the same
      design, seed and check, is subtracted: (CPU(N ops) - CPU(1 op)) / N, so the per-op
      check of the history is in it, the fixed start is not).
-  2. pipelined: counterlab with `--set workload.redis_pipeline=16` (16 workers' ops share
-     one multiplexed connection, so up to 16 commands are in flight on it) against
-     `redis-benchmark -P 16 -c 16` (16 connections, 16 commands per write).
+  2. pipelined: counterlab with 256 workers and `--set workload.redis_pipeline=16` (every
+     16 workers' ops share one multiplexed connection: 16 connections, up to 16 commands
+     in flight on each) against `redis-benchmark -P 16 -c 16` (16 connections, 16
+     commands per write): the same 256 commands in flight on the same 16 connections.
 
 What the verdict of this design is: a bench, not a counter design. The write designs
 promise nothing (`guarantee = "none"`: their read_count writes), so their verdict is not
@@ -108,10 +109,10 @@ def redis_benchmark(cmd, n, pipeline=1):
     return rps, cpu / n * 1e6
 
 
-def counterlab(cmd, n, extra=()):
+def counterlab(cmd, n, extra=(), workers=CLIENTS):
     """(ops/s of the load, client CPU seconds, ops, verdict)."""
     out = os.path.join(WORK, f"cl-{cmd}")
-    args = [CL, "run", TOML, "--quiet", "--strategy", f"parity-{cmd}", "--workers", str(CLIENTS),
+    args = [CL, "run", TOML, "--quiet", "--strategy", f"parity-{cmd}", "--workers", str(workers),
             "--ops", str(n), "--out", out] + list(extra)
     cpu, r = timed(args, check=False)
     path = os.path.join(out, "report.json")
@@ -124,9 +125,9 @@ def counterlab(cmd, n, extra=()):
     return s["throughput_ops_per_s"], cpu, s["ops_total"], s["check"]["verdict"]
 
 
-def cl_measure(cmd, n, extra=()):
-    _, base, _, _ = counterlab(cmd, 1, extra)
-    tput, cpu, ops, verdict = counterlab(cmd, n, extra)
+def cl_measure(cmd, n, extra=(), workers=CLIENTS):
+    _, base, _, _ = counterlab(cmd, 1, extra, workers)
+    tput, cpu, ops, verdict = counterlab(cmd, n, extra, workers)
     return tput, (cpu - base) / ops * 1e6, verdict
 
 
@@ -140,7 +141,7 @@ def section(name, cmds, rb_n, cl_n, pipeline):
                     rps, us = redis_benchmark(cmd, rb_n, pipeline)
                     log(f"{name} {rnd} {cmd} redis-benchmark rps={rps:.0f} cpu_us_per_op={us:.2f} load={loadavg()}")
                 else:
-                    tput, us, verdict = cl_measure(cmd, cl_n, extra)
+                    tput, us, verdict = cl_measure(cmd, cl_n, extra, CLIENTS * pipeline)
                     log(f"{name} {rnd} {cmd} counterlab rps={tput:.0f} cpu_us_per_op={us:.2f} "
                         f"verdict={verdict} load={loadavg()}")
 

@@ -396,7 +396,7 @@ pub(super) async fn build(cell: &Cell<'_>, ns: &Namespace, made: &mut Made) -> R
         Some(r) => Some(
             r.space_with(&cell.ns_name, cell.op_timeout(), plan.workload.ops_in_flight(), login)
                 .await?
-                .pipelined(plan.workload.redis_pipeline),
+                .pipelined(plan.workload.redis_pipeline, plan.workload.ops_in_flight()),
         ),
         None => None,
     };

@@ -74,7 +74,7 @@ async fn send<C: ConnectionLike + Send>(c: &mut C, call: &Call<'_>) -> Result<::
 
 /// A script call that answered (a reply or an error from Redis) has ended; one cut off
 /// (the client's timeout, a lost connection) may still run, and its guard kills it.
-fn disarm(guard: Option<crate::redis::ScriptGuard>, sent: &Result<::redis::Value, ::redis::RedisError>) {
+fn disarm(guard: Option<crate::redis::ScriptGuard<'_>>, sent: &Result<::redis::Value, ::redis::RedisError>) {
     let ended = match sent {
         Ok(_) => true,
         Err(e) => !(e.is_timeout() || e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error()),
@@ -85,8 +85,9 @@ fn disarm(guard: Option<crate::redis::ScriptGuard>, sent: &Result<::redis::Value
 }
 
 impl CustomStrategy {
-    /// The command or script of a Redis or Lua step, its keys prefixed.
-    fn call<'a>(&'a self, exec: &'a Exec, env: &Env, vals: &[Vec<i64>]) -> Result<Keyed<'a>, OpError> {
+    /// The command or script of a Redis or Lua step, its keys prefixed (and its first key
+    /// when `keyed`: a dedicated connection goes to the node serving it).
+    fn call<'a>(&'a self, exec: &'a Exec, env: &Env, vals: &[Vec<i64>], keyed: bool) -> Result<Keyed<'a>, OpError> {
         let prefix = self.redis.as_ref().expect("checked at build").prefix();
         let mut first = None;
         let call = match exec {
@@ -94,7 +95,9 @@ impl CustomStrategy {
                 let mut cmd = ::redis::cmd(command);
                 for k in keys {
                     let k = expand(k, prefix, env, vals).map_err(other)?;
-                    first.get_or_insert_with(|| k.clone());
+                    if keyed && first.is_none() {
+                        first = Some(k.clone());
+                    }
                     cmd.arg(k);
                 }
                 for a in args {
@@ -106,7 +109,9 @@ impl CustomStrategy {
                 let mut inv = self.script(source).prepare_invoke();
                 for k in keys {
                     let k = expand(k, prefix, env, vals).map_err(other)?;
-                    first.get_or_insert_with(|| k.clone());
+                    if keyed && first.is_none() {
+                        first = Some(k.clone());
+                    }
                     inv.key(k);
                 }
                 for a in args {
@@ -127,7 +132,7 @@ impl CustomStrategy {
         vals: &[Vec<i64>],
         rs: &mut RedisState,
     ) -> Result<Reply, OpError> {
-        let (call, key) = self.call(exec, env, vals)?;
+        let (call, key) = self.call(exec, env, vals, rs.dedicated)?;
         // Once its keys are over their memory cap, the space takes no further step.
         self.redis.as_ref().expect("checked at build").refuse_over_cap()?;
         let (tx, writes) = match exec {

@@ -3,7 +3,7 @@
 //! once the namespace is over either, makes every further file-defined Redis step fail
 //! at once (a refusal: the strategy's verdict is `FAIL: denied`).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use counterlab_core::{ErrorClass, OpError, Outcome, SeedSpec};
@@ -81,7 +81,8 @@ fn mb(b: u64) -> String {
 /// first reason it found the space over its cap, and its task.
 #[derive(Default)]
 pub(super) struct Watch {
-    over: Arc<Mutex<Option<String>>>,
+    /// Set once (a lock-free read: every file-defined Redis step checks it).
+    over: Arc<OnceLock<String>>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -100,9 +101,9 @@ impl Drop for Watch {
 }
 
 /// Records the first reason found; true when there is one.
-fn record(over: &Mutex<Option<String>>, why: Option<String>) -> bool {
+fn record(over: &OnceLock<String>, why: Option<String>) -> bool {
     let Some(why) = why else { return false };
-    over.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(why);
+    let _ = over.set(why);
     true
 }
 
@@ -152,12 +153,12 @@ impl RedisSpace {
 
     /// Why the space is over its cap, once a pass found it so.
     pub fn over_cap(&self) -> Option<String> {
-        self.memory.over.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.memory.over.get().cloned()
     }
 
     /// The refusal a Redis step gets once the space is over its cap.
     pub fn refuse_over_cap(&self) -> Result<(), OpError> {
-        match self.over_cap() {
+        match self.memory.over.get() {
             None => Ok(()),
             Some(why) => Err(OpError::new(ErrorClass::Permission, Outcome::Fail, format!("refused: {why}"))),
         }

@@ -484,14 +484,14 @@ impl RedisSpace {
         self.dedicated.take(key).await.map_err(classify_redis)
     }
 
-    /// Pipelined load (`[workload] redis_pipeline = depth`, above 1): the ops share
-    /// one connection per `depth` of them (the first of the space's connections, round
+    /// Pipelined load (`[workload] redis_pipeline = depth`, above 1): the `in_flight`
+    /// ops share one connection per `depth` of them (the space's first ones, round
     /// robin, none lent to one op), so each multiplexed connection carries up to `depth`
     /// commands at once, written together and answered in order; every op still waits
     /// for its own reply. Dedicated connections (WATCH, MULTI) stay one per op.
-    pub fn pipelined(mut self, depth: u32) -> RedisSpace {
+    pub fn pipelined(mut self, depth: u32, in_flight: u32) -> RedisSpace {
         if depth > 1 {
-            let keep = self.conns.len().div_ceil(depth as usize).max(1);
+            let keep = (in_flight.div_ceil(depth) as usize).clamp(1, self.conns.len().max(1));
             self.conns = Arc::new(self.conns[..keep].to_vec());
             self.idle = Arc::new(Mutex::new(Vec::new()));
         }

@@ -17,20 +17,21 @@ const KILL_ROUNDS: u32 = 20;
 const KILL_WAIT: Duration = Duration::from_secs(10);
 
 /// Armed while one of the space's scripts runs: dropped armed (its op timed out, or the
-/// run stopped), it kills the script in the background.
-pub(crate) struct ScriptGuard {
-    space: Option<RedisSpace>,
+/// run stopped), it kills the script in the background (the space is cloned only then,
+/// not per call).
+pub(crate) struct ScriptGuard<'a> {
+    space: Option<&'a RedisSpace>,
 }
 
-impl ScriptGuard {
+impl ScriptGuard<'_> {
     pub(crate) fn disarm(mut self) {
         self.space = None;
     }
 }
 
-impl Drop for ScriptGuard {
+impl Drop for ScriptGuard<'_> {
     fn drop(&mut self) {
-        let Some(space) = self.space.take() else { return };
+        let Some(space) = self.space.take().cloned() else { return };
         space.abandoned.store(true, Ordering::Relaxed);
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             // A failure leaves the flag set: teardown tries again and reports it.
@@ -41,8 +42,8 @@ impl Drop for ScriptGuard {
 
 impl RedisSpace {
     /// A guard for one script call of this space (see `ScriptGuard`).
-    pub(crate) fn script_guard(&self) -> ScriptGuard {
-        ScriptGuard { space: Some(self.clone()) }
+    pub(crate) fn script_guard(&self) -> ScriptGuard<'_> {
+        ScriptGuard { space: Some(self) }
     }
 
     /// Whether a script of this space was abandoned while running.
