@@ -439,6 +439,15 @@ pub(crate) fn history_line(h: &crate::HistoryReport) -> String {
     format!("{} calls recorded{file}; {reads}; {} users read after settle", h.events, h.settled_reads)
 }
 
+/// `[workload] redis_pipeline` above 1, as the head line says it: ops share a Redis
+/// connection, so their commands go out pipelined.
+pub(crate) fn pipeline_words(r: &Report) -> String {
+    match r.plan.pointer("/workload/redis_pipeline").and_then(serde_json::Value::as_u64) {
+        Some(depth) if depth > 1 => format!("\nRedis pipeline depth {depth}: up to {depth} ops share one connection"),
+        _ => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -586,14 +595,5 @@ mod tests {
         assert_eq!(wrap("a-very-long-word x", 4), "a-very-long-word\nx");
         assert_eq!(wrap("p99 43 ms vs 89 ms (not apart)", 16), "p99 43 ms vs\n89 ms (not\napart)");
         assert_eq!(wrap("at 2.5 s, then", 6), "at\n2.5 s,\nthen");
-    }
-}
-
-/// `[workload] redis_pipeline` above 1, as the head line says it: ops share a Redis
-/// connection, so their commands go out pipelined.
-pub(crate) fn pipeline_words(r: &Report) -> String {
-    match r.plan.pointer("/workload/redis_pipeline").and_then(serde_json::Value::as_u64) {
-        Some(depth) if depth > 1 => format!("\nRedis pipeline depth {depth}: up to {depth} ops share one connection"),
-        _ => String::new(),
     }
 }

@@ -171,7 +171,9 @@ mod tests {
         assert_eq!(w.redis_pipeline, 16);
         for bad in ["0", "257"] {
             let text = format!("{base}redis_pipeline = {bad}\n");
-            let e = parse("t.toml", &text, "t", &Overrides::default(), &KNOWN, 1).err().expect("out of bounds");
+            let Err(e) = parse("t.toml", &text, "t", &Overrides::default(), &KNOWN, 1) else {
+                panic!("redis_pipeline = {bad} is out of bounds")
+            };
             let shown = e.to_string();
             assert!(shown.contains("t.toml:8:18") && shown.contains("redis_pipeline"), "{shown}");
         }
