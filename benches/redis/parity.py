@@ -26,7 +26,8 @@ design, so their check also runs the drift classifier (about 1% of a run's sampl
 
 Usage: benches/redis/parity.py OUT [ROUNDS] [SECTIONS]   (SECTIONS: a subset of
 "pairs,pipelined"; a release build at target/release/counterlab, or COUNTERLAB_BIN).
-Three rounds take about 8-10 minutes on two cores. Writes OUT/raw.log and OUT/summary.md
+Three rounds took 2 min 50 s at half these run lengths (PARITY_OPS=150000,
+PARITY_PIPE_OPS=400000, PARITY_PIPE_RB_OPS=1500000); at the defaults about 5-6 minutes. Writes OUT/raw.log and OUT/summary.md
 (medians and per-round ratios) and prints the summary.
 """
 import json, os, re, statistics, subprocess, sys, tempfile, time
@@ -35,9 +36,9 @@ HOST, PORT = os.environ.get("REDIS_HOST", "127.0.0.1"), os.environ.get("REDIS_PO
 CL = os.environ.get("COUNTERLAB_BIN", "./target/release/counterlab")
 TOML = "benches/redis/parity.toml"
 CLIENTS, KEYSPACE = 16, 10000
-OPS = int(os.environ.get("PARITY_OPS", "150000"))  # per depth-1 run
-PIPE_OPS = int(os.environ.get("PARITY_PIPE_OPS", "400000"))  # per pipelined counterlab run
-PIPE_RB_OPS = int(os.environ.get("PARITY_PIPE_RB_OPS", "1500000"))  # per redis-benchmark -P 16 run
+OPS = int(os.environ.get("PARITY_OPS", "300000"))  # per depth-1 run
+PIPE_OPS = int(os.environ.get("PARITY_PIPE_OPS", "800000"))  # per pipelined counterlab run
+PIPE_RB_OPS = int(os.environ.get("PARITY_PIPE_RB_OPS", "3000000"))  # per redis-benchmark -P 16 run
 SCRIPT = "return redis.call('INCR', KEYS[1])"
 OUT = sys.argv[1] if len(sys.argv) > 1 else "reports/runs/redis-parity"
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
