@@ -350,3 +350,21 @@ async fn pipelined_ops_share_connections_and_every_design_stays_exact() {
     }
     verify(&report.strategies, 60).await;
 }
+
+/// The space a pipelined run gets: 8 ops in flight at depth 4 lend 2 connections (the
+/// kill counts exactly those: no dedicated one was opened), at depth 1 all 8.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipelined_space_lends_one_connection_per_depth_of_ops() {
+    crate::require!(Redis);
+    let server = counterlab_strategies::RedisServer::connect(&redis_url(), Duration::from_secs(5)).await.unwrap();
+    for (depth, conns) in [(4, 2), (1, 8)] {
+        let ns = counterlab::run::namespace_name(&counterlab::run::new_run_id(), "pipelined");
+        let space = server.space(&ns, Duration::from_secs(5), 8).await.unwrap().pipelined(depth, 8);
+        let leases: Vec<_> = (0..8).map(|_| space.conn()).collect();
+        assert_eq!(space.kill_connections().await.unwrap(), conns, "depth {depth}");
+        drop(leases);
+        space.stop_refresher();
+        space.delete_all().await.unwrap();
+        space.release().await.unwrap();
+    }
+}
