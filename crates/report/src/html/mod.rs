@@ -613,6 +613,9 @@ fn details(w: &mut String, r: &Report) {
             s.give_ups
         )
         .unwrap();
+        if let Some(settled) = &s.settled {
+            writeln!(w, "<li>before the load: {}</li>", esc(settled)).unwrap();
+        }
         if let Some(e) = &s.settle_error {
             writeln!(w, "<li class=\"bad\">settle: {}</li>", esc(e)).unwrap();
         }
