@@ -757,6 +757,7 @@ mod tests {
             cleanup_error: None,
             permission_denied: 0,
             seed_s: 0.5,
+            settled: None,
             load_s: 3.0,
             ops_total: 1300,
             throughput_ops_per_s: 433.3,
