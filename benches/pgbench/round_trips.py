@@ -154,9 +154,9 @@ def section_cpu(ops=20000, workers=(1, 4, 16, 64)):
                         f"{(cpu - base[strategy]) / n * 1e6:.1f} us/op")
 
 
-def parity_counterlab(strategy, clients, secs, base, tag):
+def parity_counterlab(strategy, clients, secs, base, tag, env=None):
     out = os.path.join(WORK, f"parity-{tag}")
-    cpu, _ = timed(cl_args(strategy, clients, (secs,), out))
+    cpu, _ = timed(cl_args(strategy, clients, (secs,), out), env=env)
     s = report(out)
     n = s["ops_total"]
     return s["throughput_ops_per_s"], (cpu - base) / n * 1e6, s["check"]["verdict"]
@@ -172,9 +172,12 @@ def parity_pgbench(strategy, clients, secs, tag):
     return tps, cpu / n * 1e6
 
 
+THREAD_VARIANT_AT = [int(c) for c in os.environ.get("PARITY_1T_AT", "16").split(",") if c]
+
+
 def section_parity():
     clients = [int(c) for c in os.environ.get("PARITY_CLIENTS", "1,16,64").split(",")]
-    secs = float(os.environ.get("PARITY_SECS", "10"))
+    secs = int(os.environ.get("PARITY_SECS", "10"))
     for rnd in range(1, ROUNDS + 1):
         base = {s: timed(cl_args(s, 1, 1, os.path.join(WORK, "parity-base")))[0] for s in PEER}
         for c in clients:
@@ -190,6 +193,12 @@ def section_parity():
                 log(f"parity {rnd} c{c} {strategy} first {order[0]} counterlab {cl_rate:.0f} ops/s {cl_cpu:.1f} us/op "
                     f"({verdict}) pgbench {pg_rate:.0f} tps {pg_cpu:.1f} us/op ratio {cl_rate / pg_rate:.3f} "
                     f"cpu_ratio {cl_cpu / pg_cpu:.3f} load {open('/proc/loadavg').read().split()[0]}")
+                if c in THREAD_VARIANT_AT:
+                    # The same run on one runtime thread, right after the pair (TOKIO_WORKER_THREADS).
+                    env = dict(os.environ, TOKIO_WORKER_THREADS="1")
+                    rate, cpu, verdict = parity_counterlab(strategy, c, secs, base[strategy], f"{rnd}-{c}-1t", env)
+                    log(f"parity1t {rnd} c{c} {strategy} counterlab-1-thread {rate:.0f} ops/s {cpu:.1f} us/op ({verdict}) "
+                        f"ratio {rate / pg_rate:.3f} cpu_ratio {cpu / pg_cpu:.3f} load {open('/proc/loadavg').read().split()[0]}")
 
 
 if __name__ == "__main__":
