@@ -9,9 +9,15 @@
      (the same statements), writable-cte against mark_read_cte.sql (its one statement).
   3. client CPU per op (user+sys from /usr/bin/time / ops) at 1, 4, 16, 64 clients; for
      counterlab the CPU of a 1-op run of the same data (seed, check) is subtracted.
+  4. parity (issue 37): for each of 1, 16 and 64 clients (PARITY_CLIENTS) and each of
+     the two strategy/script twins, one alternating pair a round of PARITY_SECS (10) each,
+     throughput and client CPU per op measured in the same runs (counterlab: its run's
+     CPU minus a 1-op run's, over its ops). Both start from a settled server: counterlab
+     CHECKPOINTs after its seed (`settle_after_seed`), pgbench's schema is seeded by
+     counterlab and CHECKPOINTed before pgbench starts.
 
 Usage: benches/pgbench/round_trips.py OUT [ROUNDS] [SECTIONS]  (a release build; SECTIONS
-a subset of "strace,pairs,cpu"). Every run seeds its own schema and drops it.
+a subset of "strace,pairs,cpu,parity"; `parity.py OUT` summarizes section 4). Every run seeds its own schema and drops it.
 """
 import json, os, re, statistics, subprocess, sys, tempfile
 
@@ -148,6 +154,53 @@ def section_cpu(ops=20000, workers=(1, 4, 16, 64)):
                         f"{(cpu - base[strategy]) / n * 1e6:.1f} us/op")
 
 
+def parity_counterlab(strategy, clients, secs, base, tag, env=None):
+    out = os.path.join(WORK, f"parity-{tag}")
+    cpu, _ = timed(cl_args(strategy, clients, (secs,), out), env=env)
+    s = report(out)
+    n = s["ops_total"]
+    return s["throughput_ops_per_s"], (cpu - base) / n * 1e6, s["check"]["verdict"]
+
+
+def parity_pgbench(strategy, clients, secs, tag):
+    schema = seeded_schema(tag)
+    psql("CHECKPOINT")
+    cpu, r = timed(*pgbench(PEER[strategy], clients, (secs,), schema))
+    drop(schema)
+    tps = float(re.search(r"tps = ([0-9.]+) \(without", r.stdout).group(1))
+    n = int(re.search(r"number of transactions actually processed: (\d+)", r.stdout).group(1))
+    return tps, cpu / n * 1e6
+
+
+THREAD_VARIANT_AT = [int(c) for c in os.environ.get("PARITY_1T_AT", "16").split(",") if c]
+
+
+def section_parity():
+    clients = [int(c) for c in os.environ.get("PARITY_CLIENTS", "1,16,64").split(",")]
+    secs = int(os.environ.get("PARITY_SECS", "10"))
+    for rnd in range(1, ROUNDS + 1):
+        base = {s: timed(cl_args(s, 1, 1, os.path.join(WORK, "parity-base")))[0] for s in PEER}
+        for c in clients:
+            for strategy in PEER:
+                order = ["pgbench", "counterlab"] if (rnd + c) % 2 else ["counterlab", "pgbench"]
+                got = {}
+                for tool in order:
+                    if tool == "pgbench":
+                        got[tool] = parity_pgbench(strategy, c, secs, f"parity-{rnd}")
+                    else:
+                        got[tool] = parity_counterlab(strategy, c, secs, base[strategy], f"{rnd}-{c}")
+                (cl_rate, cl_cpu, verdict), (pg_rate, pg_cpu) = got["counterlab"], got["pgbench"]
+                log(f"parity {rnd} c{c} {strategy} first {order[0]} counterlab {cl_rate:.0f} ops/s {cl_cpu:.1f} us/op "
+                    f"({verdict}) pgbench {pg_rate:.0f} tps {pg_cpu:.1f} us/op ratio {cl_rate / pg_rate:.3f} "
+                    f"cpu_ratio {cl_cpu / pg_cpu:.3f} load {open('/proc/loadavg').read().split()[0]}")
+                if c in THREAD_VARIANT_AT:
+                    # The same run on one runtime thread, right after the pair (TOKIO_WORKER_THREADS).
+                    env = dict(os.environ, TOKIO_WORKER_THREADS="1")
+                    rate, cpu, verdict = parity_counterlab(strategy, c, secs, base[strategy], f"{rnd}-{c}-1t", env)
+                    log(f"parity1t {rnd} c{c} {strategy} counterlab-1-thread {rate:.0f} ops/s {cpu:.1f} us/op ({verdict}) "
+                        f"ratio {rate / pg_rate:.3f} cpu_ratio {cpu / pg_cpu:.3f} load {open('/proc/loadavg').read().split()[0]}")
+
+
 if __name__ == "__main__":
     log(f"# {' '.join(sys.argv)}; uptime: {sh(['uptime']).stdout.strip()}")
     if "strace" in SECTIONS:
@@ -156,4 +209,6 @@ if __name__ == "__main__":
         section_pairs()
     if "cpu" in SECTIONS:
         section_cpu()
+    if "parity" in SECTIONS:
+        section_parity()
     log(f"# done; uptime: {sh(['uptime']).stdout.strip()}")

@@ -131,6 +131,10 @@ mod explore;
 /// updated and HOT rows, MariaDB row lock waits, Redis EVALSHA calls.
 mod cost;
 
+/// The server settled after the seed, before the load: a PostgreSQL checkpoint, MariaDB's
+/// flush for export, an SQLite WAL checkpoint, each seen on the server.
+mod settle;
+
 /// `counterlab capacity`: a knee found and verified (0.8x holds, 1.25x fails) on SQLite and
 /// PostgreSQL over a design whose ceiling is fixed by construction; the binary's files,
 /// exit codes and located bad input.

@@ -129,6 +129,7 @@ pub(crate) struct RawWorkload {
     pub(crate) max_wait_ms: Option<Spanned<u64>>,
     pub(crate) sample_interval_ms: Option<Spanned<u64>>,
     pub(crate) sample_drift: Option<bool>,
+    pub(crate) settle_after_seed: Option<bool>,
     pub(crate) cost_baseline_ms: Option<Spanned<u64>>,
     pub(crate) stages: Option<Spanned<Vec<Spanned<RawStage>>>>,
 }

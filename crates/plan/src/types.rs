@@ -86,6 +86,11 @@ pub const DEFAULT_COST_BASELINE_MS: u64 = 1_000;
 /// Drift is sampled unless a scenario says `sample_drift = false`: one aggregate query
 /// per interval, whose measured cost docs/running.md states.
 pub const DEFAULT_SAMPLE_DRIFT: bool = true;
+/// The server is settled after the seed, before the load, unless a scenario says
+/// `settle_after_seed = false`: PostgreSQL `CHECKPOINT`, MariaDB/MySQL `FLUSH TABLES ...
+/// FOR EXPORT` of the namespace's two tables, SQLite a WAL checkpoint, so the measured load
+/// does not pay for writing the seed's dirty pages.
+pub const DEFAULT_SETTLE_AFTER_SEED: bool = true;
 pub const DEFAULT_DUP_K: u32 = 4;
 /// The mix of a scenario without `[workload.mix]` (the quickstart's): create 20,
 /// mark_read 35, mark_read_dup 10, delete 10, mark_all_read 5, read_count 20, so every
@@ -412,6 +417,8 @@ pub struct WorkloadPlan {
     pub sample_interval_ms: u64,
     /// Sample SUM(counters) - COUNT(unread) every interval (a SQL aggregate per interval).
     pub sample_drift: bool,
+    /// Settle the server after the seed, before the load (`DEFAULT_SETTLE_AFTER_SEED`).
+    pub settle_after_seed: bool,
     /// The idle interval before each cell's load whose server-wide figures stand beside
     /// the cost's (0: none).
     pub cost_baseline_ms: u64,

@@ -139,6 +139,11 @@ pub struct StrategyReport {
     /// hit its boundary); any makes the verdict `FAIL: denied`.
     pub permission_denied: u64,
     pub seed_s: f64,
+    /// What settled the server after the seed, before the load, and how long it took
+    /// (`CHECKPOINT after the seed (0.42 s)`), or why it was not settled; None when the
+    /// scenario says `settle_after_seed = false` (or the report predates it).
+    #[serde(default)]
+    pub settled: Option<String>,
     pub load_s: f64,
     pub ops_total: u64,
     pub throughput_ops_per_s: f64,
@@ -888,6 +893,7 @@ impl StrategyReport {
             cleanup_error: None,
             permission_denied,
             seed_s: run.seed_s,
+            settled: None,
             load_s: load.elapsed.as_secs_f64(),
             ops_total: load.total_ops(),
             throughput_ops_per_s: load.throughput_ops_per_s(),

@@ -230,6 +230,9 @@ fn markdown_strategy(w: &mut String, s: &StrategyReport) {
     if let Some(st) = &s.staleness {
         line(w, format!("  - staleness of replica reads: {}", st.line()));
     }
+    if let Some(settled) = &s.settled {
+        line(w, format!("  - before the load: {settled}"));
+    }
     if s.permission_denied > 0 {
         line(
             w,

@@ -181,12 +181,14 @@ impl Db {
         let key = self.key();
         match held::take(key) {
             Take::Held(c) => Ok(Lease::held(key, c)),
+            // sqlx's acquire is a 4 KB future: boxed where it is taken, so a worker's op
+            // on its held connection does not carry it.
             Take::Claim => {
                 let mut lease = Lease::claim(key);
-                lease.fill(self.acquire().await?);
+                lease.fill(Box::pin(self.acquire()).await?);
                 Ok(lease)
             }
-            Take::Pool => Ok(Lease::pooled(self.acquire().await?)),
+            Take::Pool => Ok(Lease::pooled(Box::pin(self.acquire()).await?)),
         }
     }
 
@@ -527,4 +529,27 @@ pub fn classify(dialect: Dialect, e: sqlx::Error) -> OpError {
         _ => (ErrorClass::Other, Outcome::Unknown),
     };
     OpError::new(class, outcome, format!("{}: {e}", dialect.name()))
+}
+
+#[cfg(test)]
+mod future_size {
+    use super::*;
+
+    /// Every op's future is boxed once per op (the Strategy trait is object safe), and the
+    /// box copies the whole future: a transaction's BEGIN, statement and COMMIT made a
+    /// 15 960 B future (the step gate carried each call twice, and sqlx's 4 KB acquire was
+    /// inlined though a worker's held connection never acquires), 5% of a PostgreSQL run's
+    /// CPU in memmove. Now 624 B.
+    #[tokio::test]
+    async fn a_transaction_future_stays_small() {
+        let db = Db::Pg(sqlx::postgres::PgPoolOptions::new().connect_lazy("postgres://x@127.0.0.1:1/x").unwrap());
+        let op = async {
+            let mut tx = db.begin(Begin::Plain).await?;
+            let n = tx.exec("SELECT 1", &[1, 2]).await?;
+            tx.commit().await?;
+            Ok::<u64, OpError>(n)
+        };
+        let size = std::mem::size_of_val(&op);
+        assert!(size <= 2048, "a BEGIN, a statement and a COMMIT take a {size} B future");
+    }
 }

@@ -11,7 +11,7 @@ use crate::raw::{RawFault, RawWorkload};
 use crate::types::limits::*;
 use crate::types::{
     Arrival, DEFAULT_COST_BASELINE_MS, DEFAULT_DUP_K, DEFAULT_MAX_WAIT_MS, DEFAULT_MIX, DEFAULT_OP_TIMEOUT_MS,
-    DEFAULT_SAMPLE_DRIFT, DEFAULT_SAMPLE_INTERVAL_MS, MixPlan, SkewKind, WorkloadPlan,
+    DEFAULT_SAMPLE_DRIFT, DEFAULT_SAMPLE_INTERVAL_MS, DEFAULT_SETTLE_AFTER_SEED, MixPlan, SkewKind, WorkloadPlan,
 };
 
 pub(crate) fn workload(
@@ -52,6 +52,7 @@ pub(crate) fn workload(
         max_wait_ms,
         sample_interval_ms,
         sample_drift: w.sample_drift.unwrap_or(DEFAULT_SAMPLE_DRIFT),
+        settle_after_seed: w.settle_after_seed.unwrap_or(DEFAULT_SETTLE_AFTER_SEED),
         cost_baseline_ms,
         dup_k,
         op_timeout_ms,

@@ -613,6 +613,9 @@ fn details(w: &mut String, r: &Report) {
             s.give_ups
         )
         .unwrap();
+        if let Some(settled) = &s.settled {
+            writeln!(w, "<li>before the load: {}</li>", esc(settled)).unwrap();
+        }
         if let Some(e) = &s.settle_error {
             writeln!(w, "<li class=\"bad\">settle: {}</li>", esc(e)).unwrap();
         }
@@ -754,6 +757,7 @@ mod tests {
             cleanup_error: None,
             permission_denied: 0,
             seed_s: 0.5,
+            settled: None,
             load_s: 3.0,
             ops_total: 1300,
             throughput_ops_per_s: 433.3,

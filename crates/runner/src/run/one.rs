@@ -259,6 +259,7 @@ async fn measure(
     };
     refuse_untaken_faults(cell, strategy.as_ref())?;
     let seed_s = started.elapsed().as_secs_f64();
+    let settled = settle_after_seed(cell, ns, log).await;
     // The keys' expiry (not timed as seeding) only cleans up after a killed run: the run
     // goes on without it.
     if let Some(space) = &made.space
@@ -297,8 +298,20 @@ async fn measure(
         found.judgement = counterlab_core::with_refusal(found.judgement, &why);
     }
     let history_file = write_history(cell, &mut history)?;
-    let context = RowContext { identity, in_effect, seed_s, history_file };
+    let context = RowContext { identity, in_effect, seed_s, settled, history_file };
     Ok(row(cell, loaded, found, context, log))
+}
+
+/// Settles the server after the seed when the scenario asks (`settle_after_seed`, the
+/// default): the report's `settled` line; a server that refuses is logged, and the load
+/// runs unsettled.
+pub(super) async fn settle_after_seed(cell: &Cell<'_>, ns: &Namespace, log: &mut dyn FnMut(&str)) -> Option<String> {
+    if !cell.plan.workload.settle_after_seed {
+        return None;
+    }
+    let said = ns.settle_after_seed(cell.bounds().setup).await.unwrap_or_else(|why| why);
+    log(&format!("{}: {said}", cell.label()));
+    Some(said)
 }
 
 /// The row of a cell whose setup or check could not complete (`why`), judged on what the
@@ -866,6 +879,8 @@ pub(super) struct RowContext {
     pub(super) identity: String,
     pub(super) in_effect: String,
     pub(super) seed_s: f64,
+    /// What settled the server after the seed (`StrategyReport::settled`).
+    pub(super) settled: Option<String>,
     pub(super) history_file: Option<String>,
 }
 
@@ -904,6 +919,7 @@ pub(super) fn row(cell: &Cell<'_>, l: Loaded, mut f: Found, cx: RowContext, log:
         history: f.history,
     });
     report.drift_note = l.series.drift_note;
+    report.settled = cx.settled;
     report.cost = l.cost;
     super::cost::broker(&mut report);
     report.moving_parts = moving_parts(cell, &report);

@@ -240,6 +240,7 @@ async fn prepare_cell(
         let failed = one::cleanup(&cell, ns, made, log).await;
         return Err(PhaseError(format!("{}: {e}{}", cell.label(), cleanup_note(&failed))));
     }
+    one::settle_after_seed(&cell, &ns, log).await;
     log(&format!(
         "{}: prepared {} as {} in {:.2}s",
         cell.label(),
@@ -486,7 +487,7 @@ async fn check_cell(cell: &Cell<'_>, m: merge::MergedCell, log: Log<'_>) -> Resu
     let found = one::check(cell, &ns, &loaded, &mut history, log).await;
     let mut row = match found {
         Ok(found) => {
-            let cx = RowContext { identity, in_effect, seed_s: 0.0, history_file: None };
+            let cx = RowContext { identity, in_effect, seed_s: 0.0, settled: None, history_file: None };
             one::row(cell, loaded, found, cx, log)
         }
         Err(why) => one::incomplete_row(cell, &loaded.load, loaded.faults, &why, 0.0, log),
