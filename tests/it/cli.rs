@@ -787,3 +787,30 @@ fn unsettled_designs_run_again_up_to_the_bound_and_no_others() {
     assert!(text(&o).contains("seq.toml:4:") && text(&o).contains("must be at least repeat (4)"), "{}", text(&o));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `run`'s runtime: one worker thread for a closed-loop scenario, more for an open loop
+/// on a machine with more than one core, `--threads` over both, `TOKIO_WORKER_THREADS`
+/// over the default.
+#[test]
+fn a_closed_loop_runs_on_one_runtime_thread_unless_told_otherwise() {
+    let dir = tempdir("threads");
+    let out = dir.to_str().unwrap();
+    let run = |scenario: &str, extra: &[&str], env: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_counterlab"));
+        c.args(["run", scenario, "--backend", "sqlite", "--duration-s", "0.5", "--repeat", "1", "--out", out]);
+        c.args(["--strategy", "conditional-update"]).args(extra).env_remove("TOKIO_WORKER_THREADS");
+        if let Some(n) = env {
+            c.env("TOKIO_WORKER_THREADS", n);
+        }
+        let o = c.output().unwrap();
+        let t = text(&o);
+        let line = t.lines().find(|l| l.starts_with("runtime: ")).unwrap_or_else(|| panic!("no runtime line: {t}"));
+        line.to_string()
+    };
+    assert_eq!(run("scenarios/quickstart.toml", &[], None), "runtime: 1 worker thread");
+    assert_eq!(run("scenarios/quickstart.toml", &["--threads", "3"], None), "runtime: 3 worker threads");
+    assert_eq!(run("scenarios/quickstart.toml", &[], Some("2")), "runtime: 2 worker threads");
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let open = run("scenarios/open-loop-ramp.toml", &[], None);
+    assert_eq!(open, format!("runtime: {cores} worker thread{}", if cores == 1 { "" } else { "s" }));
+}
