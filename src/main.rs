@@ -533,11 +533,17 @@ impl Ending {
     }
 }
 
-async fn run(args: RunArgs) -> Result<Ending, Failure> {
-    let strict = args.strict;
+/// The scenario read and resolved once, before the runtime (whose size depends on it),
+/// and the time the run's default seed and folder name come from.
+fn plan_run(args: &RunArgs) -> Result<(scenario::RunPlan, u64), Failure> {
     let (now_s, nanos) = clock::now_unix();
-    let mut plan = load_plan(&args, now_s ^ (u64::from(nanos) << 20))?;
+    let mut plan = load_plan(args, now_s ^ (u64::from(nanos) << 20))?;
     plan.explore.with_run |= args.explore;
+    Ok((plan, now_s))
+}
+
+async fn run(args: RunArgs, plan: scenario::RunPlan, now_s: u64) -> Result<Ending, Failure> {
+    let strict = args.strict;
     let out = args.out.clone().unwrap_or_else(|| {
         PathBuf::from("reports/runs").join(format!("{}-{}", clock::compact(now_s), dir_name(&plan.scenario)))
     });
@@ -813,25 +819,29 @@ fn watch_ctrl_c(cancel: Arc<AtomicBool>, what: &'static str) {
 }
 
 fn runtime() -> Option<tokio::runtime::Runtime> {
-    runtime_with(None)
+    match runtime_with(None) {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            None
+        }
+    }
 }
 
 /// `run`'s runtime: `--threads`, else one worker thread for a scenario whose every stage
-/// is a closed loop. On two cores the workers' tasks then never hand an op's wake-up to
-/// another thread: client CPU per op 1.15x -> 1.03x pgbench's at 16 clients, Redis at
-/// 0.89-0.98x redis-benchmark's rate instead of 0.85-0.91x, throughput no lower
-/// (reports/2026-12-05-parity). An open loop keeps one thread per core (its pacer and
-/// workers run beside each other), as does an explicit TOKIO_WORKER_THREADS.
-fn run_threads(args: &RunArgs) -> Option<usize> {
+/// is a closed loop: on two cores an op's wake-up then never crosses to another thread;
+/// client CPU per op 5-12% lower at 16 workers (PostgreSQL and Redis), throughput from
+/// -2% (PostgreSQL) to +8% (Redis INCR), medians of 4 alternating rounds
+/// (reports/2026-12-05-parity/ab-threads.log). An open loop keeps one thread per core
+/// (its pacer and workers run beside each other), as does an explicit TOKIO_WORKER_THREADS.
+fn run_threads(args: &RunArgs, plan: &scenario::RunPlan) -> Option<usize> {
     if let Some(n) = args.threads {
         return Some(usize::from(n));
     }
     if std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
         return None;
     }
-    let closed =
-        |p: scenario::RunPlan| p.workload.stages.iter().all(|s| matches!(s.load, scenario::StageLoad::Closed { .. }));
-    load_plan(args, 0).ok().map(closed).and_then(|closed| closed.then_some(1))
+    plan.workload.stages.iter().all(|s| matches!(s.load, scenario::StageLoad::Closed { .. })).then_some(1)
 }
 
 /// What the run's runtime is, for the log: its worker threads.
@@ -840,18 +850,12 @@ fn runtime_line() -> String {
     format!("runtime: {n} worker thread{}", if n == 1 { "" } else { "s" })
 }
 
-fn runtime_with(threads: Option<usize>) -> Option<tokio::runtime::Runtime> {
+fn runtime_with(threads: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = threads {
         builder.worker_threads(n);
     }
-    match builder.enable_all().build() {
-        Ok(rt) => Some(rt),
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            None
-        }
-    }
+    builder.enable_all().build().context("cannot start the async runtime")
 }
 
 /// glibc gives each thread that allocates an arena of its own, up to 8 per core: a run on
@@ -897,9 +901,12 @@ fn main() -> ExitCode {
         Command::Completions(args) => docs_cmd::completions::<Cli>(args),
         Command::Man => docs_cmd::man::<Cli>(),
         Command::Run(args) => {
-            let Some(rt) = runtime_with(run_threads(&args)) else { return Exit::BadInput.into() };
             let json = args.output.json;
-            match rt.block_on(run(*args)) {
+            let ran = plan_run(&args).and_then(|(plan, now_s)| {
+                let rt = runtime_with(run_threads(&args, &plan)).map_err(Failure::Input)?;
+                rt.block_on(run(*args, plan, now_s))
+            });
+            match ran {
                 Ok(end) => ExitCode::from(end.code()),
                 Err(Failure::Input(e)) => {
                     eprintln!("error: {e:#}");

@@ -180,6 +180,9 @@ def section_parity():
     secs = int(os.environ.get("PARITY_SECS", "10"))
     for rnd in range(1, ROUNDS + 1):
         base = {s: timed(cl_args(s, 1, 1, os.path.join(WORK, "parity-base")))[0] for s in PEER}
+        # The one-thread variant's 1-op run under the same setting (its seed's CPU differs).
+        env1t = dict(os.environ, TOKIO_WORKER_THREADS="1")
+        base1t = {s: timed(cl_args(s, 1, 1, os.path.join(WORK, "parity-base")), env=env1t)[0] for s in PEER}
         for c in clients:
             for strategy in PEER:
                 order = ["pgbench", "counterlab"] if (rnd + c) % 2 else ["counterlab", "pgbench"]
@@ -195,8 +198,7 @@ def section_parity():
                     f"cpu_ratio {cl_cpu / pg_cpu:.3f} load {open('/proc/loadavg').read().split()[0]}")
                 if c in THREAD_VARIANT_AT:
                     # The same run on one runtime thread, right after the pair (TOKIO_WORKER_THREADS).
-                    env = dict(os.environ, TOKIO_WORKER_THREADS="1")
-                    rate, cpu, verdict = parity_counterlab(strategy, c, secs, base[strategy], f"{rnd}-{c}-1t", env)
+                    rate, cpu, verdict = parity_counterlab(strategy, c, secs, base1t[strategy], f"{rnd}-{c}-1t", env1t)
                     log(f"parity1t {rnd} c{c} {strategy} counterlab-1-thread {rate:.0f} ops/s {cpu:.1f} us/op ({verdict}) "
                         f"ratio {rate / pg_rate:.3f} cpu_ratio {cpu / pg_cpu:.3f} load {open('/proc/loadavg').read().split()[0]}")
 

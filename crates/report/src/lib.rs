@@ -141,7 +141,8 @@ pub struct StrategyReport {
     pub seed_s: f64,
     /// What settled the server after the seed, before the load, and how long it took
     /// (`CHECKPOINT after the seed (0.42 s)`), or why it was not settled; None when the
-    /// scenario says `settle_after_seed = false` (or the report predates it).
+    /// scenario says `settle_after_seed = false`, in a distributed run (`prepare` settles
+    /// each cell and logs it) or when the report predates it.
     #[serde(default)]
     pub settled: Option<String>,
     pub load_s: f64,

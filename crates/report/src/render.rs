@@ -443,7 +443,10 @@ pub(crate) fn history_line(h: &crate::HistoryReport) -> String {
 /// connection, so their commands go out pipelined.
 pub(crate) fn pipeline_words(r: &Report) -> String {
     match r.plan.pointer("/workload/redis_pipeline").and_then(serde_json::Value::as_u64) {
-        Some(depth) if depth > 1 => format!("\nRedis pipeline depth {depth}: up to {depth} ops share one connection"),
+        Some(depth) if depth > 1 => format!(
+            "\nRedis pipeline depth {depth}: every {depth} ops in flight share one connection (more share one past \
+             the space's 64 connections)"
+        ),
         _ => String::new(),
     }
 }

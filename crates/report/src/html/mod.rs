@@ -614,7 +614,8 @@ fn details(w: &mut String, r: &Report) {
         )
         .unwrap();
         if let Some(settled) = &s.settled {
-            writeln!(w, "<li>before the load: {}</li>", esc(settled)).unwrap();
+            let bad = if settled.starts_with("not settled") { " class=\"bad\"" } else { "" };
+            writeln!(w, "<li{bad}>before the load: {}</li>", esc(settled)).unwrap();
         }
         if let Some(e) = &s.settle_error {
             writeln!(w, "<li class=\"bad\">settle: {}</li>", esc(e)).unwrap();
