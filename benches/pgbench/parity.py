@@ -10,11 +10,19 @@ from collections import defaultdict
 
 LINE = re.compile(r"parity (\d+) c(\d+) (\S+) first (\S+) counterlab ([0-9.]+) ops/s ([0-9.-]+) us/op \((\S+)\) "
                   r"pgbench ([0-9.]+) tps ([0-9.]+) us/op ratio ([0-9.]+) cpu_ratio ([0-9.-]+) load ([0-9.]+)")
-rows = defaultdict(list)
-for line in open(sys.argv[1]):
-    m = LINE.search(line)
-    if m:
-        rows[(int(m.group(2)), m.group(3))].append(m.groups())
+
+
+def grouped(pattern):
+    """The log's lines matching `pattern`, their fields grouped by (clients, twin)."""
+    out = defaultdict(list)
+    for line in open(sys.argv[1]):
+        m = pattern.search(line)
+        if m:
+            out[(int(m.group(2)), m.group(3))].append(m.groups())
+    return out
+
+
+rows = grouped(LINE)
 print("| clients | twin | pairs | throughput ratio, median (each) | CPU/op ratio, median (each) | "
       "counterlab ops/s, us/op | pgbench tps, us/op | verdicts | load |")
 print("|---:|---|---:|---|---|---|---|---|---|")
@@ -29,11 +37,7 @@ for (c, twin), rs in sorted(rows.items()):
 
 ONE = re.compile(r"parity1t (\d+) c(\d+) (\S+) counterlab-1-thread ([0-9.]+) ops/s ([0-9.-]+) us/op \((\S+)\) "
                  r"ratio ([0-9.]+) cpu_ratio ([0-9.-]+) load ([0-9.]+)")
-one = defaultdict(list)
-for line in open(sys.argv[1]):
-    m = ONE.search(line)
-    if m:
-        one[(int(m.group(2)), m.group(3))].append(m.groups())
+one = grouped(ONE)
 if one:
     print("\nThe same counterlab run on one runtime thread (`TOKIO_WORKER_THREADS=1`), right after each pair, "
           "against that pair's pgbench run:\n")
