@@ -23,6 +23,9 @@ def grouped(pattern):
 
 
 rows = grouped(LINE)
+# The run's own CPU over its measured load (report.json `client_cpu_us_per_op`), where logged.
+DURING = re.compile(r"parity (\d+) c(\d+) (\S+) first .* load_cpu ([0-9.]+) us/op load_cpu_ratio ([0-9.]+)")
+during = grouped(DURING)
 print("| clients | twin | pairs | throughput ratio, median (each) | CPU/op ratio, median (each) | "
       "counterlab ops/s, us/op | pgbench tps, us/op | verdicts | load |")
 print("|---:|---|---:|---|---|---|---|---|---|")
@@ -34,6 +37,16 @@ for (c, twin), rs in sorted(rows.items()):
           f"| **{statistics.median(cpu):.3f}** ({', '.join(f'{x:.2f}' for x in cpu)}) "
           f"| {med(4):.0f}, {med(5):.1f} | {med(7):.0f}, {med(8):.1f} | {' '.join(sorted(set(r[6] for r in rs)))} "
           f"| {min(float(r[11]) for r in rs):.1f}-{max(float(r[11]) for r in rs):.1f} |")
+
+if during:
+    print("\nClient CPU per op over the measured load alone (counterlab's `client_cpu_us_per_op`: no seed, "
+          "check or report) against pgbench's whole run:\n")
+    print("| clients | twin | pairs | load CPU/op ratio, median (each) | counterlab load us/op, median |")
+    print("|---:|---|---:|---|---|")
+    for (c, twin), rs in sorted(during.items()):
+        ratio = [float(r[4]) for r in rs]
+        print(f"| {c} | {twin} | {len(rs)} | **{statistics.median(ratio):.3f}** ({', '.join(f'{x:.2f}' for x in ratio)}) "
+              f"| {statistics.median(float(r[3]) for r in rs):.1f} |")
 
 ONE = re.compile(r"parity1t (\d+) c(\d+) (\S+) counterlab-1-thread ([0-9.]+) ops/s ([0-9.-]+) us/op \((\S+)\) "
                  r"ratio ([0-9.]+) cpu_ratio ([0-9.-]+) load ([0-9.]+)")

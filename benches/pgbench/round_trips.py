@@ -159,7 +159,10 @@ def parity_counterlab(strategy, clients, secs, base, tag, env=None):
     cpu, _ = timed(cl_args(strategy, clients, (secs,), out), env=env)
     s = report(out)
     n = s["ops_total"]
-    return s["throughput_ops_per_s"], (cpu - base) / n * 1e6, s["check"]["verdict"]
+    # The run's own figure: its process's CPU over the measured load alone (no seed,
+    # check or report), None in a report from before it was recorded.
+    load_cpu = s.get("client_cpu_us_per_op")
+    return s["throughput_ops_per_s"], (cpu - base) / n * 1e6, s["check"]["verdict"], load_cpu
 
 
 def parity_pgbench(strategy, clients, secs, tag):
@@ -172,6 +175,8 @@ def parity_pgbench(strategy, clients, secs, tag):
     return tps, cpu / n * 1e6
 
 
+# `run` uses one runtime thread by default since 2026-12-05: this variant is then the same
+# run again (PARITY_1T_AT= turns it off).
 THREAD_VARIANT_AT = [int(c) for c in os.environ.get("PARITY_1T_AT", "16").split(",") if c]
 
 
@@ -192,13 +197,14 @@ def section_parity():
                         got[tool] = parity_pgbench(strategy, c, secs, f"parity-{rnd}")
                     else:
                         got[tool] = parity_counterlab(strategy, c, secs, base[strategy], f"{rnd}-{c}")
-                (cl_rate, cl_cpu, verdict), (pg_rate, pg_cpu) = got["counterlab"], got["pgbench"]
+                (cl_rate, cl_cpu, verdict, load_cpu), (pg_rate, pg_cpu) = got["counterlab"], got["pgbench"]
+                during = f" load_cpu {load_cpu:.1f} us/op load_cpu_ratio {load_cpu / pg_cpu:.3f}" if load_cpu else ""
                 log(f"parity {rnd} c{c} {strategy} first {order[0]} counterlab {cl_rate:.0f} ops/s {cl_cpu:.1f} us/op "
                     f"({verdict}) pgbench {pg_rate:.0f} tps {pg_cpu:.1f} us/op ratio {cl_rate / pg_rate:.3f} "
-                    f"cpu_ratio {cl_cpu / pg_cpu:.3f} load {open('/proc/loadavg').read().split()[0]}")
+                    f"cpu_ratio {cl_cpu / pg_cpu:.3f} load {open('/proc/loadavg').read().split()[0]}{during}")
                 if c in THREAD_VARIANT_AT:
                     # The same run on one runtime thread, right after the pair (TOKIO_WORKER_THREADS).
-                    rate, cpu, verdict = parity_counterlab(strategy, c, secs, base1t[strategy], f"{rnd}-{c}-1t", env1t)
+                    rate, cpu, verdict, _ = parity_counterlab(strategy, c, secs, base1t[strategy], f"{rnd}-{c}-1t", env1t)
                     log(f"parity1t {rnd} c{c} {strategy} counterlab-1-thread {rate:.0f} ops/s {cpu:.1f} us/op ({verdict}) "
                         f"ratio {rate / pg_rate:.3f} cpu_ratio {cpu / pg_cpu:.3f} load {open('/proc/loadavg').read().split()[0]}")
 

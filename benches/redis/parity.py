@@ -114,7 +114,8 @@ def redis_benchmark(cmd, n, pipeline=1):
 
 
 def counterlab(cmd, n, extra=(), workers=CLIENTS):
-    """(ops/s of the load, client CPU seconds, ops, verdict)."""
+    """(ops/s of the load, client CPU seconds, ops, verdict, the run's own CPU per op over
+    its measured load: report.json `client_cpu_us_per_op`, None before it was recorded)."""
     out = os.path.join(WORK, f"cl-{cmd}")
     args = [CL, "run", TOML, "--quiet", "--strategy", f"parity-{cmd}", "--workers", str(workers),
             "--ops", str(n), "--out", out] + list(extra)
@@ -126,13 +127,13 @@ def counterlab(cmd, n, extra=(), workers=CLIENTS):
     if r.returncode != 0:
         log(f"  (counterlab exit {r.returncode}, verdict {s['check']['verdict']})")
     os.remove(path)
-    return s["throughput_ops_per_s"], cpu, s["ops_total"], s["check"]["verdict"]
+    return s["throughput_ops_per_s"], cpu, s["ops_total"], s["check"]["verdict"], s.get("client_cpu_us_per_op")
 
 
 def cl_measure(cmd, n, extra=(), workers=CLIENTS):
-    _, base, _, _ = counterlab(cmd, 1, extra, workers)
-    tput, cpu, ops, verdict = counterlab(cmd, n, extra, workers)
-    return tput, (cpu - base) / ops * 1e6, verdict
+    _, base, _, _, _ = counterlab(cmd, 1, extra, workers)
+    tput, cpu, ops, verdict, during = counterlab(cmd, n, extra, workers)
+    return tput, (cpu - base) / ops * 1e6, verdict, during
 
 
 def section(name, cmds, rb_n, cl_n, pipeline):
@@ -145,9 +146,10 @@ def section(name, cmds, rb_n, cl_n, pipeline):
                     rps, us = redis_benchmark(cmd, rb_n, pipeline)
                     log(f"{name} {rnd} {cmd} redis-benchmark rps={rps:.0f} cpu_us_per_op={us:.2f} load={loadavg()}")
                 else:
-                    tput, us, verdict = cl_measure(cmd, cl_n, extra, CLIENTS * pipeline)
+                    tput, us, verdict, during = cl_measure(cmd, cl_n, extra, CLIENTS * pipeline)
+                    load_cpu = f" load_cpu_us_per_op={during:.2f}" if during else ""
                     log(f"{name} {rnd} {cmd} counterlab rps={tput:.0f} cpu_us_per_op={us:.2f} "
-                        f"verdict={verdict} load={loadavg()}")
+                        f"verdict={verdict} load={loadavg()}{load_cpu}")
 
 
 def summary():
@@ -156,13 +158,16 @@ def summary():
         m = re.match(r"(\S+) (\d+) (\S+) (\S+) rps=([0-9.]+) cpu_us_per_op=([-0-9.]+)", line)
         if m:
             sec, rnd, cmd, tool, rps, us = m.groups()
-            rows.setdefault((sec, cmd), {}).setdefault(int(rnd), {})[tool] = (float(rps), float(us))
+            during = re.search(r"load_cpu_us_per_op=([0-9.]+)", line)
+            during = float(during.group(1)) if during else None
+            rows.setdefault((sec, cmd), {}).setdefault(int(rnd), {})[tool] = (float(rps), float(us), during)
     loads = re.findall(r"load=([0-9.]+)", open(os.path.join(OUT, "raw.log")).read())
     out = [f"# Redis parity: counterlab / redis-benchmark, {CLIENTS} clients, key space {KEYSPACE}", "",
            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average during the runs "
            f"{min(loads, default='?')}-{max(loads, default='?')}; {ROUNDS} rounds, order alternating.", "",
-           "| section | command | cl ops/s | rb ops/s | throughput ratio (rounds) | cl us/op | rb us/op | CPU ratio (rounds) |",
-           "|---|---|---:|---:|---|---:|---:|---|"]
+           "| section | command | cl ops/s | rb ops/s | throughput ratio (rounds) | cl us/op | rb us/op | CPU ratio (rounds) "
+           "| load-only CPU ratio (rounds) |",
+           "|---|---|---:|---:|---|---:|---:|---|---|"]
     for (sec, cmd), by_round in rows.items():
         pairs = [v for _, v in sorted(by_round.items()) if "counterlab" in v and "redis-benchmark" in v]
         if not pairs:
@@ -170,10 +175,13 @@ def summary():
         t = [p["counterlab"][0] / p["redis-benchmark"][0] for p in pairs]
         c = [p["counterlab"][1] / p["redis-benchmark"][1] for p in pairs]
         med = lambda tool, i: statistics.median(p[tool][i] for p in pairs)
+        # counterlab's own CPU over its measured load alone, against redis-benchmark's run.
+        d = [p["counterlab"][2] / p["redis-benchmark"][1] for p in pairs if p["counterlab"][2]]
+        during = f"**{statistics.median(d):.3f}** ({', '.join(f'{x:.3f}' for x in d)})" if d else "-"
         out.append(f"| {sec} | {cmd} | {med('counterlab', 0):.0f} | {med('redis-benchmark', 0):.0f} | "
                    f"**{statistics.median(t):.3f}** ({', '.join(f'{x:.3f}' for x in t)}) | "
                    f"{med('counterlab', 1):.2f} | {med('redis-benchmark', 1):.2f} | "
-                   f"**{statistics.median(c):.3f}** ({', '.join(f'{x:.3f}' for x in c)}) |")
+                   f"**{statistics.median(c):.3f}** ({', '.join(f'{x:.3f}' for x in c)}) | {during} |")
     text = "\n".join(out) + "\n"
     open(os.path.join(OUT, "summary.md"), "w").write(text)
     print(text)

@@ -46,6 +46,10 @@ async fn postgres_checkpoints_after_the_seed_and_says_so() {
         counterlab_report::render_markdown(&r).contains(&format!("before the load: {settled}")),
         "the Markdown says it"
     );
+    // The tool's own CPU over the load is in the row and the Markdown.
+    let cpu = s.client_cpu_us_per_op.expect("a process clock on Linux");
+    assert!(cpu > 0.0 && cpu.is_finite(), "{cpu}");
+    assert!(counterlab_report::render_markdown(&r).contains(&format!("client CPU {cpu:.1} us per op over the load")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

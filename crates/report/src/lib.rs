@@ -145,6 +145,12 @@ pub struct StrategyReport {
     /// each cell and logs it) or when the report predates it.
     #[serde(default)]
     pub settled: Option<String>,
+    /// The tool's own CPU per op over the measured load (every thread of the process, in
+    /// µs; with SQLite the database's work too, as it runs in the process): whether the
+    /// harness, not the design, is what the throughput measures. None in a distributed
+    /// run (each agent's is its own) and where the OS gives no process clock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_cpu_us_per_op: Option<f64>,
     pub load_s: f64,
     pub ops_total: u64,
     pub throughput_ops_per_s: f64,
@@ -850,6 +856,17 @@ pub struct StrategyRun<'a> {
 }
 
 impl StrategyReport {
+    /// `client CPU 52.3 us per op over the load (this process; with SQLite, the database's
+    /// work too)`, for the Markdown and HTML reports.
+    pub fn client_cpu_line(&self) -> Option<String> {
+        let us = self.client_cpu_us_per_op?;
+        let whose = match self.backend.sql {
+            counterlab_core::Dialect::Sqlite => "this process, SQLite's work included",
+            _ => "this process",
+        };
+        Some(format!("client CPU {us:.1} us per op over the load ({whose})"))
+    }
+
     /// `<strategy> on <backend> at <isolation>`: how every renderer names a row.
     pub fn label(&self) -> String {
         let reads = if self.read_from == ReadFrom::Primary {
@@ -895,6 +912,7 @@ impl StrategyReport {
             permission_denied,
             seed_s: run.seed_s,
             settled: None,
+            client_cpu_us_per_op: load.client_cpu_us_per_op(),
             load_s: load.elapsed.as_secs_f64(),
             ops_total: load.total_ops(),
             throughput_ops_per_s: load.throughput_ops_per_s(),

@@ -221,17 +221,15 @@ fn markdown_strategy(w: &mut String, s: &StrategyReport) {
             s.identity
         ),
     );
-    if let Some(e) = &s.cleanup_error {
-        line(w, format!("  - **cleanup failed**: {e}"));
-    }
-    if let Some(a) = &s.agents {
-        line(w, format!("  - distributed: {}", a.line()));
-    }
-    if let Some(st) = &s.staleness {
-        line(w, format!("  - staleness of replica reads: {}", st.line()));
-    }
-    if let Some(settled) = &s.settled {
-        line(w, format!("  - before the load: {settled}"));
+    let notes = [
+        s.cleanup_error.as_ref().map(|e| format!("**cleanup failed**: {e}")),
+        s.agents.as_ref().map(|a| format!("distributed: {}", a.line())),
+        s.staleness.as_ref().map(|st| format!("staleness of replica reads: {}", st.line())),
+        s.settled.as_ref().map(|settled| format!("before the load: {settled}")),
+        s.client_cpu_line(),
+    ];
+    for note in notes.into_iter().flatten() {
+        line(w, format!("  - {note}"));
     }
     if s.permission_denied > 0 {
         line(

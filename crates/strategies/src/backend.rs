@@ -14,6 +14,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Executor, MySqlPool, PgPool, SqlitePool};
 
+mod merge;
 mod settle;
 mod stats;
 
@@ -1009,8 +1010,9 @@ impl Namespace {
         }
     }
 
-    /// Runs `check_rows` (one statement) and hands each row to `f` as it arrives; an
-    /// error from `f` stops the stream and names the namespace.
+    /// Hands each user's check row to `f` as it arrives: PostgreSQL runs `check_rows` (one
+    /// statement), MariaDB/MySQL and SQLite two streams merged (`merge.rs`). An error
+    /// from `f` stops the stream and names the namespace.
     async fn each_check_row(&self, mut f: impl FnMut(CheckInput) -> Result<(), String>) -> Result<(), OpError> {
         use futures_util::TryStreamExt;
         let sql = statement(common(self.dialect()), "check_rows");
@@ -1032,58 +1034,7 @@ impl Namespace {
         match self.db() {
             Db::Pg(p) => drain!(p, Dialect::Postgres),
             Db::My(p) => self.merge_mysql(p, f).await,
-            Db::Lite(p) => drain!(p, Dialect::Sqlite),
-        }
-    }
-
-    /// MariaDB/MySQL: no FULL JOIN, and every one-statement shape it plans is 7-12x the
-    /// bare truth query at 10M rows (reports/2026-12-02-memory-and-check). So two streams
-    /// in user order, each a plan without a sort (the counters by primary key, the truth
-    /// grouped along the (user_id, is_read) index), merged here. The truth stream gets its
-    /// own connection, so a one-connection pool cannot deadlock; the state is quiescent.
-    async fn merge_mysql(
-        &self,
-        pool: &MySqlPool,
-        mut f: impl FnMut(CheckInput) -> Result<(), String>,
-    ) -> Result<(), OpError> {
-        use futures_util::TryStreamExt;
-        use sqlx::ConnectOptions;
-        let err = |e| crate::db::classify(Dialect::Mysql, e);
-        let file = common(Dialect::Mysql);
-        let bound = pool.options().get_acquire_timeout();
-        let mut own = match tokio::time::timeout(bound, pool.connect_options().connect()).await {
-            Ok(c) => c.map_err(err)?,
-            Err(_) => {
-                let m = format!("{}: no connection for the check within {} ms", self.name, bound.as_millis());
-                return Err(OpError::new(ErrorClass::Timeout, Outcome::Fail, m));
-            }
-        };
-        self.mysql_lift(&mut own, true).await.map_err(err)?;
-        // Its own lease, closed after (not returned with the bound lifted).
-        let mut lease = pool.acquire().await.map_err(err)?;
-        lease.close_on_drop();
-        self.mysql_lift(&mut lease, true).await.map_err(err)?;
-        let mut truth = sqlx::query_as::<_, (i64, i64)>(statement(file, "check_truth")).fetch(&mut own);
-        let mut counts = sqlx::query_as::<_, (i64, i64)>(statement(file, "check_counts")).fetch(&mut *lease);
-        let (mut c, mut t) = (counts.try_next().await.map_err(err)?, truth.try_next().await.map_err(err)?);
-        loop {
-            let row = match (c, t) {
-                (None, None) => return Ok(()),
-                (Some((cu, unread)), Some((tu, n))) if cu == tu => {
-                    (c, t) = (counts.try_next().await.map_err(err)?, truth.try_next().await.map_err(err)?);
-                    CheckInput { user: cu, counter: Some(unread), truth: n }
-                }
-                (Some((cu, unread)), _) if t.is_none_or(|(tu, _)| cu < tu) => {
-                    c = counts.try_next().await.map_err(err)?;
-                    CheckInput { user: cu, counter: Some(unread), truth: 0 }
-                }
-                (_, Some((tu, n))) => {
-                    t = truth.try_next().await.map_err(err)?;
-                    CheckInput { user: tu, counter: None, truth: n }
-                }
-                (Some(_), None) => unreachable!("a counter row with no truth left is taken above"),
-            };
-            f(row).map_err(|m| OpError::new(ErrorClass::Other, Outcome::Fail, format!("{}: {m}", self.name)))?;
+            Db::Lite(p) => self.merge_sqlite(p, f).await,
         }
     }
 

@@ -617,6 +617,9 @@ fn details(w: &mut String, r: &Report) {
             let bad = if settled.starts_with("not settled") { " class=\"bad\"" } else { "" };
             writeln!(w, "<li{bad}>before the load: {}</li>", esc(settled)).unwrap();
         }
+        if let Some(line) = s.client_cpu_line() {
+            writeln!(w, "<li>{}</li>", esc(&line)).unwrap();
+        }
         if let Some(e) = &s.settle_error {
             writeln!(w, "<li class=\"bad\">settle: {}</li>", esc(e)).unwrap();
         }
@@ -759,6 +762,7 @@ mod tests {
             permission_denied: 0,
             seed_s: 0.5,
             settled: None,
+            client_cpu_us_per_op: None,
             load_s: 3.0,
             ops_total: 1300,
             throughput_ops_per_s: 433.3,

@@ -215,6 +215,10 @@ pub struct LoadResult {
     pub history: Vec<Event>,
     /// Calls left out of `history` because it was full.
     pub history_dropped: u64,
+    /// This process's CPU time (every thread, user and system) over the measured stages:
+    /// what driving the load cost the client (None: the OS gives no process clock, or the
+    /// load ran elsewhere, in agents).
+    pub client_cpu: Option<Duration>,
 }
 
 pub const MAX_ERROR_SAMPLES: usize = 5;
@@ -232,6 +236,7 @@ impl LoadResult {
             stages: Vec::new(),
             history: Vec::new(),
             history_dropped: 0,
+            client_cpu: None,
         }
     }
 
@@ -242,6 +247,12 @@ impl LoadResult {
     /// Issued ops (not skipped), over all kinds.
     pub fn total_ops(&self) -> u64 {
         self.ops.iter().map(|s| s.count).sum()
+    }
+
+    /// The client's CPU per issued op over the measured stages, in µs.
+    pub fn client_cpu_us_per_op(&self) -> Option<f64> {
+        let ops = self.total_ops();
+        self.client_cpu.filter(|_| ops > 0).map(|cpu| cpu.as_secs_f64() * 1e6 / ops as f64)
     }
 
     pub fn throughput_ops_per_s(&self) -> f64 {
@@ -501,6 +512,7 @@ pub async fn run_load(
     let mut error_samples = Vec::new();
     let mut stages = Vec::new();
     let mut elapsed = Duration::ZERO;
+    let mut client_cpu = Some(Duration::ZERO);
     let mut planned = Instant::now();
     for (i, stage) in cfg.stages.iter().enumerate() {
         if cfg.cancel.load(Ordering::Relaxed) {
@@ -513,7 +525,11 @@ pub async fn run_load(
             Stop::Ops(_) => Instant::now(),
         };
         let samples = if stage.measured { &mut error_samples } else { &mut samples };
+        let cpu_before = process_cpu();
         let r = run_stage(&ctx, i, stage, start, samples, &mut history).await;
+        if stage.measured {
+            client_cpu = client_cpu.zip(cpu_before).zip(process_cpu()).map(|((sum, a), b)| sum + b.saturating_sub(a));
+        }
         planned = match stage.stop {
             Stop::Duration(d) => start + d,
             Stop::Ops(_) => Instant::now(),
@@ -531,7 +547,19 @@ pub async fn run_load(
         None => counterlab_core::sort_history(&mut history),
     }
     let history_dropped = ctx.history_dropped.load(Ordering::Relaxed);
-    LoadResult { ops, elapsed, error_samples, stages, history, history_dropped }
+    LoadResult { ops, elapsed, error_samples, stages, history, history_dropped, client_cpu }
+}
+
+/// This process's CPU time so far, every thread, user and system (None where the OS gives
+/// no process clock).
+pub fn process_cpu() -> Option<Duration> {
+    #[cfg(target_os = "linux")]
+    {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+        Some(Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
 }
 
 #[cfg(test)]
@@ -737,5 +765,72 @@ mod tests {
         for n in [a, c] {
             assert!((850..=1150).contains(&n), "{n}");
         }
+    }
+
+    /// read_count spends `spin` of this process's CPU on each of its first `spun` calls,
+    /// then sleeps `sleep` instead (no CPU).
+    struct Costly {
+        calls: AtomicU64,
+        spun: u64,
+        spin: Duration,
+        sleep: Duration,
+        inner: NullStrategy,
+    }
+
+    #[async_trait::async_trait]
+    impl Strategy for Costly {
+        fn info(&self) -> counterlab_core::StrategyInfo {
+            self.inner.info()
+        }
+        async fn create(&self, u: i64) -> Result<i64, OpError> {
+            self.inner.create(u).await
+        }
+        async fn mark_read(&self, u: i64, id: i64) -> Result<bool, OpError> {
+            self.inner.mark_read(u, id).await
+        }
+        async fn delete(&self, u: i64, id: i64) -> Result<bool, OpError> {
+            self.inner.delete(u, id).await
+        }
+        async fn mark_all_read(&self, u: i64) -> Result<u64, OpError> {
+            self.inner.mark_all_read(u).await
+        }
+        async fn read_count(&self, _: i64) -> Result<i64, OpError> {
+            if self.calls.fetch_add(1, Ordering::Relaxed) < self.spun {
+                let until = process_cpu().unwrap() + self.spin;
+                while process_cpu().unwrap() < until {
+                    std::hint::spin_loop();
+                }
+            } else {
+                tokio::time::sleep(self.sleep).await;
+            }
+            Ok(0)
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_client_cpu_is_the_process_cpu_over_the_measured_stages_only() {
+        let run = |warm_up: u64, spun: u64| async move {
+            let mut cfg = open(1, 1.0, 1.0, false, 1.0);
+            let stage = |name: &str, ops, measured| Stage {
+                name: name.into(),
+                stop: Stop::Ops(ops),
+                model: LoadModel::Closed { workers: 2 },
+                measured,
+            };
+            cfg.stages = vec![stage("warm-up", warm_up, false), stage("load", 20, true)];
+            cfg.mix = Mix { weights: [0, 0, 0, 0, 0, 1] };
+            let (spin, sleep) = (Duration::from_millis(3), Duration::from_millis(2));
+            let s = Costly { calls: AtomicU64::new(0), spun, spin, sleep, inner: NullStrategy::default() };
+            let load = run_load(Arc::new(s), Arc::new(IdPool::seeded(5, 5, 0)), &cfg, Monitor::new()).await;
+            load.client_cpu_us_per_op().expect("Linux has a process clock")
+        };
+        // Every measured op spends 3 ms of CPU: at least that per op.
+        let spinning = run(1, 21).await;
+        assert!(spinning >= 3000.0, "{spinning} us per op");
+        // Only the warm-up spins (30 ms over 10 ops): the 20 sleeping ops cost the driver
+        // alone, far below the 1500 us per op the warm-up would add if it were counted.
+        let sleeping = run(10, 10).await;
+        assert!(sleeping < 1000.0, "{sleeping} us per op");
     }
 }

@@ -267,6 +267,8 @@ pub fn merge_cell(agents: &[Agent], namespace: &str, stages: &[Stage]) -> Result
         stages: results,
         history: Vec::new(),
         history_dropped: dropped,
+        // Each agent's CPU is its own host's: not summed into one figure.
+        client_cpu: None,
     };
     let clock_uncertainty_ms = shares.iter().map(|s: &AgentShare| s.clock_uncertainty_ms).fold(0.0, f64::max);
     Ok(MergedCell {
