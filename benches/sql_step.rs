@@ -64,11 +64,9 @@ async fn drive(s: &Arc<dyn Strategy>, op: Op, iters: u64) -> Duration {
 /// A seeded namespace on `server` (dropped by the caller).
 async fn namespace(server: &Server, backend: &str) -> Namespace {
     let name = format!("cl_bench_sql_{}_{backend}", std::process::id());
-    let spec = PoolSpec {
-        max_connections: CLIENTS as u32,
-        acquire_timeout: Duration::from_secs(5),
-        isolation: Isolation::ReadCommitted,
-    };
+    // SQLite transactions are always serializable; the servers' default level elsewhere.
+    let isolation = if backend == "sqlite" { Isolation::Serializable } else { Isolation::ReadCommitted };
+    let spec = PoolSpec { max_connections: CLIENTS as u32, acquire_timeout: Duration::from_secs(5), isolation };
     let ns = server.create_namespace(&name, spec).await.expect("the namespace");
     ns.seed(SEED).await.expect("the seed");
     ns
