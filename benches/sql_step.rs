@@ -3,7 +3,10 @@
 //! (a connection of its own for the loop, as pgbench gives each client), on PostgreSQL
 //! (skipped when it does not answer) and on the embedded SQLite. Time per op: the
 //! baseline for changes to the op's future, the step gate and the held connection
-//! (`cargo bench --bench sql_step -- --save-baseline main`).
+//! (`cargo bench --bench sql_step -- --save-baseline main`). `mark_read` cycles over the
+//! seeded ids: after the first pass its guarded UPDATE changes no row (the path a
+//! duplicate takes). A bench that panics leaves its PostgreSQL namespace behind
+//! (`cl_bench_sql_<pid>_postgres`; `counterlab clean --yes` removes it).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

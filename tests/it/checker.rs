@@ -105,18 +105,22 @@ async fn counter_changed_behind_its_back_is_caught() {
 
 /// The streamed check (`check_stream`, a fold over the rows as they arrive: the truth
 /// beside the counters read apart in its snapshot on PostgreSQL, two merged ordered
-/// streams on MariaDB, one FULL JOIN on SQLite) gives what the whole list
-/// gives, keeps the tampered users as witnesses and an even sample, and refuses a row
-/// for a user outside the seeded range.
+/// streams on MariaDB and SQLite) gives what the whole list gives, keeps the tampered
+/// users as witnesses and an even sample, and refuses a row for a user outside the
+/// seeded range; on a one-connection pool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamed_check_agrees_with_the_stored_rows() {
     crate::require!(Postgres, Mariadb);
     let t = Duration::from_secs(5);
     let pg = Server::connect_postgres(&util::pg_url(), t).await.unwrap();
     let my = Server::connect_mysql(&util::mysql_url(), t).await.unwrap();
-    for server in [pg, my] {
+    let dir = tempfile::tempdir().unwrap();
+    let lite = Server::open_sqlite(dir.path()).await.unwrap();
+    for (server, isolation) in
+        [(pg, Isolation::ReadCommitted), (my, Isolation::ReadCommitted), (lite, Isolation::Serializable)]
+    {
         let name = counterlab::run::namespace_name(&counterlab::run::new_run_id(), "stream");
-        let spec = PoolSpec { max_connections: 1, acquire_timeout: t, isolation: Isolation::ReadCommitted };
+        let spec = PoolSpec { max_connections: 1, acquire_timeout: t, isolation };
         let ns = server.create_namespace(&name, spec).await.unwrap();
         ns.seed(SeedSpec { n_users: 50, notifications_per_user: 4, initial_read_per_user: 0 }).await.unwrap();
         let tamper = [

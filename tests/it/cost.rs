@@ -60,25 +60,65 @@ fn source<'a>(r: &'a Report, name: &str) -> &'a CostSource {
     s
 }
 
-/// The WAL position (bytes) and how many other counterlab namespaces' sessions did
-/// anything in the last second or are doing something now (they write WAL too).
+/// The PostgreSQL the WAL test runs on and reads: the private one of pg-statements.sh,
+/// where no other test writes WAL while it holds `alone` (on the shared server, other
+/// tests' namespaces written between the tool's reading and the test's made the two
+/// differ under load).
+static WAL_URL: Mutex<String> = Mutex::new(String::new());
+
+/// The WAL position (bytes) on `WAL_URL`'s server, and how many other sessions of
+/// counterlab namespaces did anything in the last second or are doing something now.
 fn wal_position(ns: &str) -> (i64, i64) {
-    let ns = ns.to_string();
+    let (ns, url) = (ns.to_string(), WAL_URL.lock().unwrap().clone());
     blocking(async move {
         let q = "SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint, (SELECT count(*) FROM pg_stat_activity \
                  WHERE usename LIKE 'cl\\_%' AND usename <> $1 \
                  AND (state <> 'idle' OR state_change > now() - interval '1 second'))";
-        sqlx::query_as(q).bind(ns).fetch_one(&util::admin().await).await.unwrap()
+        let admin = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&url).await.unwrap();
+        sqlx::query_as(q).bind(ns).fetch_one(&admin).await.unwrap()
     })
+}
+
+/// The private PostgreSQL of scripts/topologies/pg-statements.sh (started if it is not
+/// running; a shared server is never reconfigured), or why not.
+fn private_pg() -> Result<String, String> {
+    let script = format!("{}/scripts/topologies/pg-statements.sh", env!("CARGO_MANIFEST_DIR"));
+    match std::process::Command::new(&script).arg("start").output() {
+        Ok(o) if o.status.success() => {
+            let line = String::from_utf8_lossy(&o.stdout);
+            let url = line.lines().find_map(|l| l.strip_prefix("COUNTERLAB_POSTGRES_URL="));
+            url.map(str::to_string).ok_or_else(|| format!("pg-statements.sh printed no URL: {line}"))
+        }
+        Ok(o) => Err(String::from_utf8_lossy(&o.stderr).into_owned()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The private PostgreSQL's URL, or None after failing (with every server required) or
+/// recording `test` as skipped.
+fn private_pg_or_skip(test: &str) -> Option<String> {
+    match private_pg() {
+        Ok(url) => Some(url),
+        Err(why) => {
+            let required = std::env::var("COUNTERLAB_REQUIRE_SERVERS").as_deref() == Ok("1");
+            assert!(!required, "pg-statements.sh did not start: {why}");
+            util::skip(&format!("SKIPPED cost::{test}: pg-statements.sh did not start: {why}"));
+            None
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wal_is_within_ten_percent_of_an_lsn_difference_taken_around_the_load() {
     crate::require!(Postgres);
-    // Alone: no heavy test of this suite writes WAL meanwhile.
+    // Alone: no heavy test of this suite (the statements test among them) runs meanwhile.
     let _alone = util::alone().await;
+    let Some(url) = private_pg_or_skip("wal_is_within_*") else { return };
+    *WAL_URL.lock().unwrap() = url.clone();
+    let mut opts = util::options(false, None);
+    opts.postgres_url = Some(url);
     let plan = util::plan(&scenario("postgres", "conditional-update", 50, 4));
-    let (r, seen) = run_reading(&plan, util::options(false, None), wal_position).await;
+    let (r, seen) = run_reading(&plan, opts, wal_position).await;
     let independent = (seen[1].0 - seen[0].0) as f64;
     let wal = source(&r, "pg_wal");
     assert_eq!(wal.scope, Scope::Server);
@@ -407,23 +447,7 @@ async fn pg_stat_statements_gives_the_namespaces_statements_where_it_is_loaded()
     crate::require!(Postgres);
     let _heavy = util::heavy().await;
     // A private cluster with the extension loaded: the shared one is not reconfigured.
-    let script = format!("{}/scripts/topologies/pg-statements.sh", env!("CARGO_MANIFEST_DIR"));
-    let out = std::process::Command::new(&script).arg("start").output();
-    let why = match out {
-        Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).trim().to_string()),
-        Ok(o) => Err(String::from_utf8_lossy(&o.stderr).into_owned()),
-        Err(e) => Err(e.to_string()),
-    };
-    let url = match why {
-        Ok(line) => line.trim_start_matches("COUNTERLAB_POSTGRES_URL=").to_string(),
-        Err(why) => {
-            let required = std::env::var("COUNTERLAB_REQUIRE_SERVERS").as_deref() == Ok("1");
-            assert!(!required, "pg-statements.sh did not start: {why}");
-            return util::skip(&format!(
-                "SKIPPED cost::pg_stat_statements_gives_*: pg-statements.sh did not start: {why}"
-            ));
-        }
-    };
+    let Some(url) = private_pg_or_skip("pg_stat_statements_gives_*") else { return };
     let mut opts = util::options(false, None);
     opts.postgres_url = Some(url);
     let plan = util::plan(&scenario("postgres", "conditional-update", 20, 2));

@@ -204,12 +204,28 @@ fn explore(
     redis: Option<&RedisServer>,
     name: &str,
     seed: u64,
+    params: (u32, u32, (i64, i64)),
+) -> Result<(), Case> {
+    explore_recording(server, redis, name, seed, params, &Default::default())
+}
+
+/// `explore`, keeping in `ran` each case it tried up to and including the first that
+/// failed (before shrinking), as text.
+fn explore_recording(
+    server: &Server,
+    redis: Option<&RedisServer>,
+    name: &str,
+    seed: u64,
     (cases, repeat, space): (u32, u32, (i64, i64)),
+    ran: &std::cell::RefCell<Vec<String>>,
 ) -> Result<(), Case> {
     let rt = tokio::runtime::Handle::current();
     let failed = std::cell::Cell::new(false);
     let result = tokio::task::block_in_place(|| {
         runner(seed, cases).run(&case(space), |c| {
+            if !failed.get() {
+                ran.borrow_mut().push(format!("{c:?}"));
+            }
             let runs = if failed.get() { repeat } else { 1 };
             rt.block_on(async {
                 for _ in 0..runs {
@@ -348,7 +364,9 @@ async fn the_racy_design_fails_shrinks_and_replays_from_its_seed() {
     // One user's two rows: the branches collide often enough that a failing case, and
     // its shrinking candidates, fail again under a loaded CI machine too.
     let racy = (64, 12, (1, 2));
-    let minimal = explore(&pg, None, "direct-update", s, racy).expect_err("direct-update must break on some case");
+    let ran = std::cell::RefCell::new(Vec::new());
+    let minimal = explore_recording(&pg, None, "direct-update", s, racy, &ran)
+        .expect_err("direct-update must break on some case");
     // Shrunk: a handful of ops, at least two of them concurrent.
     assert!(minimal.size() <= 6, "{minimal:?}");
     assert!(minimal.branches.len() >= 2);
@@ -372,16 +390,21 @@ async fn the_racy_design_fails_shrinks_and_replays_from_its_seed() {
             assert!(reproduced, "the minimal case {minimal:?} did not fail again in 30 runs");
         }
     }
-    // The printed seed replays the exploration: the same cases in the same order (which of
-    // them fails is the servers' interleaving, not the seed's).
-    assert_eq!(generated(s, racy), generated(s, racy), "seed {s} generated other cases");
+    // The printed seed replays the exploration: a run from it, with no server, tries the
+    // same cases in the same order up to the one that failed (which of them fails is the
+    // servers' interleaving, not the seed's).
+    let ran = ran.into_inner();
+    assert_eq!(generated(s, racy, ran.len()), ran, "seed {s} replayed other cases");
 }
 
-/// The cases a property run from `seed` tries, in order, as text.
-fn generated(seed: u64, (cases, _, space): (u32, u32, (i64, i64))) -> Vec<String> {
-    use proptest::strategy::ValueTree;
-    let mut r = runner(seed, cases);
-    (0..cases).map(|_| format!("{:?}", case(space).new_tree(&mut r).expect("a case").current())).collect()
+/// The first `n` cases a property run from `seed` tries, as text (each passes here).
+fn generated(seed: u64, (cases, _, space): (u32, u32, (i64, i64)), n: usize) -> Vec<String> {
+    let seen = std::cell::RefCell::new(Vec::new());
+    let _ = runner(seed, cases).run(&case(space), |c| {
+        seen.borrow_mut().push(format!("{c:?}"));
+        Ok(())
+    });
+    seen.into_inner().into_iter().take(n).collect()
 }
 
 /// A case of two single-op branches on one user and no prefix as `counterlab explore`'s
@@ -414,13 +437,25 @@ fn as_pair(case: &Case) -> Option<String> {
 /// `counterlab explore --pair pair` of `strategy` on PostgreSQL at read committed (the
 /// level the cases run at): the pair's result (`UNSAFE`, `SAFE`, ...).
 fn explored_pair(strategy: &str, pair: &str) -> String {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_counterlab"))
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_counterlab"))
         .args(["explore", "scenarios/quickstart.toml", "--json", "--strategy", strategy, "--backend", "postgres"])
         .args(["--isolation", "read-committed", "--pair", pair])
         .env("COUNTERLAB_POSTGRES_URL", util::pg_url())
         .env_remove("DATABASE_URL")
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("spawn counterlab");
+    // Bounded: a pair's dozen schedules take seconds; past 5 minutes it is killed.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while child.try_wait().expect("wait for counterlab").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("counterlab explore --pair {pair} ran over 5 minutes");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = child.wait_with_output().expect("counterlab's output");
     let shown = || format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", shown()));
     v["explored"][0]["pairs"][0]["result"].as_str().unwrap_or_else(|| panic!("no result: {}", shown())).to_string()

@@ -652,26 +652,18 @@ impl Namespace {
             // Below the op timeout, so a long wait for the write lock ends as a
             // retryable SQLITE_BUSY rather than as an op timeout (unknown outcome).
             .busy_timeout(spec.acquire_timeout / 2);
-        let limit = self.lite_limit.clone();
-        let (busy, busy_bound) = (self.lite_busy.clone(), spec.acquire_timeout / 2);
+        let hooks = self.lite_hooks(spec.acquire_timeout / 2);
         pool_options::<sqlx::Sqlite>(spec)
             .after_connect(move |conn, _| {
-                let (limit, busy) = (limit.clone(), busy.clone());
-                Box::pin(async move {
-                    let mut handle = conn.lock_handle().await?;
-                    // SAFETY: as below; the handler replaces `busy_timeout`'s, same bound.
-                    unsafe { crate::busy::install(handle.as_raw_handle(), busy, busy_bound) }
-                        .map_err(|e| sqlx::Error::Configuration(e.into()))?;
-                    // SAFETY: the locked handle is open and no other thread uses it; the
-                    // watch reads only this connection, from inside its own steps.
-                    let mut watch = unsafe { sandbox::StatementWatch::new(handle.as_raw_handle(), limit) };
-                    handle.set_progress_handler(sandbox::StatementWatch::EVERY, move || watch.tick());
-                    // SAFETY: as above.
-                    unsafe { sandbox::install_authorizer(handle.as_raw_handle()) }
-                        .map_err(|e| sqlx::Error::Configuration(e.into()))
-                })
+                let hooks = hooks.clone();
+                Box::pin(async move { hooks.install(conn, true).await })
             })
             .connect_lazy_with(options)
+    }
+
+    /// What every SQLite connection of the namespace gets once open (`LiteHooks`).
+    pub(super) fn lite_hooks(&self, busy_bound: Duration) -> LiteHooks {
+        LiteHooks { limit: self.lite_limit.clone(), busy: self.lite_busy.clone(), busy_bound }
     }
 
     fn dialect(&self) -> Dialect {
@@ -1169,6 +1161,37 @@ fn describe_connect(e: sqlx::Error) -> String {
     match &e {
         sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => REFUSED.into(),
         _ => e.to_string(),
+    }
+}
+
+/// What every SQLite connection of a namespace gets once open: the busy handler (its
+/// sleeps on the write lock, bounded like `busy_timeout`), the statement watch (the
+/// progress handler holding each statement to the namespace's bound, raised for the tool's
+/// phases) and, where a strategy's SQL may run, the authorizer. The pool's connections
+/// get all three; the check's own connection, which runs only the tool's statements (a
+/// `PRAGMA` among them), the first two.
+#[derive(Clone)]
+pub(super) struct LiteHooks {
+    limit: Arc<AtomicU64>,
+    busy: Arc<crate::busy::Waiters>,
+    busy_bound: Duration,
+}
+
+impl LiteHooks {
+    pub(super) async fn install(&self, conn: &mut sqlx::SqliteConnection, authorizer: bool) -> Result<(), sqlx::Error> {
+        let mut handle = conn.lock_handle().await?;
+        // SAFETY: as below; the handler replaces `busy_timeout`'s, same bound.
+        unsafe { crate::busy::install(handle.as_raw_handle(), self.busy.clone(), self.busy_bound) }
+            .map_err(|e| sqlx::Error::Configuration(e.into()))?;
+        // SAFETY: the locked handle is open and no other thread uses it; the
+        // watch reads only this connection, from inside its own steps.
+        let mut watch = unsafe { sandbox::StatementWatch::new(handle.as_raw_handle(), self.limit.clone()) };
+        handle.set_progress_handler(sandbox::StatementWatch::EVERY, move || watch.tick());
+        if !authorizer {
+            return Ok(());
+        }
+        // SAFETY: as above.
+        unsafe { sandbox::install_authorizer(handle.as_raw_handle()) }.map_err(|e| sqlx::Error::Configuration(e.into()))
     }
 }
 

@@ -810,7 +810,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[tokio::test(flavor = "current_thread")]
     async fn the_client_cpu_is_the_process_cpu_over_the_measured_stages_only() {
-        let run = |warm_up: u64, spun: u64| async move {
+        let run = |warm_up: u64, spun: u64, spin_ms: u64| async move {
             let mut cfg = open(1, 1.0, 1.0, false, 1.0);
             let stage = |name: &str, ops, measured| Stage {
                 name: name.into(),
@@ -820,17 +820,19 @@ mod tests {
             };
             cfg.stages = vec![stage("warm-up", warm_up, false), stage("load", 20, true)];
             cfg.mix = Mix { weights: [0, 0, 0, 0, 0, 1] };
-            let (spin, sleep) = (Duration::from_millis(3), Duration::from_millis(2));
+            let (spin, sleep) = (Duration::from_millis(spin_ms), Duration::from_millis(2));
             let s = Costly { calls: AtomicU64::new(0), spun, spin, sleep, inner: NullStrategy::default() };
             let load = run_load(Arc::new(s), Arc::new(IdPool::seeded(5, 5, 0)), &cfg, Monitor::new()).await;
             load.client_cpu_us_per_op().expect("Linux has a process clock")
         };
         // Every measured op spends 3 ms of CPU: at least that per op.
-        let spinning = run(1, 21).await;
+        let spinning = run(1, 21, 3).await;
         assert!(spinning >= 3000.0, "{spinning} us per op");
-        // Only the warm-up spins (30 ms over 10 ops): the 20 sleeping ops cost the driver
-        // alone, far below the 1500 us per op the warm-up would add if it were counted.
-        let sleeping = run(10, 10).await;
-        assert!(sleeping < 1000.0, "{sleeping} us per op");
+        // Only the warm-up spins (10 ops x 100 ms): counted, it would add 50 000 us to each
+        // of the 20 sleeping ops. The process clock also holds another test's thread
+        // running meanwhile (cargo runs one a core): under 25 000 us an op unless the
+        // ~20 ms stage stretches past half a second.
+        let sleeping = run(10, 10, 100).await;
+        assert!(sleeping < 25_000.0, "{sleeping} us per op");
     }
 }

@@ -1,11 +1,13 @@
 //! The final check on MariaDB/MySQL and SQLite as two streams in user order merged here:
 //! the counters by primary key and the truth grouped along the unread rows' index, each a
-//! plan with no sort and no temporary table. One statement joining them costs far more
-//! on both: MariaDB plans every shape 7-12x the bare truth query at 10M rows
+//! plan with no sort and no temporary table. One statement joining them costs more on
+//! both: MariaDB plans every shape 7-12x the bare truth query at 10M rows
 //! (reports/2026-12-02-memory-and-check); SQLite's UNION of user ids, materialized truth
-//! and ORDER BY build three temporary b-trees (19.7 s and 14 MB more at 10M rows). The
-//! truth stream gets a connection of its own, so a one-connection pool cannot deadlock;
-//! the state is quiescent (the load has stopped), so two reads see one state.
+//! and ORDER BY build three temporary b-trees over every row (reports/2026-12-06-parity).
+//! The truth stream gets a connection of its own, so a one-connection pool cannot
+//! deadlock. The two reads see one state only while nothing writes: the load has stopped
+//! and settle ended; on SQLite a write between them is detected (`PRAGMA data_version`)
+//! and fails the check rather than judge two states as one.
 
 use futures_util::{Stream, TryStreamExt};
 use sqlx::{ConnectOptions, MySqlPool, SqlitePool};
@@ -37,9 +39,10 @@ impl Namespace {
         self.merge(counts, truth, err, f).await
     }
 
-    /// SQLite: the counters over a pooled connection (its statement bound raised for the
-    /// phase by the caller), the truth over a connection of its own with the pool's
-    /// options (cache size, busy timeout), closed after.
+    /// SQLite: the counters over a pooled connection, the truth over a connection of its
+    /// own with the pool's options and hooks (its statements bound like the pool's, raised
+    /// for the phase by the caller), closed after. `PRAGMA data_version` on it before and
+    /// after: another connection's commit in between fails the check.
     pub(super) async fn merge_sqlite(
         &self,
         pool: &SqlitePool,
@@ -49,10 +52,20 @@ impl Namespace {
         let file = common(Dialect::Sqlite);
         let bound = pool.options().get_acquire_timeout();
         let mut own = self.own_connection(bound, pool.connect_options().connect()).await?;
+        self.lite_hooks(bound / 2).install(&mut own, false).await.map_err(err)?;
+        let before = data_version(&mut own).await.map_err(err)?;
         let mut lease = pool.acquire().await.map_err(err)?;
         let truth = sqlx::query_as::<_, (i64, i64)>(statement(file, "check_truth")).fetch(&mut own);
         let counts = sqlx::query_as::<_, (i64, i64)>(statement(file, "check_counts")).fetch(&mut *lease);
-        self.merge(counts, truth, err, f).await
+        self.merge(counts, truth, err, f).await?;
+        match data_version(&mut own).await.map_err(err)? {
+            after if after == before => Ok(()),
+            _ => Err(OpError::new(
+                ErrorClass::Other,
+                Outcome::Fail,
+                format!("{}: the database changed while the check read it (a write after settle)", self.name),
+            )),
+        }
     }
 
     /// A connection opened outside the pool, within `bound`.
@@ -88,7 +101,7 @@ impl Namespace {
                     (c, t) = (counts.try_next().await.map_err(&err)?, truth.try_next().await.map_err(&err)?);
                     CheckInput { user: cu, counter: Some(unread), truth: n }
                 }
-                (Some((cu, unread)), _) if t.is_none_or(|(tu, _)| cu < tu) => {
+                (Some((cu, unread)), Some((tu, _))) if cu < tu => {
                     c = counts.try_next().await.map_err(&err)?;
                     CheckInput { user: cu, counter: Some(unread), truth: 0 }
                 }
@@ -96,9 +109,18 @@ impl Namespace {
                     t = truth.try_next().await.map_err(&err)?;
                     CheckInput { user: tu, counter: None, truth: n }
                 }
-                (Some(_), None) => unreachable!("a counter row with no truth left is taken above"),
+                (Some((cu, unread)), None) => {
+                    c = counts.try_next().await.map_err(&err)?;
+                    CheckInput { user: cu, counter: Some(unread), truth: 0 }
+                }
             };
             f(row).map_err(|m| OpError::new(ErrorClass::Other, Outcome::Fail, format!("{}: {m}", self.name)))?;
         }
     }
+}
+
+/// SQLite's count of commits by other connections, as this one last saw it (each read of
+/// it starts a read of the file: it is current).
+async fn data_version(conn: &mut sqlx::SqliteConnection) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("PRAGMA data_version").fetch_one(conn).await
 }

@@ -241,11 +241,13 @@ impl Strategy for RedisStrategy {
         let deadline = Instant::now() + bound;
         sh.stop.store(true, Ordering::Relaxed);
         sh.stop_notify.notify_waiters();
-        let tasks: Vec<_> = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
-        for mut t in tasks {
-            // Each loop ends after its current pass; past the bound it is cut off.
+        let mut tasks: Vec<_> = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        while let Some(mut t) = tasks.pop() {
+            // Each loop ends after its current pass; past the bound it is cut off, and so
+            // is every task not yet waited for (none keeps writing into the check).
             if tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), &mut t).await.is_err() {
                 t.abort();
+                tasks.iter().for_each(|t| t.abort());
                 return Err(other(format!("background tasks still running after {} ms", bound.as_millis())));
             }
         }
