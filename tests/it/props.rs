@@ -2,9 +2,10 @@
 //! or three branches run concurrently, then settle and check: every counter equals the
 //! rows (and every read fits the bounds its history allows) for each strategy that
 //! declares a guarantee (SQL + Redis on PostgreSQL, the SQL designs on MariaDB too). The
-//! racy design fails and shrinks to a small case; that case fails again (a pair of single
-//! ops: under every order of its calls the explorer tries) and the printed seed replays
-//! the same cases.
+//! racy design's cases run in seeded orders at the explorer's step gate, so it fails
+//! whatever the machine's load, shrinks to a small case, that case fails again (a pair
+//! of single ops: under every order of its calls the explorer tries) and the printed
+//! seed replays the same cases.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -73,6 +74,10 @@ fn case(space: (i64, i64)) -> impl proptest::strategy::Strategy<Value = Case> {
 /// Every seeded user and row.
 const FULL: (i64, i64) = (USERS as i64, PER_USER as i64);
 
+/// The designs that declare a guarantee: 24 cases over every user and row, on the
+/// machine's timing (a race they hold against shows under any order).
+const REAL: Search = Search { cases: 24, repeat: 1, space: FULL, gated: false };
+
 /// A fresh namespace (and Redis key space) seeded for one case.
 struct Fixture {
     ns: Namespace,
@@ -133,25 +138,34 @@ async fn apply(s: &dyn Strategy, step: Step, worker: u32, t0: Instant) -> Event 
     }
 }
 
+/// How a case's branches interleave: as the machine's timing has them, or in the order
+/// a seeded schedule grants their server calls at the explorer's step gate (the order
+/// then comes from the seed, not from the load on the machine).
+#[derive(Clone, Copy, Debug)]
+enum Timing {
+    Real,
+    Gated(u64),
+}
+
 /// Runs one case on a fresh namespace; Err names the first broken property.
-async fn run_case(server: &Server, redis: Option<&RedisServer>, name: &str, case: &Case) -> Result<(), String> {
+async fn run_case(
+    server: &Server,
+    redis: Option<&RedisServer>,
+    name: &str,
+    case: &Case,
+    timing: Timing,
+) -> Result<(), String> {
     let f = fixture(server, redis, name).await;
     let t0 = Instant::now();
     let mut history = Vec::new();
     for st in &case.prefix {
         history.push(apply(f.strategy.as_ref(), *st, 0, t0).await);
     }
-    let branches = case.branches.iter().enumerate().map(|(w, steps)| {
-        let s = f.strategy.clone();
-        async move {
-            let mut h = Vec::new();
-            for st in steps {
-                h.push(apply(s.as_ref(), *st, w as u32 + 1, t0).await);
-            }
-            h
-        }
-    });
-    history.extend(futures_util::future::join_all(branches).await.into_iter().flatten());
+    let branches = match timing {
+        Timing::Real => real_branches(&f, case, t0).await,
+        Timing::Gated(order) => gated_branches(&f, case, t0, order).await,
+    };
+    let ran = branches.map(|b| history.extend(b));
     let settled = f.strategy.settle(Duration::from_secs(5)).await;
     let mut rows = f.ns.check_rows(USERS).await.unwrap();
     if let Some(counters) = f.strategy.counters(USERS).await.unwrap() {
@@ -161,6 +175,7 @@ async fn run_case(server: &Server, redis: Option<&RedisServer>, name: &str, case
         f.strategy.teardown().await.unwrap();
     }
     f.ns.drop_namespace().await.unwrap();
+    ran?;
     settled.map_err(|e| format!("settle: {e}"))?;
     // A conflict the server rolled back (a deadlock, say) is a certain no-op and the
     // checks account for it; an unknown outcome without a fault is not expected.
@@ -183,6 +198,58 @@ async fn run_case(server: &Server, redis: Option<&RedisServer>, name: &str, case
     Ok(())
 }
 
+/// The branches run concurrently, the interleaving the machine's.
+async fn real_branches(f: &Fixture, case: &Case, t0: Instant) -> Result<Vec<Event>, String> {
+    let branches = case.branches.iter().enumerate().map(|(w, steps)| {
+        let s = f.strategy.clone();
+        async move {
+            let mut h = Vec::new();
+            for st in steps {
+                h.push(apply(s.as_ref(), *st, w as u32 + 1, t0).await);
+            }
+            h
+        }
+    });
+    Ok(futures_util::future::join_all(branches).await.into_iter().flatten().collect())
+}
+
+/// The branches as sessions of the explorer, each server call granted in the order a
+/// schedule seeded with `order` picks (`counterlab explore`'s scheduler: a step waiting
+/// on another session's lock is seen on the server and the others go on). Err: the
+/// schedule could not go on (no step came back within its bound).
+async fn gated_branches(f: &Fixture, case: &Case, t0: Instant, order: u64) -> Result<Vec<Event>, String> {
+    use counterlab::run::explore::{Driving, run_gated};
+    let histories: Vec<Arc<std::sync::Mutex<Vec<Event>>>> = case.branches.iter().map(|_| Arc::default()).collect();
+    let bodies = case.branches.iter().zip(&histories).enumerate().map(|(w, (steps, h))| {
+        let (s, db, steps, h) = (f.strategy.clone(), f.ns.db().clone(), steps.clone(), h.clone());
+        let body = async move {
+            for st in steps {
+                let e = apply(s.as_ref(), st, w as u32 + 1, t0).await;
+                if e.outcome != Outcome::Ok {
+                    // A failed transaction's rollback goes out as the session's own step.
+                    let _ = db.flush_rollback().await;
+                }
+                h.lock().unwrap().push(e);
+            }
+        };
+        Box::pin(body) as futures_util::future::BoxFuture<'static, ()>
+    });
+    let driving = Driving { ns: &f.ns, op_timeout: Duration::from_secs(10), reduce: true };
+    let mut schedule = counterlab_core::explore::Schedule::random(order);
+    run_gated(driving, bodies.collect(), &mut schedule).await.map_err(|e| format!("gated schedule {order}: {e}"))?;
+    Ok(histories.iter().flat_map(|h| std::mem::take(&mut *h.lock().unwrap())).collect())
+}
+
+/// The seed of the order in which run `k` of `case` grants its branches' server calls
+/// (from the property's seed and the case itself, so a shrinking candidate's runs are
+/// the same on every replay).
+fn order_of(seed: u64, case: &Case, k: u32) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    (seed, format!("{case:?}"), k).hash(&mut h);
+    h.finish()
+}
+
 /// The seed a property run explores from: `COUNTERLAB_PROPTEST_SEED` or a fixed one.
 fn seed() -> u64 {
     std::env::var("COUNTERLAB_PROPTEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261201)
@@ -197,39 +264,50 @@ fn runner(seed: u64, cases: u32) -> TestRunner {
 
 /// Runs the property for `name` from `seed`; the minimal failing case when it fails.
 /// Once a case has failed, each shrinking candidate runs up to `repeat` times and fails
-/// when any run does: the interleaving is the servers', so a racy candidate that passes
-/// once may still be failing, and repeating keeps the shrinking from stopping early.
-fn explore(
-    server: &Server,
-    redis: Option<&RedisServer>,
-    name: &str,
-    seed: u64,
-    params: (u32, u32, (i64, i64)),
-) -> Result<(), Case> {
+/// when any run does: one interleaving (the machine's, or one seeded order) may miss a
+/// race the candidate still has, and repeating keeps the shrinking from stopping early.
+fn explore(server: &Server, redis: Option<&RedisServer>, name: &str, seed: u64, params: Search) -> Result<(), Case> {
     explore_recording(server, redis, name, seed, params, &Default::default())
 }
 
+/// A property run's bounds: cases generated, runs of each shrinking candidate, the users
+/// and rows ops pick from, and whether the branches run gated (`Timing`).
+#[derive(Clone, Copy)]
+struct Search {
+    cases: u32,
+    repeat: u32,
+    space: (i64, i64),
+    gated: bool,
+}
+
+impl Search {
+    /// Run `k` of `case` from the property's `seed`.
+    fn timing(&self, seed: u64, case: &Case, k: u32) -> Timing {
+        if self.gated { Timing::Gated(order_of(seed, case, k)) } else { Timing::Real }
+    }
+}
+
 /// `explore`, keeping in `ran` each case it tried up to and including the first that
-/// failed (before shrinking), as text.
+/// failed (before shrinking).
 fn explore_recording(
     server: &Server,
     redis: Option<&RedisServer>,
     name: &str,
     seed: u64,
-    (cases, repeat, space): (u32, u32, (i64, i64)),
-    ran: &std::cell::RefCell<Vec<String>>,
+    search: Search,
+    ran: &std::cell::RefCell<Vec<Case>>,
 ) -> Result<(), Case> {
     let rt = tokio::runtime::Handle::current();
     let failed = std::cell::Cell::new(false);
     let result = tokio::task::block_in_place(|| {
-        runner(seed, cases).run(&case(space), |c| {
+        runner(seed, search.cases).run(&case(search.space), |c| {
             if !failed.get() {
-                ran.borrow_mut().push(format!("{c:?}"));
+                ran.borrow_mut().push(c.clone());
             }
-            let runs = if failed.get() { repeat } else { 1 };
+            let runs = if failed.get() { search.repeat } else { 1 };
             rt.block_on(async {
-                for _ in 0..runs {
-                    run_case(server, redis, name, &c).await?;
+                for k in 0..runs {
+                    run_case(server, redis, name, &c, search.timing(seed, &c, k)).await?;
                 }
                 Ok::<(), String>(())
             })
@@ -242,7 +320,8 @@ fn explore_recording(
     match result {
         Ok(()) => Ok(()),
         Err(TestError::Fail(why, shrunk)) => {
-            let minimal = tokio::task::block_in_place(|| rt.block_on(minimize(server, redis, name, shrunk, repeat)));
+            let minimal =
+                tokio::task::block_in_place(|| rt.block_on(minimize(server, redis, name, shrunk, (seed, search))));
             eprintln!(
                 "{name}: property failed from seed {seed} (COUNTERLAB_PROPTEST_SEED={seed}); minimal case {minimal:?}: {why}"
             );
@@ -281,11 +360,18 @@ fn removals(case: &Case) -> Vec<Case> {
 /// `ESCALATE` times the runs before the case counts as minimal: a loaded machine lowers
 /// each racy candidate's odds (a CI run under the whole suite stopped at 11 steps with 12
 /// runs a candidate). At most `size` passes of `size` candidates, each bounded.
-async fn minimize(server: &Server, redis: Option<&RedisServer>, name: &str, mut case: Case, repeat: u32) -> Case {
+async fn minimize(
+    server: &Server,
+    redis: Option<&RedisServer>,
+    name: &str,
+    mut case: Case,
+    (seed, search): (u64, Search),
+) -> Case {
     const ESCALATE: u32 = 4;
+    let repeat = search.repeat;
     let mut runs = repeat.max(1);
     for _ in 0..2 * case.size() {
-        match first_failing(server, redis, name, &case, runs).await {
+        match first_failing(server, redis, name, &case, (runs, seed, search)).await {
             Some(smaller) => {
                 case = smaller;
                 runs = repeat.max(1);
@@ -303,11 +389,11 @@ async fn first_failing(
     redis: Option<&RedisServer>,
     name: &str,
     case: &Case,
-    runs: u32,
+    (runs, seed, search): (u32, u64, Search),
 ) -> Option<Case> {
     for candidate in removals(case) {
-        for _ in 0..runs {
-            if run_case(server, redis, name, &candidate).await.is_err() {
+        for k in 0..runs {
+            if run_case(server, redis, name, &candidate, search.timing(seed, &candidate, k)).await.is_err() {
                 return Some(candidate);
             }
         }
@@ -327,7 +413,7 @@ async fn the_sql_designs_hold_on_mariadb_too() {
     let _heavy = util::heavy().await;
     let my = Server::connect_mysql(&util::mysql_url(), Duration::from_secs(5)).await.unwrap();
     for name in ["conditional-update", "select-for-update"] {
-        if let Err(minimal) = explore(&my, None, name, seed(), (24, 1, FULL)) {
+        if let Err(minimal) = explore(&my, None, name, seed(), REAL) {
             panic!("{name} on MariaDB broke its guarantee; minimal case {minimal:?}, seed {}", seed());
         }
     }
@@ -349,7 +435,7 @@ async fn every_strategy_with_a_guarantee_holds_under_generated_concurrent_cases(
     assert!(names.len() >= 6, "{names:?}");
     for name in names {
         let r = needs_redis(name).then_some(&redis);
-        if let Err(minimal) = explore(&pg, r, name, seed(), (24, 1, FULL)) {
+        if let Err(minimal) = explore(&pg, r, name, seed(), REAL) {
             panic!("{name} broke its guarantee; minimal case {minimal:?}, seed {}", seed());
         }
     }
@@ -361,9 +447,11 @@ async fn the_racy_design_fails_shrinks_and_replays_from_its_seed() {
     let _heavy = util::heavy().await;
     let (pg, _) = servers().await;
     let s = seed();
-    // One user's two rows: the branches collide often enough that a failing case, and
-    // its shrinking candidates, fail again under a loaded CI machine too.
-    let racy = (64, 12, (1, 2));
+    // One user's two rows, so the branches collide; each case's branches run in the
+    // order of a schedule seeded from the case at the step gate (an earlier version ran
+    // them on the machine's timing: under two CPU hogs 64 cases never hit the race),
+    // each shrinking candidate under up to 4 seeded orders.
+    let racy = Search { cases: 64, repeat: 4, space: (1, 2), gated: true };
     let ran = std::cell::RefCell::new(Vec::new());
     let minimal = explore_recording(&pg, None, "direct-update", s, racy, &ran)
         .expect_err("direct-update must break on some case");
@@ -371,9 +459,8 @@ async fn the_racy_design_fails_shrinks_and_replays_from_its_seed() {
     assert!(minimal.size() <= 6, "{minimal:?}");
     assert!(minimal.branches.len() >= 2);
     // The minimal case reproduces. Two single ops: every interleaving of their server
-    // calls, ordered at the step gate (`counterlab explore --pair`), so a failing order
-    // is found whatever the machine's load. Longer cases: real runs, the interleaving the
-    // server's, so within a bound.
+    // calls, ordered at the step gate (`counterlab explore --pair`). Longer cases: 30
+    // more seeded orders. Either way the order is the gate's, not the machine's load.
     match as_pair(&minimal) {
         Some(pair) => {
             let result = tokio::task::block_in_place(|| explored_pair("direct-update", &pair));
@@ -381,8 +468,8 @@ async fn the_racy_design_fails_shrinks_and_replays_from_its_seed() {
         }
         None => {
             let mut reproduced = false;
-            for _ in 0..30 {
-                if run_case(&pg, None, "direct-update", &minimal).await.is_err() {
+            for k in 0..30 {
+                if run_case(&pg, None, "direct-update", &minimal, racy.timing(s, &minimal, k)).await.is_err() {
                     reproduced = true;
                     break;
                 }
@@ -391,16 +478,20 @@ async fn the_racy_design_fails_shrinks_and_replays_from_its_seed() {
         }
     }
     // The printed seed replays the exploration: a run from it, with no server, tries the
-    // same cases in the same order up to the one that failed (which of them fails is the
-    // servers' interleaving, not the seed's).
+    // same cases in the same order up to the one that failed, and that case fails again
+    // in the order its seed gives.
     let ran = ran.into_inner();
-    assert_eq!(generated(s, racy, ran.len()), ran, "seed {s} replayed other cases");
+    let text: Vec<String> = ran.iter().map(|c| format!("{c:?}")).collect();
+    assert_eq!(generated(s, racy, ran.len()), text, "seed {s} replayed other cases");
+    let first = ran.last().expect("a failing case");
+    let again = run_case(&pg, None, "direct-update", first, racy.timing(s, first, 0)).await;
+    assert!(again.is_err(), "{first:?} in the order of seed {s} passed on replay");
 }
 
 /// The first `n` cases a property run from `seed` tries, as text (each passes here).
-fn generated(seed: u64, (cases, _, space): (u32, u32, (i64, i64)), n: usize) -> Vec<String> {
+fn generated(seed: u64, search: Search, n: usize) -> Vec<String> {
     let seen = std::cell::RefCell::new(Vec::new());
-    let _ = runner(seed, cases).run(&case(space), |c| {
+    let _ = runner(seed, search.cases).run(&case(search.space), |c| {
         seen.borrow_mut().push(format!("{c:?}"));
         Ok(())
     });

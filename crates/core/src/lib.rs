@@ -11,6 +11,7 @@ mod history;
 mod limit;
 mod model;
 mod names;
+mod rng;
 mod seed;
 mod strategy;
 mod threshold;
@@ -32,6 +33,7 @@ pub use model::{
     SETTLE, UserId, WARMUP,
 };
 pub use names::Named;
+pub use rng::Rng;
 pub use seed::SeedSpec;
 pub use strategy::{CrashPoints, Fault, Strategy, StrategyInfo, WorkerLoop};
 pub use threshold::{Metric, Threshold};

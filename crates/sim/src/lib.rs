@@ -7,9 +7,9 @@ mod metrics;
 mod monitor;
 mod null;
 mod pool;
-mod rng;
 mod workload;
 
+pub use counterlab_core::Rng;
 pub use driver::{
     DriverConfig, HISTORY_CHUNK, HistorySink, LATE_AFTER, LoadModel, LoadResult, RetryPolicy, Stage, StageResult, Stop,
     run_load,
@@ -18,5 +18,4 @@ pub use metrics::{OpStats, Tries, new_latency_histogram};
 pub use monitor::{Monitor, SETTLE, Sample, Sampler, SamplerConfig, Series, WARMUP};
 pub use null::NullStrategy;
 pub use pool::IdPool;
-pub use rng::Rng;
 pub use workload::{Mix, OpGen, PlannedOp, Segment, Skew, UserPicker};

@@ -2,7 +2,7 @@
 
 use counterlab_core::{OpKind, UserId};
 
-use crate::rng::Rng;
+use counterlab_core::Rng;
 
 /// Relative weights of each operation, indexed by `OpKind::index()`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -175,7 +175,7 @@ mod tests {
             let seg = Segment { k, n: 4 };
             assert_eq!(seg.users(10), [3, 3, 2, 2][k as usize - 1]);
             let picker = UserPicker::for_segment(10, Skew::Zipf { exponent: 1.1 }, seg);
-            let mut rng = crate::rng::Rng::new(k as u64);
+            let mut rng = counterlab_core::Rng::new(k as u64);
             for _ in 0..500 {
                 let u = picker.pick(&mut rng);
                 assert_eq!((u - 1) % 4 + 1, k as i64, "user {u} outside segment {k}/4");

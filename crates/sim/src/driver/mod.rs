@@ -22,8 +22,8 @@ use tokio::task::JoinHandle;
 use crate::metrics::{OpStats, Tries, new_latency_histogram, record_us};
 use crate::monitor::Monitor;
 use crate::pool::IdPool;
-use crate::rng::Rng;
 use crate::workload::{Mix, PlannedOp, Segment, Skew, UserPicker};
+use counterlab_core::Rng;
 use op::{Call, execute};
 
 /// When a stage ends.

@@ -14,8 +14,8 @@ use tokio::task::JoinHandle;
 
 use super::timer::Timer;
 use super::{Ctx, LATE_AFTER, Stop, Worker, join_workers, worker_stream};
-use crate::rng::Rng;
 use crate::workload::{OpGen, PlannedOp, UserPicker};
+use counterlab_core::Rng;
 
 /// An op and its intended start.
 type Item = (PlannedOp, Instant);

@@ -28,7 +28,7 @@ pub use script::{
     EXPLORE_SCHEMA_VERSION, Explored, Failing, Pair, PairResult, ReplayFile, columns, markdown, safe_detail,
     script_lines,
 };
-pub use session::{Ended, Step};
+pub use session::{Driving, Ended, Gated, Step, run_gated};
 
 use super::one::{self, Cell, Made};
 use super::servers::Servers;

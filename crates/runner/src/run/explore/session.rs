@@ -53,6 +53,23 @@ pub struct Ran {
     pub ended: Vec<Ended>,
 }
 
+/// Sessions of any work that ran to their end under a schedule (`run_gated`): the steps
+/// in the order granted, and each session's logical span (its first step, its end).
+#[derive(Clone, Debug)]
+pub struct Gated {
+    pub steps: Vec<Step>,
+    pub spans: Vec<(u64, u64)>,
+}
+
+/// How a schedule is driven: the namespace whose lock waiters tell a blocked step, the
+/// bound of every wait, and whether a local step is glued to the next (`local`).
+#[derive(Clone, Copy)]
+pub struct Driving<'a> {
+    pub ns: &'a Namespace,
+    pub op_timeout: Duration,
+    pub reduce: bool,
+}
+
 /// Where a session is, as the scheduler sees it.
 enum At {
     /// Running its own code (between calls).
@@ -94,15 +111,20 @@ pub fn local(sent: &str) -> bool {
     sent == "BEGIN"
 }
 
+impl Setup<'_> {
+    fn driving(&self) -> Driving<'_> {
+        Driving { ns: self.ns, op_timeout: self.op_timeout, reduce: self.reduce }
+    }
+}
+
 /// The scheduler's view of one schedule in progress.
 struct Run<'s> {
     at: Vec<At>,
     steps: Vec<Step>,
-    ended: Vec<Option<Ended>>,
+    spans: Vec<Option<(u64, u64)>>,
     first_step: Vec<Option<u64>>,
     clock: u64,
     schedule: &'s mut Schedule,
-    slots: Slots,
     /// The session whose local step was just granted: its next step goes on unchosen.
     glued: Option<usize>,
 }
@@ -111,47 +133,62 @@ struct Run<'s> {
 /// (a step neither came back nor waited on a lock within the op timeout, or a replayed
 /// prefix met other sessions able to go on than the first time).
 pub async fn run_schedule(setup: &Setup<'_>, ops: &[Op], schedule: &mut Schedule) -> Result<Ran, String> {
-    let (gtx, mut grx) = mpsc::unbounded_channel::<GateEvent>();
     let slots: Slots = Arc::new(Mutex::new(vec![None; ops.len()]));
+    let bodies = ops.iter().enumerate().map(|(i, &op)| session(setup, i, op, slots.clone())).collect();
+    let gated = run_gated(setup.driving(), bodies, schedule).await?;
+    let mut slots = slots.lock().expect("slots lock");
+    let ended = (slots.iter_mut().zip(gated.spans))
+        .map(|(e, (invoked, completed))| Ended { invoked, completed, ..e.take().expect("every session ended") })
+        .collect();
+    Ok(Ran { steps: gated.steps, ended })
+}
+
+/// Runs `bodies` (one per session: its whole work, each on a connection of its own with
+/// every server call gated) under `schedule`. Err as `run_schedule`'s.
+pub async fn run_gated(
+    driving: Driving<'_>,
+    bodies: Vec<futures_util::future::BoxFuture<'static, ()>>,
+    schedule: &mut Schedule,
+) -> Result<Gated, String> {
+    let (gtx, mut grx) = mpsc::unbounded_channel::<GateEvent>();
+    let n = bodies.len();
     let mut tasks = Vec::new();
-    for (i, &op) in ops.iter().enumerate() {
-        tasks.push(tokio::spawn(session(setup, i, op, gtx.clone(), slots.clone())));
+    for (i, body) in bodies.into_iter().enumerate() {
+        let ended_tx = gtx.clone();
+        // `Ended` goes on the gate's channel, after the session's last `Done`.
+        let body = async move {
+            body.await;
+            let _ = ended_tx.send(GateEvent::Ended { session: i });
+        };
+        tasks.push(tokio::spawn(hold_session(gate::scope(Gate { session: i, tx: gtx.clone() }, body))));
     }
     drop(gtx);
     let mut run = Run {
-        at: ops.iter().map(|_| At::Running).collect(),
+        at: (0..n).map(|_| At::Running).collect(),
         steps: Vec::new(),
-        ended: vec![None; ops.len()],
-        first_step: vec![None; ops.len()],
+        spans: vec![None; n],
+        first_step: vec![None; n],
         clock: 0,
         schedule,
-        slots,
         glued: None,
     };
-    let r = drive(&mut run, setup, &mut grx).await;
+    let r = drive(&mut run, driving, &mut grx).await;
     for t in &tasks {
         t.abort();
     }
     r?;
-    let ended = run.ended.into_iter().map(|e| e.expect("every session ended")).collect();
-    Ok(Ran { steps: run.steps, ended })
+    let spans = run.spans.into_iter().map(|e| e.expect("every session ended")).collect();
+    Ok(Gated { steps: run.steps, spans })
 }
 
-/// Where each session leaves how its op ended, before it sends `GateEvent::Ended`.
+/// Where each session leaves how its op ended.
 type Slots = Arc<Mutex<Vec<Option<Ended>>>>;
 
-/// One session's task: its op with the design's retries, every call gated.
-fn session(
-    setup: &Setup<'_>,
-    i: usize,
-    op: Op,
-    gtx: mpsc::UnboundedSender<GateEvent>,
-    slots: Slots,
-) -> impl std::future::Future<Output = ()> + Send + 'static {
+/// One session's work: its op with the design's retries.
+fn session(setup: &Setup<'_>, i: usize, op: Op, slots: Slots) -> futures_util::future::BoxFuture<'static, ()> {
     let (strategy, db, seed, user, max) =
         (setup.strategy.clone(), setup.db.clone(), setup.seed, setup.user, setup.max_attempts.max(1));
-    let ended_tx = gtx.clone();
-    let body = async move {
+    Box::pin(async move {
         let mut attempts = 0;
         let r = loop {
             attempts += 1;
@@ -179,16 +216,14 @@ fn session(
             completed: 0,
         };
         slots.lock().expect("slots lock")[i] = Some(ended);
-        let _ = ended_tx.send(GateEvent::Ended { session: i });
-    };
-    hold_session(gate::scope(Gate { session: i, tx: gtx }, body))
+    })
 }
 
 /// The scheduler's loop: settle, then grant one enabled session's step, until every
 /// session has ended.
 async fn drive(
     run: &mut Run<'_>,
-    setup: &Setup<'_>,
+    setup: Driving<'_>,
     grx: &mut mpsc::UnboundedReceiver<GateEvent>,
 ) -> Result<(), String> {
     let started = Instant::now();
@@ -239,7 +274,7 @@ fn blocked_list(run: &Run<'_>) -> String {
 /// came back nor waits on a lock, and every session marked blocked still waits.
 async fn settle(
     run: &mut Run<'_>,
-    setup: &Setup<'_>,
+    setup: Driving<'_>,
     grx: &mut mpsc::UnboundedReceiver<GateEvent>,
 ) -> Result<(), String> {
     let started = Instant::now();
@@ -268,7 +303,7 @@ async fn settle(
 
 /// Why a schedule could not go on: which session's call neither came back nor waited on
 /// a lock, after which steps.
-fn stuck(run: &Run<'_>, setup: &Setup<'_>) -> String {
+fn stuck(run: &Run<'_>, setup: Driving<'_>) -> String {
     let done: Vec<String> = run.steps.iter().map(|s| format!("[{}] {}", s.session, s.sent)).collect();
     let at: Vec<String> = run
         .at
@@ -295,7 +330,7 @@ fn flight(run: &Run<'_>) -> Option<usize> {
 
 /// Marks session `i`'s call blocked when the server shows one more lock waiter than the
 /// sessions already known to wait (SQLite: sleeping in its busy handler, `busy.rs`).
-async fn mark_if_blocked(run: &mut Run<'_>, setup: &Setup<'_>, i: usize, blocked: u64) -> Result<(), String> {
+async fn mark_if_blocked(run: &mut Run<'_>, setup: Driving<'_>, i: usize, blocked: u64) -> Result<(), String> {
     let At::Flight(step) = run.at[i] else { return Ok(()) };
     if setup.ns.lock_waiters().await.map_err(|e| format!("lock probe: {e}"))? > blocked {
         run.steps[step].blocked = true;
@@ -316,10 +351,7 @@ fn apply(run: &mut Run<'_>, ev: GateEvent) {
         }
         GateEvent::Ended { session } => {
             run.clock += 1;
-            let mut ended = run.slots.lock().expect("slots lock")[session].take().expect("a session ends once");
-            ended.invoked = run.first_step[session].unwrap_or(run.clock);
-            ended.completed = run.clock;
-            run.ended[session] = Some(ended);
+            run.spans[session] = Some((run.first_step[session].unwrap_or(run.clock), run.clock));
             run.at[session] = At::Done;
         }
     }

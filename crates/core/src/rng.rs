@@ -1,4 +1,5 @@
-//! A small, fixed pseudo-random generator (SplitMix64 seeding xoshiro256**).
+//! A small, fixed pseudo-random generator (SplitMix64 seeding xoshiro256**): the load's
+//! ops and faults, and the explorer's seeded schedules.
 //!
 //! Kept in-tree rather than taken from `rand` so that a seed replays the same workload
 //! across counterlab versions regardless of a dependency's algorithm changes.
