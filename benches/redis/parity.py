@@ -16,6 +16,9 @@ per round (odd rounds redis-benchmark first).
      16 workers' ops share one multiplexed connection: 16 connections, up to 16 commands
      in flight on each) against `redis-benchmark -P 16 -c 16` (16 connections, 16
      commands per write): the same 256 commands in flight on the same 16 connections.
+  3. batched: counterlab with 16 workers and `--set workload.redis_batch=16` (each worker
+     sends 16 ops at once as one pipeline on a connection) against the same
+     `redis-benchmark -P 16 -c 16`: 16 commands per write on 16 connections both.
 
 What the verdict of this design is: a bench, not a counter design. The write designs
 promise nothing (`guarantee = "none"`: their read_count writes), so their verdict is not
@@ -25,7 +28,7 @@ includes the check of each op's history entry: the write designs' counters drift
 design, so their check also runs the drift classifier (about 1% of a run's samples).
 
 Usage: benches/redis/parity.py OUT [ROUNDS] [SECTIONS]   (SECTIONS: a subset of
-"pairs,pipelined"; a release build at target/release/counterlab, or COUNTERLAB_BIN).
+"pairs,pipelined,batched"; a release build at target/release/counterlab, or COUNTERLAB_BIN).
 Three rounds took 2 min 50 s at half these run lengths (PARITY_OPS=150000,
 PARITY_PIPE_OPS=400000, PARITY_PIPE_RB_OPS=1500000); at the defaults about 5-6 minutes. Writes OUT/raw.log and OUT/summary.md
 (medians and per-round ratios) and prints the summary.
@@ -39,6 +42,7 @@ CLIENTS, KEYSPACE = 16, 10000
 OPS = int(os.environ.get("PARITY_OPS", "300000"))  # per depth-1 run
 PIPE_OPS = int(os.environ.get("PARITY_PIPE_OPS", "800000"))  # per pipelined counterlab run
 PIPE_RB_OPS = int(os.environ.get("PARITY_PIPE_RB_OPS", "3000000"))  # per redis-benchmark -P 16 run
+BATCH_OPS = int(os.environ.get("PARITY_BATCH_OPS", "2000000"))  # per batched counterlab run
 SCRIPT = "return redis.call('INCR', KEYS[1])"
 OUT = sys.argv[1] if len(sys.argv) > 1 else "reports/runs/redis-parity"
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
@@ -136,8 +140,13 @@ def cl_measure(cmd, n, extra=(), workers=CLIENTS):
     return tput, (cpu - base) / ops * 1e6, verdict, during
 
 
-def section(name, cmds, rb_n, cl_n, pipeline):
-    extra = ["--set", f"workload.redis_pipeline={pipeline}"] if pipeline > 1 else []
+def section(name, cmds, rb_n, cl_n, pipeline, batch=False):
+    """Depth 1, or redis-benchmark -P `pipeline` against counterlab's shared connections
+    (`redis_pipeline`, CLIENTS * pipeline workers) or its batches (`redis_batch`,
+    CLIENTS workers each sending `pipeline` ops as one pipeline)."""
+    key = "redis_batch" if batch else "redis_pipeline"
+    extra = ["--set", f"workload.{key}={pipeline}"] if pipeline > 1 else []
+    workers = CLIENTS if batch else CLIENTS * pipeline
     for rnd in range(1, ROUNDS + 1):
         for cmd in cmds:
             order = ["redis-benchmark", "counterlab"] if rnd % 2 else ["counterlab", "redis-benchmark"]
@@ -146,7 +155,7 @@ def section(name, cmds, rb_n, cl_n, pipeline):
                     rps, us = redis_benchmark(cmd, rb_n, pipeline)
                     log(f"{name} {rnd} {cmd} redis-benchmark rps={rps:.0f} cpu_us_per_op={us:.2f} load={loadavg()}")
                 else:
-                    tput, us, verdict, during = cl_measure(cmd, cl_n, extra, CLIENTS * pipeline)
+                    tput, us, verdict, during = cl_measure(cmd, cl_n, extra, workers)
                     load_cpu = f" load_cpu_us_per_op={during:.2f}" if during else ""
                     log(f"{name} {rnd} {cmd} counterlab rps={tput:.0f} cpu_us_per_op={us:.2f} "
                         f"verdict={verdict} load={loadavg()}{load_cpu}")
@@ -195,4 +204,6 @@ if __name__ == "__main__":
         section("depth1", cmds, OPS, OPS, 1)
     if "pipelined" in SECTIONS:
         section("pipelined16", cmds, PIPE_RB_OPS, PIPE_OPS, 16)
+    if "batched" in SECTIONS:
+        section("batched16", cmds, PIPE_RB_OPS, BATCH_OPS, 16, batch=True)
     summary()

@@ -351,6 +351,51 @@ async fn pipelined_ops_share_connections_and_every_design_stays_exact() {
     verify(&report.strategies, 60).await;
 }
 
+/// `redis_batch = 16`: each worker sends 16 ops at once as one pipeline (the parity
+/// bench's one-command designs: GET, INCR and an EVALSHA of INCR). Every INCR ran
+/// exactly once (what Redis holds adds up to the ops that replied), GET's reads fit the
+/// history, each op is recorded with its batch's times, and the report says the batch;
+/// a design whose ops are not one command is refused before the load, naming the op.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_ops_go_out_together_and_each_runs_once() {
+    crate::require!(Redis);
+    let bench = std::fs::read_to_string("benches/redis/parity.toml").unwrap();
+    let toml = bench
+        .replace(
+            "strategies = [\"parity-get\", \"parity-incr\", \"parity-zincrby\", \"parity-evalsha\"]",
+            "strategies = [\"parity-get\", \"parity-incr\", \"parity-evalsha\"]",
+        )
+        .replace("users = 10000", "users = 10")
+        .replace("workers = 16\nops = 200000", "workers = 4\nops = 2000\nredis_batch = 16");
+    assert!(toml.contains("redis_batch = 16") && toml.contains("users = 10\n"), "the bench file changed: {toml}");
+    let dir = util::tempdir("batch");
+    let o = util::options(false, Some(dir.to_path_buf()));
+    let report = counterlab::run::run_plan(&util::plan(&toml), &o, &mut |_| {}).await.expect("run succeeds");
+    assert_eq!(report.plan["workload"]["redis_batch"], 16, "report.json's plan says the batch");
+    let terminal = counterlab_report::render_terminal_width(&report, 100);
+    assert!(terminal.contains("Redis batches of 16"), "{terminal}");
+    for s in &report.strategies {
+        assert_eq!((s.ops_total, s.errors_total), (2000, 0), "{}: {:?}", s.strategy, s.error_samples);
+        // 10 users seeded with one unread row each: every counter is there, and what
+        // the INCR designs hold past the truth is one per op that replied.
+        assert_eq!((s.check.users_checked, s.check.missing_counters), (10, 0), "{}", s.strategy);
+        let expected = if s.strategy == "parity-get" { 0 } else { 2000 - 10 };
+        assert_eq!(s.check.drift_net, expected, "{}: {:?}", s.strategy, s.check);
+    }
+    let get = find(&report.strategies, "parity-get");
+    assert_eq!(get.check.label(), "pass", "{:?}", get.check);
+    let refused = {
+        let toml = format!(
+            "strategies = [\"redis-counter\"]\nbackends = [\"sqlite\"]\n{DATA}[workload]\nworkers = 2\nops = 20\n\
+             redis_batch = 4\n[workload.mix]\nread_count = 1\n"
+        );
+        let o = util::options(false, Some(dir.to_path_buf()));
+        let e = counterlab::run::run_plan(&util::plan(&toml), &o, &mut |_| {}).await.err();
+        format!("{:#}", e.expect("a design with no batched ops is refused"))
+    };
+    assert!(refused.contains("redis_batch = 4") && refused.contains("read_count"), "{refused}");
+}
+
 /// The space a pipelined run gets: 8 ops in flight at depth 4 lend 2 connections (the
 /// kill counts exactly those: no dedicated one was opened), at depth 1 all 8.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

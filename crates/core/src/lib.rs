@@ -35,7 +35,7 @@ pub use model::{
 pub use names::Named;
 pub use rng::Rng;
 pub use seed::SeedSpec;
-pub use strategy::{CrashPoints, Fault, Strategy, StrategyInfo, WorkerLoop};
+pub use strategy::{BatchOp, CrashPoints, Fault, Strategy, StrategyInfo, WorkerLoop};
 pub use threshold::{Metric, Threshold};
 pub use urls::{check_url, redact_url};
 pub use verdict::{

@@ -159,6 +159,14 @@ pub struct StrategyInfo {
     pub summary: &'static str,
 }
 
+/// One op of a batch (`Strategy::batch`): its kind, user and target (0: none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchOp {
+    pub kind: OpKind,
+    pub user: UserId,
+    pub id: NotificationId,
+}
+
 /// A closed-loop worker's op loop, handed to `Strategy::worker_scope`.
 pub type WorkerLoop<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
@@ -201,6 +209,21 @@ pub trait Strategy: Send + Sync {
     async fn worker_scope<'a>(&'a self, workers: u32, run: WorkerLoop<'a>) {
         let _ = workers;
         run.await
+    }
+
+    /// Whether ops of `kind` can go out in one batch with others (`batch`): each one
+    /// command no other reply decides. Err says why not (checked before the load of a
+    /// `redis_batch` run). None by default.
+    fn batches(&self, kind: OpKind) -> Result<(), String> {
+        Err(format!("{} has no batched {}", self.info().name, kind.name()))
+    }
+
+    /// Sends `ops` (of kinds `batches` takes) at once, one Redis pipeline: each op's
+    /// reply as its method returns it (create: the id; mark_read, delete: 1 or 0;
+    /// mark_all_read: how many; read_count: the count), in order.
+    async fn batch(&self, ops: &[BatchOp]) -> Vec<Result<i64, OpError>> {
+        let why = |op: &BatchOp| self.batches(op.kind).err().unwrap_or_default();
+        ops.iter().map(|op| Err(OpError::new(ErrorClass::Other, Outcome::Fail, why(op)))).collect()
     }
 
     /// Starts the strategy's background tasks (flusher, reconciler) before the load.

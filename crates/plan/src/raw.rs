@@ -119,6 +119,8 @@ pub(crate) struct RawWorkload {
     pub(crate) connections: Option<Spanned<u32>>,
     /// Ops that share one Redis connection (pipelined by the multiplexed connection).
     pub(crate) redis_pipeline: Option<Spanned<u32>>,
+    /// Ops a worker sends at once as one Redis pipeline.
+    pub(crate) redis_batch: Option<Spanned<u32>>,
     pub(crate) skew: Option<Spanned<String>>,
     pub(crate) zipf_exponent: Option<Spanned<f64>>,
     /// None: `DEFAULT_MIX`.

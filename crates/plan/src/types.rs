@@ -23,6 +23,8 @@ pub mod limits {
     pub const MAX_CONNECTIONS: u32 = 1000;
     /// `redis_pipeline`: ops sharing one Redis connection at most.
     pub const MAX_REDIS_PIPELINE: u32 = 256;
+    /// `redis_batch`: ops a worker sends as one pipeline at most.
+    pub const MAX_REDIS_BATCH: u32 = 256;
     pub const MAX_DURATION_S: f64 = 86_400.0;
     pub const MAX_OPS: u64 = 1_000_000_000;
     pub const MAX_OP_TIMEOUT_MS: u64 = 60_000;
@@ -429,6 +431,9 @@ pub struct WorkloadPlan {
     /// the multiplexed connection pipelines their commands; ops that WATCH or MULTI still
     /// get a dedicated one.
     pub redis_pipeline: u32,
+    /// Ops each closed-loop worker draws and sends at once as one Redis pipeline (1: one
+    /// op at a time); every op of the design must be one Redis command (`batches`).
+    pub redis_batch: u32,
     #[serde(serialize_with = "named::one")]
     pub skew: SkewKind,
     /// With `skew = zipf` only.

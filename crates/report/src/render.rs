@@ -439,16 +439,25 @@ pub(crate) fn history_line(h: &crate::HistoryReport) -> String {
     format!("{} calls recorded{file}; {reads}; {} users read after settle", h.events, h.settled_reads)
 }
 
-/// `[workload] redis_pipeline` above 1, as the head line says it: ops share a Redis
-/// connection, so their commands go out pipelined.
+/// `[workload] redis_pipeline` and `redis_batch` above 1, as the head line says them:
+/// ops share a Redis connection, so their commands go out pipelined; a worker sends its
+/// ops in batches, each one pipeline.
 pub(crate) fn pipeline_words(r: &Report) -> String {
-    match r.plan.pointer("/workload/redis_pipeline").and_then(serde_json::Value::as_u64) {
-        Some(depth) if depth > 1 => format!(
+    let at = |key: &str| r.plan.pointer(&format!("/workload/{key}")).and_then(serde_json::Value::as_u64);
+    let mut words = String::new();
+    if let Some(depth) = at("redis_pipeline").filter(|d| *d > 1) {
+        words += &format!(
             "\nRedis pipeline depth {depth}: every {depth} ops in flight share one connection (more share one past \
              the space's 64 connections)"
-        ),
-        _ => String::new(),
+        );
     }
+    if let Some(n) = at("redis_batch").filter(|n| *n > 1) {
+        words += &format!(
+            "\nRedis batches of {n}: each worker sends {n} ops at once as one pipeline; each op is timed from the \
+             batch's send to its reply, and not retried"
+        );
+    }
+    words
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use async_trait::async_trait;
-use counterlab_core::{Guarantee, NotificationId, OpError, Strategy, StrategyInfo, UserId};
+use counterlab_core::{BatchOp, Guarantee, NotificationId, OpError, OpKind, Strategy, StrategyInfo, UserId};
 
 /// Every op succeeds after one yield to the runtime (so ops interleave as real ones do).
 #[derive(Default)]
@@ -37,5 +37,18 @@ impl Strategy for NullStrategy {
     async fn read_count(&self, _: UserId) -> Result<i64, OpError> {
         tokio::task::yield_now().await;
         Ok(0)
+    }
+    fn batches(&self, _: OpKind) -> Result<(), String> {
+        Ok(())
+    }
+    /// Every op of the batch answers as its method would, after one yield for all.
+    async fn batch(&self, ops: &[BatchOp]) -> Vec<Result<i64, OpError>> {
+        tokio::task::yield_now().await;
+        let one = |op: &BatchOp| match op.kind {
+            OpKind::Create => 1 << 40 | self.next_id.fetch_add(1, Ordering::Relaxed),
+            OpKind::ReadCount => 0,
+            _ => 1,
+        };
+        ops.iter().map(|op| Ok(one(op))).collect()
     }
 }

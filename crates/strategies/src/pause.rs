@@ -72,6 +72,13 @@ impl Strategy for Pausable {
     async fn worker_scope<'a>(&'a self, workers: u32, run: counterlab_core::WorkerLoop<'a>) {
         self.inner.worker_scope(workers, run).await
     }
+    fn batches(&self, kind: counterlab_core::OpKind) -> Result<(), String> {
+        self.inner.batches(kind)
+    }
+    async fn batch(&self, ops: &[counterlab_core::BatchOp]) -> Vec<Result<i64, OpError>> {
+        self.gate().await;
+        self.inner.batch(ops).await
+    }
     async fn start(&self) {
         self.inner.start().await
     }

@@ -11,8 +11,10 @@ use crate::raw::{RawFault, RawWorkload};
 use crate::types::limits::*;
 use crate::types::{
     Arrival, DEFAULT_COST_BASELINE_MS, DEFAULT_DUP_K, DEFAULT_MAX_WAIT_MS, DEFAULT_MIX, DEFAULT_OP_TIMEOUT_MS,
-    DEFAULT_SAMPLE_DRIFT, DEFAULT_SAMPLE_INTERVAL_MS, DEFAULT_SETTLE_AFTER_SEED, MixPlan, SkewKind, WorkloadPlan,
+    DEFAULT_SAMPLE_DRIFT, DEFAULT_SAMPLE_INTERVAL_MS, DEFAULT_SETTLE_AFTER_SEED, MixPlan, SkewKind, StagePlan,
+    WorkloadPlan,
 };
+use counterlab_core::OpKind;
 
 pub(crate) fn workload(
     src: &Src<'_>,
@@ -42,6 +44,7 @@ pub(crate) fn workload(
     pauses_fit(src, faults, op_timeout_ms)?;
     let (skew, zipf_exponent) = skew(src, w)?;
     let mix = mix(src, w)?;
+    let redis_batch = batch(src, w, &load.stages, mix)?;
     let mut plan = WorkloadPlan {
         n_workers: workers,
         duration_s: load.duration_s,
@@ -58,6 +61,7 @@ pub(crate) fn workload(
         op_timeout_ms,
         connections: 0,
         redis_pipeline: within(src, &w.redis_pipeline, "redis_pipeline", 1..=MAX_REDIS_PIPELINE, 1)?,
+        redis_batch,
         skew,
         zipf_exponent,
         mix,
@@ -77,6 +81,26 @@ fn workers(src: &Src<'_>, w: &RawWorkload, overrides: &Overrides) -> Result<u32,
         Some(n) => Ok(n),
         None => within_at(src, &w.workers, "workers", 1..=MAX_WORKERS),
     }
+}
+
+/// `redis_batch`: bounded, and only where a worker has ops of its own to gather: a
+/// closed loop (an open loop starts each op at its scheduled time) with no duplicate
+/// mark_reads (each is K calls, not one command).
+fn batch(src: &Src<'_>, w: &RawWorkload, stages: &[StagePlan], mix: MixPlan) -> Result<u32, ScenarioError> {
+    let n = within(src, &w.redis_batch, "redis_batch", 1..=MAX_REDIS_BATCH, 1)?;
+    let Some(at) = w.redis_batch.as_ref().filter(|_| n > 1) else { return Ok(n) };
+    if stages.iter().any(|s| s.workers().is_none()) {
+        return Err(src.at(
+            at.span(),
+            "redis_batch needs a closed loop (workers): an open loop starts each op on its own schedule",
+        ));
+    }
+    if mix.weight(OpKind::MarkReadDup) > 0 {
+        return Err(
+            src.at(at.span(), "redis_batch cannot batch mark_read_dup (K calls of one op); take it out of the mix")
+        );
+    }
+    Ok(n)
 }
 
 /// A pause waits inside the op's time bound: longer, and every stalled op would end as
@@ -178,5 +202,24 @@ mod tests {
             let shown = e.to_string();
             assert!(shown.contains("t.toml:8:18") && shown.contains("redis_pipeline"), "{shown}");
         }
+    }
+
+    #[test]
+    fn redis_batch_is_bounded_and_refused_where_a_worker_cannot_gather_ops() {
+        let base = "strategies = [\"direct-update\"]\n[data]\nusers = 10\nnotifications_per_user = 2\n\
+                    [workload]\nworkers = 16\n";
+        let refused = |text: String| {
+            let Err(e) = parse("t.toml", &text, "t", &Overrides::default(), &KNOWN, 1) else { panic!("taken: {text}") };
+            e.to_string()
+        };
+        let mix = "[workload.mix]\nread_count = 1\n";
+        assert_eq!(plan(&format!("{base}ops = 10\n")).workload.redis_batch, 1, "default: one op at a time");
+        assert_eq!(plan(&format!("{base}ops = 10\nredis_batch = 16\n{mix}")).workload.redis_batch, 16);
+        let shown = refused(format!("{base}ops = 10\nredis_batch = 257\n"));
+        assert!(shown.contains("t.toml:8:15") && shown.contains("redis_batch"), "{shown}");
+        let open = refused(format!("{base}redis_batch = 4\nduration_s = 1\nrate = 100\n{mix}"));
+        assert!(open.contains("t.toml:7:15") && open.contains("closed loop"), "{open}");
+        let dup = refused(format!("{base}ops = 10\nredis_batch = 4\n[workload.mix]\nmark_read_dup = 1\n"));
+        assert!(dup.contains("t.toml:8:15") && dup.contains("mark_read_dup"), "{dup}");
     }
 }

@@ -52,5 +52,6 @@ pub(super) fn driver_config(plan: &RunPlan, cancel: Arc<AtomicBool>, history_lim
         history_limit,
         history_sink: None,
         segment: counterlab_sim::Segment::WHOLE,
+        batch: w.redis_batch,
     }
 }

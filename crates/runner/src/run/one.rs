@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use counterlab_core::{
     Backend, CheckFold, CheckResult, Checked, Companion, Context, ErrorClass, Fault, Findings, Guarantee, Limit,
-    Outcome, ReadFrom, ReadSource, Strategy, check_reads_parts_seeded, classify_parts, judge,
+    OpKind, Outcome, ReadFrom, ReadSource, Strategy, check_reads_parts_seeded, classify_parts, judge,
 };
 use counterlab_plan::{Expected, RunPlan};
 use counterlab_report::{ExpectationResult, FaultEvent, HistoryReport, StrategyReport, StrategyRun, evaluate};
@@ -258,6 +258,7 @@ async fn measure(
         }
     };
     refuse_untaken_faults(cell, strategy.as_ref())?;
+    refuse_unbatched_ops(cell, strategy.as_ref())?;
     let seed_s = started.elapsed().as_secs_f64();
     let settled = settle_after_seed(cell, ns, log).await;
     // The keys' expiry (not timed as seeding) only cleans up after a killed run: the run
@@ -387,6 +388,25 @@ fn refuse_untaken_faults(cell: &Cell<'_>, strategy: &dyn Strategy) -> Result<(),
         f.fault.name(),
         cell.t.name
     )))
+}
+
+/// `redis_batch` above 1: every op kind in the mix must be one the design can batch,
+/// else the run is refused before the load, saying which op and why (a silent fall back
+/// to one op at a time would report a batch depth that was not run).
+pub(super) fn refuse_unbatched_ops(cell: &Cell<'_>, strategy: &dyn Strategy) -> Result<(), BackendError> {
+    let w = &cell.plan.workload;
+    if w.redis_batch <= 1 {
+        return Ok(());
+    }
+    let mut kinds = OpKind::ALL.into_iter().filter(|k| w.mix.weight(*k) > 0);
+    match kinds.find_map(|k| strategy.batches(k).err()) {
+        None => Ok(()),
+        Some(why) => Err(BackendError::Refused(format!(
+            "{}: redis_batch = {} needs every op in the mix sent as one Redis command: {why}",
+            cell.label(),
+            w.redis_batch
+        ))),
+    }
 }
 
 /// Who the cell runs as: the namespace's identity, and Redis's or the broker's.

@@ -5,6 +5,7 @@
 //! omission); the service time from the actual start is kept too. Errors are classified
 //! and counted; they never stop the run.
 
+mod batch;
 mod closed;
 mod op;
 mod open;
@@ -90,6 +91,10 @@ pub struct DriverConfig {
     pub segment: Segment,
     /// Where recorded calls go as the load runs, in chunks (None: `LoadResult::history`).
     pub history_sink: Option<Arc<dyn HistorySink>>,
+    /// Closed loop: ops each worker draws and sends at once (`Strategy::batch`; 1: one
+    /// op at a time). Each op of a batch is invoked at the batch's send and completes at
+    /// its reply.
+    pub batch: u32,
 }
 
 /// Takes the recorded calls off the workers while the load runs (the runner's spill to
@@ -120,6 +125,7 @@ impl DriverConfig {
             history_limit: 0,
             segment: Segment::WHOLE,
             history_sink: None,
+            batch: 1,
         }
     }
 
@@ -695,6 +701,29 @@ mod tests {
                 assert_eq!(unknown, 8, "{:?}", load.history);
             }
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batched_worker_sends_its_ops_together_and_records_each_with_the_batchs_times() {
+        let mut cfg =
+            DriverConfig::plain(9, DriverConfig::closed_stage(2, Stop::Ops(50)), Mix { weights: [2, 4, 0, 1, 1, 2] });
+        (cfg.batch, cfg.history_limit) = (8, 1_000);
+        let s: Arc<dyn Strategy> = Arc::new(crate::NullStrategy::default());
+        let load = run_load(s, Arc::new(IdPool::seeded(5, 5, 0)), &cfg, Monitor::new()).await;
+        let skipped: u64 = load.ops.iter().map(|s| s.skipped).sum();
+        assert_eq!(load.total_ops() + skipped, 50, "each worker's budget of 25 in batches of 8, 8, 8 and 1");
+        assert_eq!(load.history.len() as u64, load.total_ops());
+        for w in 0..2 {
+            let calls: Vec<&Event> = load.history.iter().filter(|e| e.worker == w).collect();
+            let mut batches: Vec<(u64, u64)> = calls.iter().map(|e| (e.invoke_us, e.complete_us)).collect();
+            batches.dedup();
+            // Four batches a worker (fewer calls when a mark_read or delete found no
+            // target): each call carries its batch's send and reply.
+            assert!(batches.len() <= 4 && calls.len() + 8 > 4 * batches.len(), "{batches:?}");
+            assert!(batches.windows(2).all(|b| b[0].1 <= b[1].0), "a worker's batches do not overlap: {batches:?}");
+        }
+        let creates = load.history.iter().filter(|e| e.op == OpKind::Create);
+        assert!(creates.clone().count() > 0 && creates.clone().all(|e| e.id >= 1 << 40 && e.observed == 1));
     }
 
     /// Collects what the workers hand over, chunk by chunk.

@@ -195,11 +195,7 @@ impl CustomStrategy {
                     if r.writes {
                         self.maybe_lose_reply()?;
                     }
-                    out[0] = out[0].saturating_add(r.value);
-                    let mut rest = r.flags.iter().chain(r.list.iter().flatten()).chain(std::iter::repeat(&0));
-                    for slot in out[1..].iter_mut() {
-                        *slot = *rest.next().expect("endless");
-                    }
+                    super::redis_exec::fill(&mut out, &r);
                     st.lists[i] = r.list;
                 }
             }
@@ -230,7 +226,7 @@ impl CustomStrategy {
     }
 
     /// An armed `redis_timeout`: the write ran, its reply is lost.
-    fn maybe_lose_reply(&self) -> Result<(), OpError> {
+    pub(super) fn maybe_lose_reply(&self) -> Result<(), OpError> {
         if self.replies_to_lose.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_err() {
             return Ok(());
         }

@@ -10,9 +10,11 @@
 //!
 //! The spec, its expressions and its compile are `counterlab-spec` (no I/O, so the
 //! scenario parser checks files without the servers' clients); here: `interpret.rs`
-//! (running the steps), `redis_exec.rs` (Redis and Lua steps), `counters.rs` (the check's
-//! Redis read), `reply.rs` (a reply as numbers).
+//! (running the steps), `redis_exec.rs` (Redis and Lua steps), `batch.rs` (ops of one
+//! Redis step sent as one pipeline), `counters.rs` (the check's Redis read), `reply.rs`
+//! (a reply as numbers).
 
+mod batch;
 mod counters;
 mod interpret;
 mod redis_exec;
@@ -163,6 +165,12 @@ impl Strategy for CustomStrategy {
     }
     async fn mark_all_read(&self, user: UserId) -> Result<u64, OpError> {
         Ok(self.run(3, user, 0).await?.max(0) as u64)
+    }
+    fn batches(&self, kind: OpKind) -> Result<(), String> {
+        self.batchable(kind)
+    }
+    async fn batch(&self, ops: &[counterlab_core::BatchOp]) -> Vec<Result<i64, OpError>> {
+        self.send_batch(ops).await
     }
     async fn read_count(&self, user: UserId) -> Result<i64, OpError> {
         self.run(4, user, 0).await

@@ -57,13 +57,13 @@ pub(super) struct Reply {
 }
 
 /// A command or a script invocation, ready to send.
-enum Call<'a> {
+pub(super) enum Call<'a> {
     Cmd(::redis::Cmd),
     Lua(::redis::ScriptInvocation<'a>),
 }
 
 /// A call and its first key (None: a keyless command such as MULTI or EXEC).
-type Keyed<'a> = (Call<'a>, Option<String>);
+pub(super) type Keyed<'a> = (Call<'a>, Option<String>);
 
 async fn send<C: ConnectionLike + Send>(c: &mut C, call: &Call<'_>) -> Result<::redis::Value, ::redis::RedisError> {
     match call {
@@ -74,7 +74,7 @@ async fn send<C: ConnectionLike + Send>(c: &mut C, call: &Call<'_>) -> Result<::
 
 /// A script call that answered (a reply or an error from Redis) has ended; one cut off
 /// (the client's timeout, a lost connection) may still run, and its guard kills it.
-fn disarm(guard: Option<crate::redis::ScriptGuard<'_>>, sent: &Result<::redis::Value, ::redis::RedisError>) {
+pub(super) fn disarm<T>(guard: Option<crate::redis::ScriptGuard<'_>>, sent: &Result<T, ::redis::RedisError>) {
     let ended = match sent {
         Ok(_) => true,
         Err(e) => !(e.is_timeout() || e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error()),
@@ -84,10 +84,26 @@ fn disarm(guard: Option<crate::redis::ScriptGuard<'_>>, sent: &Result<::redis::V
     }
 }
 
+/// A step's outputs from its reply: the value, then the flags and the array reply's
+/// elements, 0 past them (added to `out[0]`: an `each` step sums its values).
+pub(super) fn fill(out: &mut [i64], r: &Reply) {
+    out[0] = out[0].saturating_add(r.value);
+    let mut rest = r.flags.iter().chain(r.list.iter().flatten()).chain(std::iter::repeat(&0));
+    for slot in out[1..].iter_mut() {
+        *slot = *rest.next().expect("endless");
+    }
+}
+
 impl CustomStrategy {
     /// The command or script of a Redis or Lua step, its keys prefixed (and its first key
     /// when `keyed`: a dedicated connection goes to the node serving it).
-    fn call<'a>(&'a self, exec: &'a Exec, env: &Env, vals: &[Vec<i64>], keyed: bool) -> Result<Keyed<'a>, OpError> {
+    pub(super) fn call<'a>(
+        &'a self,
+        exec: &'a Exec,
+        env: &Env,
+        vals: &[Vec<i64>],
+        keyed: bool,
+    ) -> Result<Keyed<'a>, OpError> {
         let prefix = self.redis.as_ref().expect("checked at build").prefix();
         let mut first = None;
         let call = match exec {
@@ -192,7 +208,7 @@ impl CustomStrategy {
 
 impl RedisState {
     /// What a reply means, given the transaction state it came in (and moves it on).
-    fn reply(&mut self, tx: Option<TxCmd>, writes: bool, reply: &::redis::Value) -> Result<Reply, OpError> {
+    pub(super) fn reply(&mut self, tx: Option<TxCmd>, writes: bool, reply: &::redis::Value) -> Result<Reply, OpError> {
         let plain = |value, writes| Reply { value, flags: Vec::new(), list: None, writes };
         match tx {
             None if self.multi => {

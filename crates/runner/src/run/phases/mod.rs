@@ -366,6 +366,7 @@ async fn load_cell(
 ) -> Result<CellPartial, PhaseError> {
     let mut made = Made::default();
     let strategy = one::build(cell, ns, &mut made).await?;
+    one::refuse_unbatched_ops(cell, strategy.as_ref())?;
     let t0_local_us = agent::local_us(skew);
     let t0 = SystemTime::now();
     let (l, history) = one::drive(cell, ns, strategy, cfg, None, log).await;
