@@ -91,13 +91,26 @@ impl OpStats {
         }
     }
 
+    /// A closed-loop stage's ops: their service time is their latency.
+    pub(crate) fn service_is_latency(&mut self) {
+        self.service_us = self.latency_us.clone();
+    }
+
     pub fn errors(&self) -> u64 {
         self.fail + self.unknown
     }
 
     /// Records one op: its latency, final result, and the retries it took. Every failed
-    /// attempt (retried or final) is counted in `errors_by_class`.
-    pub(crate) fn record(&mut self, latency_us: u64, service_us: u64, result: &Result<bool, OpError>, tries: &Tries) {
+    /// attempt (retried or final) is counted in `errors_by_class`. `service_us` None: a
+    /// closed loop's op, whose service time is its latency (`service_is_latency` once
+    /// per stage, so a worker holds one growing histogram per kind, not two).
+    pub(crate) fn record(
+        &mut self,
+        latency_us: u64,
+        service_us: Option<u64>,
+        result: &Result<bool, OpError>,
+        tries: &Tries,
+    ) {
         self.count += 1;
         self.retries += tries.retries;
         self.give_ups += tries.gave_up as u64;
@@ -105,7 +118,9 @@ impl OpStats {
             self.errors_by_class[c.index()] += tries.retried_errors[c.index()];
         }
         record_us(&mut self.latency_us, latency_us);
-        record_us(&mut self.service_us, service_us);
+        if let Some(us) = service_us {
+            record_us(&mut self.service_us, us);
+        }
         match result {
             Ok(changed) => {
                 self.ok += 1;

@@ -87,7 +87,7 @@ impl Ctx {
             let call = Call { invoke: start, complete: end, id, outcome, observed, attempts: 1, unknown_attempts: 0 };
             self.record_calls(w, op, vec![call]);
             w.note_error(&result);
-            w.stats(op.kind).record(service, service, &result, &Tries::default());
+            w.stats(op.kind).record(service, None, &result, &Tries::default());
             self.monitor.record(op.kind, service, result.is_err());
         }
     }

@@ -62,6 +62,6 @@ async fn op_loop(ctx: &Ctx, w: &mut Worker, mut ops: OpGen, budget: Option<u64>,
             continue;
         }
         let op = ops.next_op();
-        ctx.run_op(w, op, Instant::now()).await;
+        ctx.run_op(w, op, None).await;
     }
 }

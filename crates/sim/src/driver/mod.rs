@@ -397,8 +397,9 @@ impl Ctx {
         }
     }
 
-    /// Runs one op that was meant to start at `intended` and records it.
-    async fn run_op(&self, w: &mut Worker, op: PlannedOp, intended: Instant) {
+    /// Runs one op that was meant to start at `intended` (None: a closed loop's, meant
+    /// to start now) and records it.
+    async fn run_op(&self, w: &mut Worker, op: PlannedOp, intended: Option<Instant>) {
         let start = Instant::now();
         let mut tries = Tries::default();
         w.issued_or_skipped += 1;
@@ -408,7 +409,10 @@ impl Ctx {
                 self.record_calls(w, op, calls);
                 let end = Instant::now();
                 let us = |from: Instant| (end.saturating_duration_since(from).as_micros() as u64).min(self.max_us);
-                let (corrected, service) = (us(intended), us(start));
+                let (corrected, service) = match intended {
+                    Some(at) => (us(at), Some(us(start))),
+                    None => (us(start), None),
+                };
                 w.note_error(&result);
                 w.stats(op.kind).record(corrected, service, &result, &tries);
                 self.monitor.record(op.kind, corrected, result.is_err());
@@ -477,7 +481,10 @@ async fn run_stage(
         }
     };
     let elapsed = start.elapsed();
-    let (ops, mut total) = merge_workers(workers, error_samples);
+    let (mut ops, mut total) = merge_workers(workers, error_samples);
+    if let LoadModel::Closed { .. } = stage.model {
+        ops.iter_mut().for_each(OpStats::service_is_latency);
+    }
     history.append(&mut total.history);
     StageResult {
         stage: stage.clone(),
@@ -613,6 +620,14 @@ mod tests {
         w.stats(OpKind::ReadCount).skipped += 1;
         // One kind's two histograms at their smallest, far below a second's range.
         assert_eq!(counts_held(&w), 2 * 2048);
+        // A closed loop's op grows the latency histogram only: the service one stays at
+        // its smallest (the stage copies the latencies into it once).
+        w.stats(OpKind::ReadCount).record(3_000_000, None, &Ok(false), &Tries::default());
+        let s = w.stats(OpKind::ReadCount);
+        assert!(s.latency_us.distinct_values() > 2048 && s.service_us.distinct_values() == 2048);
+        assert_eq!(s.service_us.len(), 0);
+        w.stats[OpKind::ReadCount.index()] = None;
+        w.stats(OpKind::ReadCount).skipped += 1;
         assert_eq!(presized().distinct_values(), 12_288);
         w.record_lag(40);
         assert_eq!(counts_held(&w), 3 * 2048);
@@ -625,7 +640,7 @@ mod tests {
         let mut w = Worker::new(0);
         let mut old = presized();
         for us in [1, 999, 2047, 65_537, (1 << 20) - 1, 1 << 20, max_us] {
-            w.stats(OpKind::Create).record(us, us, &Ok(true), &Tries::default());
+            w.stats(OpKind::Create).record(us, Some(us), &Ok(true), &Tries::default());
             old.record(us).unwrap();
         }
         let new = &w.stats[OpKind::Create.index()].as_ref().unwrap().latency_us;

@@ -219,7 +219,7 @@ async fn serve(ctx: &Ctx, w: &mut Worker, (op, intended): Item) {
     if lag > LATE_AFTER {
         w.late += 1;
     }
-    ctx.run_op(w, op, intended).await;
+    ctx.run_op(w, op, Some(intended)).await;
 }
 
 /// An open-loop stage's arrivals: the rate is linear in t, the seconds from the stage's
