@@ -85,7 +85,7 @@ impl Ctx {
             };
             let outcome = result.as_ref().map_or_else(|e| e.outcome, |_| Outcome::Ok);
             let call = Call { invoke: start, complete: end, id, outcome, observed, attempts: 1, unknown_attempts: 0 };
-            self.record_calls(w, op, vec![call]);
+            self.record_calls(w, op, std::iter::once(call));
             w.note_error(&result);
             w.stats(op.kind).record(service, None, &result, &Tries::default());
             self.monitor.record(op.kind, service, result.is_err());

@@ -367,7 +367,7 @@ struct Ctx {
 }
 
 impl Ctx {
-    fn record_calls(&self, w: &mut Worker, op: PlannedOp, calls: Vec<Call>) {
+    fn record_calls(&self, w: &mut Worker, op: PlannedOp, calls: impl ExactSizeIterator<Item = Call>) {
         let limit = self.cfg.history_limit;
         if limit == 0 {
             return;
@@ -378,7 +378,7 @@ impl Ctx {
             return;
         }
         let us = |t: Instant| t.saturating_duration_since(self.t0).as_micros() as u64;
-        w.history.extend(calls.into_iter().map(|c| Event {
+        w.history.extend(calls.map(|c| Event {
             worker: w.id,
             op: op.kind,
             user: op.user,
@@ -406,7 +406,7 @@ impl Ctx {
         match execute(self.strategy.as_ref(), &self.pool, op, &self.cfg, &mut tries).await {
             None => w.stats(op.kind).skipped += 1,
             Some((result, calls)) => {
-                self.record_calls(w, op, calls);
+                self.record_calls(w, op, calls.into_iter());
                 let end = Instant::now();
                 let us = |from: Instant| (end.saturating_duration_since(from).as_micros() as u64).min(self.max_us);
                 let (corrected, service) = match intended {

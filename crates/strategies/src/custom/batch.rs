@@ -53,13 +53,14 @@ impl CustomStrategy {
         if let Err(e) = space.refuse_over_cap() {
             return vec![Err(e); ops.len()];
         }
-        let mut pipe = ::redis::pipe();
+        let mut pipe = ::redis::Pipeline::with_capacity(ops.len());
         pipe.ignore_errors();
         let mut early: Vec<Option<Result<i64, OpError>>> = vec![None; ops.len()];
         let mut scripts = false;
         for (k, op) in ops.iter().enumerate() {
             let s = self.only_step(op.kind);
-            match self.call(&s.exec, &env(op), &[vec![0; s.width]], false) {
+            // One step: its templates name the op's inputs only, no step's outputs.
+            match self.call(&s.exec, &env(op), &[], false) {
                 Ok((Call::Cmd(c), _)) => {
                     pipe.add_command(c);
                 }
@@ -88,19 +89,25 @@ impl CustomStrategy {
                 return ops.iter().zip(early).map(|(op, r)| r.unwrap_or_else(|| Err(failed(op)))).collect();
             }
         };
-        let mut out = Vec::with_capacity(ops.len());
+        let (mut out, mut vals) = (Vec::with_capacity(ops.len()), vec![Vec::new()]);
         for (op, r) in ops.iter().zip(early) {
             let r = match r {
                 Some(r) => r,
-                None => self.batch_reply(op, replies.next()).await,
+                None => self.batch_reply(op, replies.next(), &mut vals).await,
             };
             out.push(r.map(|v| normalised(op.kind, v)));
         }
         out
     }
 
-    /// One op's reply read as its step reads it, then its result.
-    async fn batch_reply(&self, op: &BatchOp, v: Option<::redis::Value>) -> Result<i64, OpError> {
+    /// One op's reply read as its step reads it, then its result (`vals`: the step's
+    /// outputs, a buffer the batch's ops share).
+    async fn batch_reply(
+        &self,
+        op: &BatchOp,
+        v: Option<::redis::Value>,
+        vals: &mut [Vec<i64>],
+    ) -> Result<i64, OpError> {
         let i = op_index(op.kind).expect("a batchable kind");
         let s = self.only_step(op.kind);
         let v = v.ok_or_else(|| OpError::new(ErrorClass::Other, Outcome::Unknown, "no reply in the batch"))?;
@@ -115,9 +122,10 @@ impl CustomStrategy {
         if r.writes {
             self.maybe_lose_reply()?;
         }
-        let mut vals = vec![vec![0; s.width]];
+        vals[0].clear();
+        vals[0].resize(s.width, 0);
         fill(&mut vals[0], &r);
-        eval(&self.c.results[i], &env(op), &vals).map_err(|e| match r.writes {
+        eval(&self.c.results[i], &env(op), vals).map_err(|e| match r.writes {
             // The write ran: what the op did is not known (`half_applied`'s rule).
             true => OpError::new(ErrorClass::Other, Outcome::Unknown, format!("after its write ran: result: {e}")),
             false => other(format!("result: {e}")),
