@@ -111,15 +111,29 @@ impl OpStats {
         result: &Result<bool, OpError>,
         tries: &Tries,
     ) {
+        self.count_result(result, tries);
+        record_us(&mut self.latency_us, latency_us);
+        if let Some(us) = service_us {
+            record_us(&mut self.service_us, us);
+        }
+    }
+
+    /// `n` ops of one batch in a closed loop: one latency, recorded `n` times (each op's
+    /// result is counted by `count_result`).
+    pub(crate) fn record_latency_n(&mut self, latency_us: u64, n: u64) {
+        let us = latency_us.max(1);
+        if self.latency_us.record_n(us, n).is_err() {
+            self.latency_us.saturating_record_n(us, n);
+        }
+    }
+
+    /// Counts one op's final result and the retries it took (its latency aside).
+    pub(crate) fn count_result(&mut self, result: &Result<bool, OpError>, tries: &Tries) {
         self.count += 1;
         self.retries += tries.retries;
         self.give_ups += tries.gave_up as u64;
         for c in ErrorClass::ALL {
             self.errors_by_class[c.index()] += tries.retried_errors[c.index()];
-        }
-        record_us(&mut self.latency_us, latency_us);
-        if let Some(us) = service_us {
-            record_us(&mut self.service_us, us);
         }
         match result {
             Ok(changed) => {

@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriter, IntervalLogWriterBuilder, Tag};
 
-use crate::metrics::{new_latency_histogram, record_us};
+use crate::metrics::new_latency_histogram;
 
 /// The interval being filled.
 struct Interval {
@@ -59,10 +59,18 @@ impl Monitor {
 
     /// One completed op, its latency from the intended start, and whether it failed.
     pub fn record(&self, kind: OpKind, us: u64, error: bool) {
+        self.record_n(kind, us, 1, error as u64);
+    }
+
+    /// `n` ops of one kind that took `us` each (a batch's), `errors` of them failed.
+    pub fn record_n(&self, kind: OpKind, us: u64, n: u64, errors: u64) {
         let mut c = self.current.lock().expect("monitor lock");
-        record_us(&mut c.hist[kind.index()], us);
-        c.ops += 1;
-        c.errors += error as u64;
+        let h = &mut c.hist[kind.index()];
+        if h.record_n(us.max(1), n).is_err() {
+            h.saturating_record_n(us.max(1), n);
+        }
+        c.ops += n;
+        c.errors += errors;
     }
 
     pub fn scheduled(&self, n: u64) {

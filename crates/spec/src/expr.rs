@@ -137,14 +137,23 @@ fn binary(op: Op, a: i64, b: i64) -> Result<i64, String> {
 
 /// A template's text: the literal pieces and the values, with `prefix` in front (keys).
 pub fn expand(t: &Template, prefix: &str, env: &Env, vals: &[Vec<i64>]) -> Result<String, String> {
-    let mut s = String::from(prefix);
+    let mut s = String::new();
+    expand_into(&mut s, t, prefix, env, vals)?;
+    Ok(s)
+}
+
+/// `expand` into `out` (cleared first): an op's keys and arguments reuse one buffer.
+pub fn expand_into(out: &mut String, t: &Template, prefix: &str, env: &Env, vals: &[Vec<i64>]) -> Result<(), String> {
+    use std::fmt::Write;
+    out.clear();
+    out.push_str(prefix);
     for p in t {
         match p {
-            Piece::Lit(l) => s.push_str(l),
-            Piece::Val(e) => s.push_str(&eval(e, env, vals)?.to_string()),
+            Piece::Lit(l) => out.push_str(l),
+            Piece::Val(e) => write!(out, "{}", eval(e, env, vals)?).expect("a String takes any text"),
         }
     }
-    Ok(s)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -74,6 +74,8 @@ impl Ctx {
         };
         let end = Instant::now();
         let service = (end.saturating_duration_since(start).as_micros() as u64).min(self.max_us);
+        // Per kind: how many ops, how many failed (one latency, recorded once per kind).
+        let mut by_kind = [(0u64, 0u64); OpKind::ALL.len()];
         for ((op, b), reply) in sent.into_iter().zip(replies) {
             let (result, id, observed) = match reply {
                 Ok(v) => {
@@ -87,8 +89,15 @@ impl Ctx {
             let call = Call { invoke: start, complete: end, id, outcome, observed, attempts: 1, unknown_attempts: 0 };
             self.record_calls(w, op, std::iter::once(call));
             w.note_error(&result);
-            w.stats(op.kind).record(service, None, &result, &Tries::default());
-            self.monitor.record(op.kind, service, result.is_err());
+            w.stats(op.kind).count_result(&result, &Tries::default());
+            let k = &mut by_kind[op.kind.index()];
+            (k.0, k.1) = (k.0 + 1, k.1 + result.is_err() as u64);
+        }
+        for (kind, (n, errors)) in OpKind::ALL.into_iter().zip(by_kind) {
+            if n > 0 {
+                w.stats(kind).record_latency_n(service, n);
+                self.monitor.record_n(kind, service, n, errors);
+            }
         }
     }
 }

@@ -55,8 +55,8 @@ async fn op_loop(ctx: &Ctx, w: &mut Worker, mut ops: OpGen, budget: Option<u64>,
         {
             break;
         }
-        let batch = budget.map_or(ctx.cfg.batch as u64, |b| (b - w.issued_or_skipped).min(ctx.cfg.batch as u64));
         if ctx.cfg.batch > 1 {
+            let batch = budget.map_or(ctx.cfg.batch as u64, |b| (b - w.issued_or_skipped).min(ctx.cfg.batch as u64));
             let planned = (0..batch).map(|_| ops.next_op()).collect();
             ctx.run_batch(w, planned).await;
             continue;

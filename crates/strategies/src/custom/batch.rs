@@ -6,17 +6,10 @@
 use counterlab_core::{BatchOp, ErrorClass, OpError, OpKind, Outcome};
 
 use super::redis_exec::{Call, RedisState, disarm, fill};
-use super::{CustomStrategy, other};
+use super::{CustomStrategy, op_index, other};
 use crate::redis::classify_redis;
 use counterlab_spec::compile::{Exec, Step};
 use counterlab_spec::expr::{Env, eval};
-
-/// The compiled op a kind runs (None: `mark_read_dup`, K calls of `mark_read`).
-fn op_index(kind: OpKind) -> Option<usize> {
-    [OpKind::Create, OpKind::MarkRead, OpKind::Delete, OpKind::MarkAllRead, OpKind::ReadCount]
-        .iter()
-        .position(|k| *k == kind)
-}
 
 /// Whether a reply says the script is not loaded (the command did not run).
 fn noscript(v: &::redis::Value) -> bool {
@@ -46,8 +39,16 @@ impl CustomStrategy {
 
     /// Sends `ops` as one pipeline on a shared connection; each op's result in order.
     pub(super) async fn send_batch(&self, ops: &[BatchOp]) -> Vec<Result<i64, OpError>> {
-        if let Some(why) = ops.iter().find_map(|op| self.batchable(op.kind).err()) {
-            return vec![Err(other(why)); ops.len()];
+        // The run refuses unbatchable designs before the load: checked once per kind here.
+        let mut seen = 0u8;
+        for op in ops {
+            let bit = 1u8 << op_index(op.kind).unwrap_or(7);
+            if seen & bit == 0 {
+                seen |= bit;
+                if let Err(why) = self.batchable(op.kind) {
+                    return vec![Err(other(why)); ops.len()];
+                }
+            }
         }
         let space = self.redis.as_ref().expect("batchable: it has Redis");
         if let Err(e) = space.refuse_over_cap() {

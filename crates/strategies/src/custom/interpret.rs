@@ -102,9 +102,7 @@ impl CustomStrategy {
             open_writes: false,
             effects: false,
             redis: RedisState::new(self.c.dedicated[op]),
-            kind: [OpKind::Create, OpKind::MarkRead, OpKind::Delete, OpKind::MarkAllRead, OpKind::ReadCount]
-                .get(op)
-                .copied(),
+            kind: super::OP_KINDS.get(op).copied(),
         };
         let r = match self.steps(op, env, &mut st).await {
             Ok(()) if op == SEED => Ok(0),

@@ -34,6 +34,15 @@ use counterlab_spec::compile::{Counters, Exec};
 use counterlab_spec::spec::{SEED, leak, op_name};
 use counterlab_spec::{Compiled, CustomSpec};
 
+/// The op kinds in `CUSTOM_OPS` order: kind `OP_KINDS[i]` runs compiled op `i`.
+const OP_KINDS: [OpKind; 5] =
+    [OpKind::Create, OpKind::MarkRead, OpKind::Delete, OpKind::MarkAllRead, OpKind::ReadCount];
+
+/// The compiled op a kind runs (None: `mark_read_dup`, K calls of `mark_read`).
+fn op_index(kind: OpKind) -> Option<usize> {
+    OP_KINDS.iter().position(|k| *k == kind)
+}
+
 /// An op error that says the op did not take effect (see `half_applied` for one after
 /// an earlier step did).
 fn other(m: String) -> OpError {

@@ -10,7 +10,7 @@ use redis::aio::ConnectionLike;
 use super::{CustomStrategy, other};
 use crate::redis::{DedicatedLease, classify_redis};
 use counterlab_spec::compile::Exec;
-use counterlab_spec::expr::{Env, expand};
+use counterlab_spec::expr::{Env, Template, expand_into};
 use counterlab_spec::redis_steps::TxCmd;
 
 /// An op's Redis connection state.
@@ -94,6 +94,12 @@ pub(super) fn fill(out: &mut [i64], r: &Reply) {
     }
 }
 
+/// A key's or argument's text, expanded into `buf` (one buffer for the op's call).
+fn text<'b>(buf: &'b mut String, t: &Template, prefix: &str, env: &Env, vals: &[Vec<i64>]) -> Result<&'b str, OpError> {
+    expand_into(buf, t, prefix, env, vals).map_err(other)?;
+    Ok(buf.as_str())
+}
+
 impl CustomStrategy {
     /// The command or script of a Redis or Lua step, its keys prefixed (and its first key
     /// when `keyed`: a dedicated connection goes to the node serving it).
@@ -106,32 +112,36 @@ impl CustomStrategy {
     ) -> Result<Keyed<'a>, OpError> {
         let prefix = self.redis.as_ref().expect("checked at build").prefix();
         let mut first = None;
+        let mut buf = String::with_capacity(64);
         let call = match exec {
             Exec::Redis { command, keys, args, .. } => {
-                let mut cmd = ::redis::cmd(command);
+                // Sized once: the command's name, then each key and argument.
+                let size = command.len() + keys.len() * (prefix.len() + 32) + args.len() * 24;
+                let mut cmd = ::redis::Cmd::with_capacity(1 + keys.len() + args.len(), size);
+                cmd.arg(*command);
                 for k in keys {
-                    let k = expand(k, prefix, env, vals).map_err(other)?;
+                    let k = text(&mut buf, k, prefix, env, vals)?;
                     if keyed && first.is_none() {
-                        first = Some(k.clone());
+                        first = Some(k.to_string());
                     }
                     cmd.arg(k);
                 }
                 for a in args {
-                    cmd.arg(expand(a, "", env, vals).map_err(other)?);
+                    cmd.arg(text(&mut buf, a, "", env, vals)?);
                 }
                 Call::Cmd(cmd)
             }
             Exec::Lua { source, keys, args, .. } => {
                 let mut inv = self.script(source).prepare_invoke();
                 for k in keys {
-                    let k = expand(k, prefix, env, vals).map_err(other)?;
+                    let k = text(&mut buf, k, prefix, env, vals)?;
                     if keyed && first.is_none() {
-                        first = Some(k.clone());
+                        first = Some(k.to_string());
                     }
                     inv.key(k);
                 }
                 for a in args {
-                    inv.arg(expand(a, "", env, vals).map_err(other)?);
+                    inv.arg(text(&mut buf, a, "", env, vals)?);
                 }
                 Call::Lua(inv)
             }
