@@ -828,8 +828,9 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
     }
 }
 
-/// `run`'s runtime: `--threads`, else one worker thread for a scenario whose every stage
-/// is a closed loop: on two cores an op's wake-up then never crosses to another thread;
+/// `run`'s runtime: `--threads`, else one thread (the current-thread scheduler,
+/// `runtime_with`) for a scenario whose every stage is a closed loop: on two cores an
+/// op's wake-up then never crosses to another thread;
 /// client CPU per op 5-12% lower at 16 workers (PostgreSQL and Redis), throughput from
 /// -2% (PostgreSQL) to +8% (Redis INCR), medians of 4 alternating rounds
 /// (reports/2026-12-05-parity/ab-threads.log). An open loop keeps one thread per core
@@ -846,13 +847,24 @@ fn run_threads(args: &RunArgs, plan: &scenario::RunPlan) -> Option<usize> {
 
 /// What the run's runtime is, for the log: its worker threads.
 fn runtime_line() -> String {
-    let n = tokio::runtime::Handle::current().metrics().num_workers();
-    format!("runtime: {n} worker thread{}", if n == 1 { "" } else { "s" })
+    let handle = tokio::runtime::Handle::current();
+    match handle.runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::CurrentThread => "runtime: 1 thread (current-thread)".to_string(),
+        _ => {
+            let n = handle.metrics().num_workers();
+            format!("runtime: {n} worker thread{}", if n == 1 { "" } else { "s" })
+        }
+    }
 }
 
+/// One thread: the current-thread scheduler (the run's own thread polls every task and
+/// the I/O driver, so no wake-up crosses threads); more: a worker thread each.
 fn runtime_with(threads: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = threads {
+    let mut builder = match threads {
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    if let Some(n) = threads.filter(|n| *n > 1) {
         builder.worker_threads(n);
     }
     builder.enable_all().build().context("cannot start the async runtime")
