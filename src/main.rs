@@ -828,12 +828,18 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
     }
 }
 
+/// Above this many closed-loop workers one thread lags behind the replies: PostgreSQL at 64
+/// clients ran 0.92 of pgbench's rate on one thread and 0.97-0.99 on two, at 16 level on
+/// one (reports/2026-12-06-client-cost; the bound lies between the two measured points).
+const ONE_THREAD_MAX_WORKERS: u32 = 32;
+
 /// `run`'s runtime: `--threads`, else one thread (the current-thread scheduler,
-/// `runtime_with`) for a scenario whose every stage is a closed loop: on two cores an
-/// op's wake-up then never crosses to another thread;
-/// client CPU per op 5-12% lower at 16 workers (PostgreSQL and Redis), throughput from
-/// -2% (PostgreSQL) to +8% (Redis INCR), medians of 4 alternating rounds
-/// (reports/2026-12-05-parity/ab-threads.log). An open loop keeps one thread per core
+/// `runtime_with`) for a scenario whose every stage is a closed loop of at most
+/// `ONE_THREAD_MAX_WORKERS` workers: on two cores an
+/// op's wake-up then never crosses to another thread. One worker against two: client
+/// CPU per op 5-12% lower at 16 workers (reports/2026-12-05-parity/ab-threads.log); the
+/// current-thread scheduler against one worker: Redis 3.5-9% more ops/s at 16 workers
+/// (reports/2026-12-06-client-cost, docs/running.md). An open loop keeps one thread per core
 /// (its pacer and workers run beside each other), as does an explicit TOKIO_WORKER_THREADS.
 fn run_threads(args: &RunArgs, plan: &scenario::RunPlan) -> Option<usize> {
     if let Some(n) = args.threads {
@@ -842,7 +848,8 @@ fn run_threads(args: &RunArgs, plan: &scenario::RunPlan) -> Option<usize> {
     if std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
         return None;
     }
-    plan.workload.stages.iter().all(|s| matches!(s.load, scenario::StageLoad::Closed { .. })).then_some(1)
+    let closed = |s: &scenario::StagePlan| matches!(s.load, scenario::StageLoad::Closed { workers } if workers <= ONE_THREAD_MAX_WORKERS);
+    plan.workload.stages.iter().all(closed).then_some(1)
 }
 
 /// What the run's runtime is, for the log: its worker threads.

@@ -48,16 +48,17 @@ if during:
         print(f"| {c} | {twin} | {len(rs)} | **{statistics.median(ratio):.3f}** ({', '.join(f'{x:.2f}' for x in ratio)}) "
               f"| {statistics.median(float(r[3]) for r in rs):.1f} |")
 
-ONE = re.compile(r"parity1t (\d+) c(\d+) (\S+) counterlab-1-thread ([0-9.]+) ops/s ([0-9.-]+) us/op \((\S+)\) "
+ONE = re.compile(r"parity1t (\d+) c(\d+) (\S+) counterlab-(\d+)-thread ([0-9.]+) ops/s ([0-9.-]+) us/op \((\S+)\) "
                  r"ratio ([0-9.]+) cpu_ratio ([0-9.-]+) load ([0-9.]+)")
 one = grouped(ONE)
 if one:
-    print("\nThe same counterlab run on one runtime thread (`TOKIO_WORKER_THREADS=1`), right after each pair, "
-          "against that pair's pgbench run:\n")
+    threads = sorted(set(r[3] for rs in one.values() for r in rs))
+    print(f"\nThe same counterlab run with `TOKIO_WORKER_THREADS={','.join(threads)}` (a multi-thread runtime), "
+          "right after each pair, against that pair's pgbench run:\n")
     print("| clients | twin | runs | throughput ratio, median (each) | CPU/op ratio, median (each) | verdicts |")
     print("|---:|---|---:|---|---|---|")
     for (c, twin), rs in sorted(one.items()):
-        ratio = [float(r[6]) for r in rs]
-        cpu = [float(r[7]) for r in rs]
+        ratio = [float(r[7]) for r in rs]
+        cpu = [float(r[8]) for r in rs]
         print(f"| {c} | {twin} | {len(rs)} | **{statistics.median(ratio):.3f}** ({', '.join(f'{x:.2f}' for x in ratio)}) "
-              f"| **{statistics.median(cpu):.3f}** ({', '.join(f'{x:.2f}' for x in cpu)}) | {' '.join(sorted(set(r[5] for r in rs)))} |")
+              f"| **{statistics.median(cpu):.3f}** ({', '.join(f'{x:.2f}' for x in cpu)}) | {' '.join(sorted(set(r[6] for r in rs)))} |")

@@ -175,9 +175,11 @@ def parity_pgbench(strategy, clients, secs, tag):
     return tps, cpu / n * 1e6
 
 
-# `run` uses one runtime thread by default since 2026-12-05: this variant is then the same
-# run again (PARITY_1T_AT= turns it off).
+# A variant run right after each pair at these client counts, with TOKIO_WORKER_THREADS =
+# PARITY_VARIANT_THREADS (default 1: a multi-thread runtime of one worker; the default run
+# is the current-thread scheduler since 2026-12-06). PARITY_1T_AT= turns it off.
 THREAD_VARIANT_AT = [int(c) for c in os.environ.get("PARITY_1T_AT", "16").split(",") if c]
+VARIANT_THREADS = os.environ.get("PARITY_VARIANT_THREADS", "1")
 
 
 def section_parity():
@@ -186,7 +188,7 @@ def section_parity():
     for rnd in range(1, ROUNDS + 1):
         base = {s: timed(cl_args(s, 1, 1, os.path.join(WORK, "parity-base")))[0] for s in PEER}
         # The one-thread variant's 1-op run under the same setting (its seed's CPU differs).
-        env1t = dict(os.environ, TOKIO_WORKER_THREADS="1")
+        env1t = dict(os.environ, TOKIO_WORKER_THREADS=VARIANT_THREADS)
         base1t = {s: timed(cl_args(s, 1, 1, os.path.join(WORK, "parity-base")), env=env1t)[0] for s in PEER}
         for c in clients:
             for strategy in PEER:
@@ -205,7 +207,7 @@ def section_parity():
                 if c in THREAD_VARIANT_AT:
                     # The same run on one runtime thread, right after the pair (TOKIO_WORKER_THREADS).
                     rate, cpu, verdict, _ = parity_counterlab(strategy, c, secs, base1t[strategy], f"{rnd}-{c}-1t", env1t)
-                    log(f"parity1t {rnd} c{c} {strategy} counterlab-1-thread {rate:.0f} ops/s {cpu:.1f} us/op ({verdict}) "
+                    log(f"parity1t {rnd} c{c} {strategy} counterlab-{VARIANT_THREADS}-thread {rate:.0f} ops/s {cpu:.1f} us/op ({verdict}) "
                         f"ratio {rate / pg_rate:.3f} cpu_ratio {cpu / pg_cpu:.3f} load {open('/proc/loadavg').read().split()[0]}")
 
 

@@ -788,7 +788,8 @@ fn unsettled_designs_run_again_up_to_the_bound_and_no_others() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// `run`'s runtime: one thread (current-thread) for a closed-loop scenario, more for an open loop
+/// `run`'s runtime: one thread (current-thread) for a closed-loop scenario of up to 32
+/// workers, more for an open loop or more workers
 /// on a machine with more than one core, `--threads` over both, `TOKIO_WORKER_THREADS`
 /// over the default.
 #[test]
@@ -816,5 +817,7 @@ fn a_closed_loop_runs_on_one_runtime_thread_unless_told_otherwise() {
     if std::thread::available_parallelism().map_or(1, usize::from) > 1 {
         let open = run("scenarios/open-loop-ramp.toml", &[], None);
         assert!(open.ends_with("worker threads"), "{open}");
+        let many = run("scenarios/quickstart.toml", &["--workers", "64"], None);
+        assert!(many.ends_with("worker threads"), "{many}");
     }
 }

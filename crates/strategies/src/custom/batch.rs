@@ -57,11 +57,11 @@ impl CustomStrategy {
         let mut pipe = ::redis::Pipeline::with_capacity(ops.len());
         pipe.ignore_errors();
         let mut early: Vec<Option<Result<i64, OpError>>> = vec![None; ops.len()];
-        let mut scripts = false;
+        let (mut scripts, mut buf) = (false, String::with_capacity(64));
         for (k, op) in ops.iter().enumerate() {
             let s = self.only_step(op.kind);
             // One step: its templates name the op's inputs only, no step's outputs.
-            match self.call(&s.exec, &env(op), &[], false) {
+            match self.call(&s.exec, (&env(op), &[]), false, &mut buf) {
                 Ok((Call::Cmd(c), _)) => {
                     pipe.add_command(c);
                 }

@@ -102,17 +102,18 @@ fn text<'b>(buf: &'b mut String, t: &Template, prefix: &str, env: &Env, vals: &[
 
 impl CustomStrategy {
     /// The command or script of a Redis or Lua step, its keys prefixed (and its first key
-    /// when `keyed`: a dedicated connection goes to the node serving it).
+    /// when `keyed`: a dedicated connection goes to the node serving it); its templates
+    /// read the op's inputs and its steps' outputs so far, and expand in `buf` (scratch: a
+    /// batch's ops share one).
     pub(super) fn call<'a>(
         &'a self,
         exec: &'a Exec,
-        env: &Env,
-        vals: &[Vec<i64>],
+        (env, vals): (&Env, &[Vec<i64>]),
         keyed: bool,
+        buf: &mut String,
     ) -> Result<Keyed<'a>, OpError> {
         let prefix = self.redis.as_ref().expect("checked at build").prefix();
         let mut first = None;
-        let mut buf = String::with_capacity(64);
         let call = match exec {
             Exec::Redis { command, keys, args, .. } => {
                 // Sized once: the command's name, then each key and argument.
@@ -120,28 +121,28 @@ impl CustomStrategy {
                 let mut cmd = ::redis::Cmd::with_capacity(1 + keys.len() + args.len(), size);
                 cmd.arg(*command);
                 for k in keys {
-                    let k = text(&mut buf, k, prefix, env, vals)?;
+                    let k = text(buf, k, prefix, env, vals)?;
                     if keyed && first.is_none() {
                         first = Some(k.to_string());
                     }
                     cmd.arg(k);
                 }
                 for a in args {
-                    cmd.arg(text(&mut buf, a, "", env, vals)?);
+                    cmd.arg(text(buf, a, "", env, vals)?);
                 }
                 Call::Cmd(cmd)
             }
             Exec::Lua { source, keys, args, .. } => {
                 let mut inv = self.script(source).prepare_invoke();
                 for k in keys {
-                    let k = text(&mut buf, k, prefix, env, vals)?;
+                    let k = text(buf, k, prefix, env, vals)?;
                     if keyed && first.is_none() {
                         first = Some(k.to_string());
                     }
                     inv.key(k);
                 }
                 for a in args {
-                    inv.arg(text(&mut buf, a, "", env, vals)?);
+                    inv.arg(text(buf, a, "", env, vals)?);
                 }
                 Call::Lua(inv)
             }
@@ -158,7 +159,7 @@ impl CustomStrategy {
         vals: &[Vec<i64>],
         rs: &mut RedisState,
     ) -> Result<Reply, OpError> {
-        let (call, key) = self.call(exec, env, vals, rs.dedicated)?;
+        let (call, key) = self.call(exec, (env, vals), rs.dedicated, &mut String::with_capacity(64))?;
         // Once its keys are over their memory cap, the space takes no further step.
         self.redis.as_ref().expect("checked at build").refuse_over_cap()?;
         let (tx, writes) = match exec {
