@@ -1,8 +1,9 @@
 //! A strategy file's one-command op, as a run drives it: `read_count` of the parity
 //! designs in `benches/redis/parity.toml` (GET, INCR, EVALSHA of a script doing INCR),
 //! built by `CustomStrategy::build` over a run's Redis key space, 16 clients each on a
-//! connection of its own, and INCR with the 16 sharing one connection
-//! (`[workload] redis_pipeline = 16`: their commands pipelined). Time per op; skipped
+//! connection of its own, INCR with the 16 sharing one connection
+//! (`[workload] redis_pipeline = 16`: their commands pipelined), and GET and INCR sent 16
+//! at a time (`[workload] redis_batch = 16`: `Strategy::batch`). Time per op; skipped
 //! when Redis does not answer. `benches/redis/parity.py` compares whole runs of the same
 //! designs with redis-benchmark.
 
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use counterlab::scenario::{Overrides, parse};
-use counterlab_core::Strategy;
+use counterlab_core::{BatchOp, OpKind, Strategy};
 use counterlab_strategies::{CustomStrategy, Db, RedisServer, RedisSpace};
 use criterion::{Criterion, Throughput};
 
@@ -28,16 +29,29 @@ async fn design(name: &str, space: RedisSpace) -> Arc<CustomStrategy> {
     Arc::new(CustomStrategy::build(spec, db, Some(space)).await.expect("the design builds"))
 }
 
-/// `iters` read_counts over `CLIENTS` tasks; the wall time.
-async fn drive(s: &Arc<CustomStrategy>, iters: u64) -> Duration {
+/// `iters` read_counts over `CLIENTS` tasks, each sending `batch` at once (1: one
+/// `read_count` at a time; more: `Strategy::batch`, one pipeline); the wall time.
+async fn drive(s: &Arc<CustomStrategy>, iters: u64, batch: u64) -> Duration {
     let start = Instant::now();
     let tasks: Vec<_> = (0..CLIENTS)
         .map(|i| {
             let s = s.clone();
             let n = iters / CLIENTS + u64::from(i < iters % CLIENTS);
             tokio::spawn(async move {
-                for k in 0..n {
-                    s.read_count(((k * CLIENTS + i) % USERS + 1) as i64).await.expect("the command");
+                let user = |k: u64| ((k * CLIENTS + i) % USERS + 1) as i64;
+                let mut k = 0;
+                while k < n {
+                    let m = batch.min(n - k);
+                    if m == 1 {
+                        s.read_count(user(k)).await.expect("the command");
+                    } else {
+                        let ops: Vec<BatchOp> =
+                            (k..k + m).map(|k| BatchOp { kind: OpKind::ReadCount, user: user(k), id: 0 }).collect();
+                        for r in s.batch(&ops).await {
+                            r.expect("the command");
+                        }
+                    }
+                    k += m;
                 }
             })
         })
@@ -51,7 +65,9 @@ async fn drive(s: &Arc<CustomStrategy>, iters: u64) -> Duration {
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     let url = std::env::var("COUNTERLAB_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    // The scheduler a closed-loop run of 16 workers has (`runtime_with`). Since 2026-12-06;
+    // before, a multi-thread runtime: baselines saved before then do not compare.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let server = match rt.block_on(RedisServer::connect(&url, Duration::from_secs(5))) {
         Ok(server) => server,
         Err(e) => {
@@ -61,17 +77,19 @@ fn main() {
     };
     let mut g = c.benchmark_group("redis_custom_step");
     g.throughput(Throughput::Elements(1)).sample_size(10).measurement_time(Duration::from_secs(3));
-    for (label, name, pipeline) in [
-        ("get/16-clients", "parity-get", 1),
-        ("incr/16-clients", "parity-incr", 1),
-        ("evalsha/16-clients", "parity-evalsha", 1),
-        ("incr/16-clients-pipelined-16", "parity-incr", 16),
+    for (label, name, pipeline, batch) in [
+        ("get/16-clients", "parity-get", 1, 1),
+        ("incr/16-clients", "parity-incr", 1, 1),
+        ("evalsha/16-clients", "parity-evalsha", 1, 1),
+        ("incr/16-clients-pipelined-16", "parity-incr", 16, 1),
+        ("get/16-clients-batch-16", "parity-get", 1, 16),
+        ("incr/16-clients-batch-16", "parity-incr", 1, 16),
     ] {
         let ns = format!("cl_bench_step_{}_{}", std::process::id(), label.replace(['/', '-'], "_"));
         let space = rt.block_on(server.space(&ns, Duration::from_secs(5), CLIENTS as u32)).expect("connections");
         let space = space.pipelined(pipeline, CLIENTS as u32);
         let s = rt.block_on(design(name, space.clone()));
-        g.bench_function(label, |b| b.iter_custom(|iters| rt.block_on(drive(&s, iters))));
+        g.bench_function(label, |b| b.iter_custom(|iters| rt.block_on(drive(&s, iters, batch))));
         rt.block_on(async {
             space.stop_refresher();
             space.delete_all().await.expect("delete the keys");

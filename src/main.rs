@@ -452,7 +452,8 @@ struct RunArgs {
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
     /// The async runtime's worker threads (1..=64) [default: 1 when every stage is a
-    /// closed loop, else one per core; TOKIO_WORKER_THREADS, when set, replaces the default].
+    /// closed loop of at most 32 workers, else one per core; TOKIO_WORKER_THREADS, when
+    /// set, replaces the default].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: Option<u16>,
 }
@@ -776,14 +777,38 @@ fn interrupted() -> Exit {
 
 /// The first Ctrl-C, SIGTERM (what `timeout`, `docker stop` and CI cancellation send) or
 /// SIGHUP sets `cancel` (the load stops, what ran is checked, reported and cleaned up);
-/// a second signal exits at once, leaving `what` behind.
+/// a second signal exits at once, leaving `what` behind. The signals are watched on a
+/// thread and runtime of their own, registered before this returns: a closed-loop run's
+/// one thread may be busy for seconds (the check), and a second signal still acts at once.
 fn watch_ctrl_c(cancel: Arc<AtomicBool>, what: &'static str) {
-    use tokio::signal::unix::{Signal, SignalKind, signal};
-    // A closed terminal (SIGHUP) makes writes to it fail: never panic on them.
-    let say = |m: String| {
-        writeln!(std::io::stderr(), "{m}").ok();
+    use tokio::signal::unix::{SignalKind, signal};
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return say(format!("warning: cannot watch signals ({e}); Ctrl-C ends the run at once")),
     };
-    async fn next(s: &mut Option<Signal>) {
+    let signals = {
+        let _in = rt.enter();
+        [SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup()].map(|k| signal(k).ok())
+    };
+    if signals.iter().any(Option::is_none) {
+        say("warning: cannot watch every one of SIGINT/SIGTERM/SIGHUP; those unwatched end the run at once".into());
+    }
+    let watching = std::thread::Builder::new()
+        .name("counterlab-signals".into())
+        .spawn(move || rt.block_on(watch_signals(signals, cancel, what)));
+    if let Err(e) = watching {
+        say(format!("warning: cannot watch signals ({e}); Ctrl-C ends the run at once"));
+    }
+}
+
+/// A message on stderr; a closed terminal (SIGHUP) makes writes to it fail: never panic.
+fn say(m: String) {
+    writeln!(std::io::stderr(), "{m}").ok();
+}
+
+/// `watch_ctrl_c`'s loop: [SIGINT, SIGTERM, SIGHUP], each None when it is not watched.
+async fn watch_signals(mut signals: [Option<tokio::signal::unix::Signal>; 3], cancel: Arc<AtomicBool>, what: &str) {
+    async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
         match s {
             Some(s) => {
                 s.recv().await;
@@ -791,31 +816,25 @@ fn watch_ctrl_c(cancel: Arc<AtomicBool>, what: &'static str) {
             None => std::future::pending::<()>().await,
         }
     }
-    let mut term = signal(SignalKind::terminate()).ok();
-    let mut hup = signal(SignalKind::hangup()).ok();
-    if term.is_none() || hup.is_none() {
-        say("warning: cannot watch SIGTERM/SIGHUP; Ctrl-C still stops the run cleanly".into());
-    }
-    tokio::spawn(async move {
-        for round in 0..2 {
-            let signo = tokio::select! {
-                r = tokio::signal::ctrl_c() => if r.is_ok() { 2 } else { return },
-                _ = next(&mut term) => 15,
-                _ = next(&mut hup) => 1,
-            };
-            if round == 0 {
-                // The flag first: whatever happens to the message, the run stops cleanly.
-                INTERRUPTED_BY.store(signo, Ordering::Relaxed);
-                cancel.store(true, Ordering::Relaxed);
-                say(format!(
-                    "interrupted (signal {signo}): stopping the load, then checking and cleaning up (again to abort)"
-                ));
-            } else {
-                say(format!("aborted: {what} may be left behind"));
-                std::process::exit(128 + signo);
-            }
+    let [int, term, hup] = &mut signals;
+    for round in 0..2 {
+        let signo = tokio::select! {
+            _ = next(int) => 2,
+            _ = next(term) => 15,
+            _ = next(hup) => 1,
+        };
+        if round == 0 {
+            // The flag first: whatever happens to the message, the run stops cleanly.
+            INTERRUPTED_BY.store(signo, Ordering::Relaxed);
+            cancel.store(true, Ordering::Relaxed);
+            say(format!(
+                "interrupted (signal {signo}): stopping the load, then checking and cleaning up (again to abort)"
+            ));
+        } else {
+            say(format!("aborted: {what} may be left behind"));
+            std::process::exit(128 + signo);
         }
-    });
+    }
 }
 
 fn runtime() -> Option<tokio::runtime::Runtime> {

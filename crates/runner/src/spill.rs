@@ -306,8 +306,10 @@ impl HistorySink for HistoryStore {
                 State::Failed(_) => return,
             }
         };
-        // Outside the lock: a full queue holds this worker only. A writer that failed
-        // has dropped its end; `finish` reports its error.
+        // Outside the lock: a full queue holds this worker's thread (on a one-thread run,
+        // every worker) until the writer thread takes a chunk: the load waits for the
+        // disk rather than grow memory. A writer that failed has dropped its end;
+        // `finish` reports its error.
         tx.send(calls).ok();
     }
 }
