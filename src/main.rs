@@ -782,9 +782,10 @@ fn interrupted() -> Exit {
 /// one thread may be busy for seconds (the check), and a second signal still acts at once.
 fn watch_ctrl_c(cancel: Arc<AtomicBool>, what: &'static str) {
     use tokio::signal::unix::{SignalKind, signal};
+    let cannot = |e: std::io::Error| say(format!("warning: cannot watch signals ({e}); Ctrl-C ends the run at once"));
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
-        Err(e) => return say(format!("warning: cannot watch signals ({e}); Ctrl-C ends the run at once")),
+        Err(e) => return cannot(e),
     };
     let signals = {
         let _in = rt.enter();
@@ -797,7 +798,7 @@ fn watch_ctrl_c(cancel: Arc<AtomicBool>, what: &'static str) {
         .name("counterlab-signals".into())
         .spawn(move || rt.block_on(watch_signals(signals, cancel, what)));
     if let Err(e) = watching {
-        say(format!("warning: cannot watch signals ({e}); Ctrl-C ends the run at once"));
+        cannot(e);
     }
 }
 

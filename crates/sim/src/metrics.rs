@@ -18,8 +18,13 @@ pub fn new_latency_histogram() -> Histogram<u64> {
 
 /// Records `us` (at least 1), growing the histogram as needed; callers bound `us`.
 pub fn record_us(h: &mut Histogram<u64>, us: u64) {
-    if h.record(us.max(1)).is_err() {
-        h.saturating_record(us.max(1));
+    record_us_n(h, us, 1);
+}
+
+/// `record_us` for `n` values of `us` at once (a batch's ops share one latency).
+pub fn record_us_n(h: &mut Histogram<u64>, us: u64, n: u64) {
+    if h.record_n(us.max(1), n).is_err() {
+        h.saturating_record_n(us.max(1), n);
     }
 }
 
@@ -121,10 +126,7 @@ impl OpStats {
     /// `n` ops of one batch in a closed loop: one latency, recorded `n` times (each op's
     /// result is counted by `count_result`).
     pub(crate) fn record_latency_n(&mut self, latency_us: u64, n: u64) {
-        let us = latency_us.max(1);
-        if self.latency_us.record_n(us, n).is_err() {
-            self.latency_us.saturating_record_n(us, n);
-        }
+        record_us_n(&mut self.latency_us, latency_us, n);
     }
 
     /// Counts one op's final result and the retries it took (its latency aside).

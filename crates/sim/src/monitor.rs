@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriter, IntervalLogWriterBuilder, Tag};
 
-use crate::metrics::new_latency_histogram;
+use crate::metrics::{new_latency_histogram, record_us_n};
 
 /// The interval being filled.
 struct Interval {
@@ -65,10 +65,7 @@ impl Monitor {
     /// `n` ops of one kind that took `us` each (a batch's), `errors` of them failed.
     pub fn record_n(&self, kind: OpKind, us: u64, n: u64, errors: u64) {
         let mut c = self.current.lock().expect("monitor lock");
-        let h = &mut c.hist[kind.index()];
-        if h.record_n(us.max(1), n).is_err() {
-            h.saturating_record_n(us.max(1), n);
-        }
+        record_us_n(&mut c.hist[kind.index()], us, n);
         c.ops += n;
         c.errors += errors;
     }
