@@ -452,7 +452,7 @@ struct RunArgs {
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
     /// The async runtime's worker threads (1..=64) [default: 1 when every stage is a
-    /// closed loop of at most 32 workers, else one per core; TOKIO_WORKER_THREADS, when
+    /// closed loop of at most 16 workers, else one per core; TOKIO_WORKER_THREADS, when
     /// set, replaces the default].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: Option<u16>,
@@ -848,10 +848,13 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
     }
 }
 
-/// Above this many closed-loop workers one thread lags behind the replies: PostgreSQL at 64
-/// clients ran 0.92 of pgbench's rate on one thread and 0.97-0.99 on two, at 16 level on
-/// one (reports/2026-12-06-client-cost; the bound lies between the two measured points).
-const ONE_THREAD_MAX_WORKERS: u32 = 32;
+/// Above this many closed-loop workers one thread lags behind the replies. PostgreSQL's
+/// conditional-update, one thread against `--threads 2`, 4 alternating rounds: at 32
+/// workers two threads won every round (median +29% ops/s); at 16 one thread had the
+/// higher median (+14%, 2 of 4 rounds) on 20% less client CPU per op (4 of 4);
+/// at 64 clients one thread ran 0.92 of pgbench's rate, two 0.97-0.99
+/// (reports/2026-12-06-client-cost, `recheck/ab-bound`).
+const ONE_THREAD_MAX_WORKERS: u32 = 16;
 
 /// `run`'s runtime: `--threads`, else one thread (the current-thread scheduler,
 /// `runtime_with`) for a scenario whose every stage is a closed loop of at most

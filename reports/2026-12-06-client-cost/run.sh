@@ -5,9 +5,11 @@
 #           batched (`redis_batch = 16`) against -P 16 -c 16 (benches/redis/parity.py);
 #   pg      counterlab / pgbench at 1, 16 and 64 clients, 5 alternating pairs of 8 s, and
 #           right after each 64-client pair the same run on 2 worker threads
-#           (benches/pgbench/round_trips.py, PARITY_1T_AT=64 PARITY_VARIANT_THREADS=2).
+#           (benches/pgbench/round_trips.py, PARITY_1T_AT=64 PARITY_VARIANT_THREADS=2);
+#   bound   the one-thread bound (`ONE_THREAD_MAX_WORKERS` = 32): at 32 clients, 3 pairs,
+#           each followed by the same run on 2 worker threads (not run by default).
 # Usage: reports/2026-12-06-client-cost/run.sh OUT [STEPS]   (a release build at
-# ./target/release/counterlab; STEPS a subset of "ab,redis,pg").
+# ./target/release/counterlab; STEPS a subset of "ab,redis,pg,bound").
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:?OUT}
@@ -30,6 +32,13 @@ if step pg; then
   PARITY_SECS=8 PARITY_1T_AT=64 PARITY_VARIANT_THREADS=2 python3 benches/pgbench/round_trips.py "$OUT/pg" 5 parity > "$OUT/pg.log" 2>&1
   stamp "pg: exit $?"
   python3 benches/pgbench/parity.py "$OUT/pg/raw.log" > "$OUT/pg/parity.md"
+fi
+if step bound; then
+  stamp "bound: begin"
+  PARITY_CLIENTS=32 PARITY_SECS=8 PARITY_1T_AT=32 PARITY_VARIANT_THREADS=2 \
+    python3 benches/pgbench/round_trips.py "$OUT/bound" 3 parity > "$OUT/bound.log" 2>&1
+  stamp "bound: exit $?"
+  python3 benches/pgbench/parity.py "$OUT/bound/raw.log" > "$OUT/bound/parity.md"
 fi
 find "$OUT" -name report.html -delete
 stamp "done"

@@ -788,7 +788,7 @@ fn unsettled_designs_run_again_up_to_the_bound_and_no_others() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// `run`'s runtime: one thread (current-thread) for a closed-loop scenario of up to 32
+/// `run`'s runtime: one thread (current-thread) for a closed-loop scenario of up to 16
 /// workers, more for an open loop or more workers
 /// on a machine with more than one core, `--threads` over both, `TOKIO_WORKER_THREADS`
 /// over the default.
@@ -813,14 +813,14 @@ fn a_closed_loop_runs_on_one_runtime_thread_unless_told_otherwise() {
     let one = "runtime: 1 thread (current-thread)";
     assert_eq!(run("scenarios/quickstart.toml", &[], None), one);
     assert_eq!(run("scenarios/quickstart.toml", &["--threads", "1"], None), one);
-    assert_eq!(run("scenarios/quickstart.toml", &["--workers", "32"], None), one);
+    assert_eq!(run("scenarios/quickstart.toml", &["--workers", "16"], None), one);
     assert_eq!(run("scenarios/quickstart.toml", &["--threads", "3"], None), "runtime: 3 worker threads");
     assert_eq!(run("scenarios/quickstart.toml", &[], Some("2")), "runtime: 2 worker threads");
     // tokio sizes its default from the cores it counts; on more than one, not one thread.
     if std::thread::available_parallelism().map_or(1, usize::from) > 1 {
         let open = run("scenarios/open-loop-ramp.toml", &[], None);
         assert!(open.ends_with("worker threads"), "{open}");
-        let many = run("scenarios/quickstart.toml", &["--workers", "33"], None);
+        let many = run("scenarios/quickstart.toml", &["--workers", "17"], None);
         assert!(many.ends_with("worker threads"), "{many}");
     }
 }

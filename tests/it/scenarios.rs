@@ -53,6 +53,16 @@ async fn every_shipped_scenario_runs_small() {
                 assert_eq!(s.check.users_mismatched, 0, "{}: {} broke its guarantee", f.display(), s.strategy);
             }
             assert_eq!(s.ops_total + s.ops.values().map(|o| o.skipped).sum::<u64>(), 300);
+            // A repeated cell kept every repeat's namespace: the others go too.
+            for r in s.repeats.iter().filter(|r| r.namespace != s.namespace) {
+                util::stored_drift_and_drop(&s.backend.name(), &r.namespace, Some(&dir.to_path_buf())).await;
+            }
+        }
+        let admin = util::admin().await;
+        for r in report.strategies.iter().filter(|s| s.backend.name().starts_with("postgres")) {
+            for ns in r.repeats.iter().map(|r| &r.namespace).chain([&r.namespace]) {
+                assert!(!util::schema_exists(&admin, ns).await, "{}: {ns} left behind", f.display());
+            }
         }
     }
 }

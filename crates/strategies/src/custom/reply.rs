@@ -13,6 +13,10 @@ pub fn decode(v: &::redis::Value) -> Result<(i64, Option<Vec<i64>>), String> {
             V::Double(d) => Ok(d.round() as i64),
             V::SimpleString(s) => s.trim().parse().map_err(|_| format!("reply {s:?} is not an integer")),
             V::BulkString(b) => {
+                // The common case first: the digits of an integer (a counter's GET), no copy.
+                if let Some(n) = std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()) {
+                    return Ok(n);
+                }
                 let s = String::from_utf8_lossy(b);
                 s.trim()
                     .parse()
@@ -43,6 +47,7 @@ mod tests {
         assert_eq!(decode(&V::Okay).unwrap(), (1, None));
         assert_eq!(decode(&V::BulkString(b"42".to_vec())).unwrap(), (42, None));
         assert_eq!(decode(&V::BulkString(b"2.0".to_vec())).unwrap(), (2, None));
+        assert_eq!(decode(&V::BulkString(b" -5 ".to_vec())).unwrap(), (-5, None));
         assert_eq!(decode(&V::Array(vec![V::BulkString(b"7".to_vec()), V::Int(9)])).unwrap(), (2, Some(vec![7, 9])));
         assert!(decode(&V::BulkString(b"abc".to_vec())).is_err());
     }
