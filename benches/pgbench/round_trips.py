@@ -154,9 +154,15 @@ def section_cpu(ops=20000, workers=(1, 4, 16, 64)):
                         f"{(cpu - base[strategy]) / n * 1e6:.1f} us/op")
 
 
+# The pairs' own counterlab run with `--threads N` (unset: the run's default); the
+# variant run (its TOKIO_WORKER_THREADS) never gets it, as `--threads` would override it.
+DEFAULT_THREADS = os.environ.get("PARITY_DEFAULT_THREADS")
+
+
 def parity_counterlab(strategy, clients, secs, base, tag, env=None):
     out = os.path.join(WORK, f"parity-{tag}")
-    cpu, _ = timed(cl_args(strategy, clients, (secs,), out), env=env)
+    extra = ("--threads", DEFAULT_THREADS) if DEFAULT_THREADS and env is None else ()
+    cpu, _ = timed(cl_args(strategy, clients, (secs,), out, extra=extra), env=env)
     s = report(out)
     n = s["ops_total"]
     # The run's own figure: its process's CPU over the measured load alone (no seed,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A/B of the one-thread bound (`ONE_THREAD_MAX_WORKERS` = 32), one binary: the default
-# (current-thread at up to 32 closed-loop workers) against `--threads 2`, alternating
-# order per round; each line one run's throughput and client CPU per op over the load.
+# A/B of the one-thread bound (`ONE_THREAD_MAX_WORKERS`), one binary: one thread
+# (`--threads 1`: the current-thread scheduler) against `--threads 2`, alternating order
+# per round; each line one run's throughput and client CPU per op over the load. (When
+# recheck/ab-bound ran, the bound was 32 and the one-thread side was the default.)
 #   PostgreSQL (benches/pgbench/mark-read.toml, 8 s): conditional-update at 16 and 32
 #   workers, writable-cte at 32.
 # Usage: reports/2026-12-06-client-cost/ab-bound.sh OUT [ROUNDS]   (a release build)
@@ -14,7 +15,7 @@ mkdir -p "$OUT/runs"
 one() { # LABEL VARIANT ARGS...
   local label=$1 variant=$2; shift 2
   local dir="$OUT/runs/$label-$variant-$r" extra=()
-  [ "$variant" = t2 ] && extra=(--threads 2)
+  if [ "$variant" = t2 ]; then extra=(--threads 2); else extra=(--threads 1); fi
   $CL run "$@" "${extra[@]}" -q --out "$dir" > "$dir.log" 2>&1
   python3 - "$dir/report.json" "$label" "$variant" "$r" <<'PY' | tee -a "$OUT/ab.log"
 import json, os, sys

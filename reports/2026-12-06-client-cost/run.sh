@@ -6,8 +6,9 @@
 #   pg      counterlab / pgbench at 1, 16 and 64 clients, 5 alternating pairs of 8 s, and
 #           right after each 64-client pair the same run on 2 worker threads
 #           (benches/pgbench/round_trips.py, PARITY_1T_AT=64 PARITY_VARIANT_THREADS=2);
-#   bound   the one-thread bound (`ONE_THREAD_MAX_WORKERS` = 32): at 32 clients, 3 pairs,
-#           each followed by the same run on 2 worker threads (not run by default).
+#   bound   the one-thread bound (`ONE_THREAD_MAX_WORKERS`, 32 when recheck/ ran, now 16):
+#           at 32 clients, 3 pairs on one thread (`--threads 1`), each followed by the
+#           same run on 2 worker threads (not run by default).
 # Usage: reports/2026-12-06-client-cost/run.sh OUT [STEPS]   (a release build at
 # ./target/release/counterlab; STEPS a subset of "ab,redis,pg,bound").
 set -uo pipefail
@@ -35,7 +36,7 @@ if step pg; then
 fi
 if step bound; then
   stamp "bound: begin"
-  PARITY_CLIENTS=32 PARITY_SECS=8 PARITY_1T_AT=32 PARITY_VARIANT_THREADS=2 \
+  PARITY_CLIENTS=32 PARITY_SECS=8 PARITY_1T_AT=32 PARITY_VARIANT_THREADS=2 PARITY_DEFAULT_THREADS=1 \
     python3 benches/pgbench/round_trips.py "$OUT/bound" 3 parity > "$OUT/bound.log" 2>&1
   stamp "bound: exit $?"
   python3 benches/pgbench/parity.py "$OUT/bound/raw.log" > "$OUT/bound/parity.md"
