@@ -850,7 +850,7 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
 
 /// Above this many closed-loop workers one thread lags behind the replies. PostgreSQL's
 /// conditional-update, one thread against `--threads 2`, 4 alternating rounds: at 32
-/// workers two threads won every round (median +29% ops/s); at 16 one thread had the
+/// workers two threads won every round (median +29% ops/s), at 24 +7%; at 16 one thread had the
 /// higher median (+14%, 2 of 4 rounds) on 20% less client CPU per op (4 of 4);
 /// at 64 clients one thread ran 0.92 of pgbench's rate, two 0.97-0.99
 /// (reports/2026-12-06-client-cost, `recheck/ab-bound`).

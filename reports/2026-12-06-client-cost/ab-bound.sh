@@ -5,7 +5,8 @@
 # recheck/ab-bound ran, the bound was 32 and the one-thread side was the default.)
 #   PostgreSQL (benches/pgbench/mark-read.toml, 8 s): conditional-update at 16 and 32
 #   workers, writable-cte at 32.
-# Usage: reports/2026-12-06-client-cost/ab-bound.sh OUT [ROUNDS]   (a release build)
+# Usage: reports/2026-12-06-client-cost/ab-bound.sh OUT [ROUNDS]   (a release build;
+# AB_CELLS="LABEL STRATEGY WORKERS;..." replaces the three cells)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:?OUT}
@@ -26,7 +27,8 @@ PY
 }
 for r in $(seq 1 "$ROUNDS"); do
   if [ $((r % 2)) = 1 ]; then order="ct t2"; else order="t2 ct"; fi
-  for cell in "cond-c16 conditional-update 16" "cond-c32 conditional-update 32" "cte-c32 writable-cte 32"; do
+  IFS=';' read -ra cells <<< "${AB_CELLS:-cond-c16 conditional-update 16;cond-c32 conditional-update 32;cte-c32 writable-cte 32}"
+  for cell in "${cells[@]}"; do
     set -- $cell
     for v in $order; do
       one "$1" "$v" benches/pgbench/mark-read.toml --strategy "$2" --workers "$3" --duration-s 8
