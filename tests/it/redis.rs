@@ -396,6 +396,46 @@ async fn batched_ops_go_out_together_and_each_runs_once() {
     assert!(refused.contains("redis_batch = 4") && refused.contains("read_count"), "{refused}");
 }
 
+/// A batch's own lane (`redis_batch` on one server over TCP, `lane.rs`): three batches
+/// at once take three plain connections beside the space's two pooled ones (the kill
+/// counts all five) and each INCR of theirs ran once, in its batch's order; after the
+/// kill each killed lane fails one batch as a dropped connection (a write's fate
+/// unknown; none of them ran), and the batch after that opens a new lane.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_runs_on_a_lane_of_its_own() {
+    crate::require!(Redis);
+    let server = counterlab_strategies::RedisServer::connect(&redis_url(), Duration::from_secs(5)).await.unwrap();
+    let ns = counterlab::run::namespace_name(&counterlab::run::new_run_id(), "lanes");
+    let space = server.space(&ns, Duration::from_secs(5), 2).await.unwrap();
+    let key = format!("{}{{u:1}}:n", space.prefix());
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    for _ in 0..16 {
+        pipe.cmd("INCR").arg(&key);
+    }
+    let ints = |r: redis::RedisResult<Vec<redis::Value>>| -> Vec<i64> {
+        r.unwrap().into_iter().map(|v| redis::from_redis_value(v).unwrap()).collect()
+    };
+    let (a, b, c) = tokio::join!(space.query_batch(&pipe), space.query_batch(&pipe), space.query_batch(&pipe));
+    let mut all = Vec::new();
+    for batch in [ints(a), ints(b), ints(c)] {
+        assert!(batch.windows(2).all(|w| w[1] == w[0] + 1), "one batch's INCRs in order: {batch:?}");
+        all.extend(batch);
+    }
+    all.sort();
+    assert_eq!(all, (1..=48).collect::<Vec<_>>(), "each INCR ran once");
+    assert_eq!(space.kill_connections().await.unwrap(), 5, "3 lanes and 2 pooled connections");
+    for _ in 0..3 {
+        let e = space.query_batch(&pipe).await.expect_err("a killed lane");
+        let op = counterlab_strategies::classify_redis(e);
+        assert_eq!(op.outcome, counterlab_core::Outcome::Unknown, "{op:?}");
+    }
+    assert_eq!(ints(space.query_batch(&pipe).await), (49..=64).collect::<Vec<_>>(), "a new lane; the failed ran none");
+    space.stop_refresher();
+    space.delete_all().await.unwrap();
+    space.release().await.unwrap();
+}
+
 /// The space a pipelined run gets: 8 ops in flight at depth 4 lend 2 connections (the
 /// kill counts exactly those: no dedicated one was opened), at depth 1 all 8.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -74,7 +74,7 @@ impl CustomStrategy {
         }
         // A script that does not return is killed once the batch gives up on it.
         let guard = scripts.then(|| space.script_guard());
-        let sent = pipe.query_async::<Vec<::redis::Value>>(&mut space.conn()).await;
+        let sent = space.query_batch(&pipe).await;
         disarm(guard, &sent);
         let mut replies = match sent {
             Ok(v) => v.into_iter(),

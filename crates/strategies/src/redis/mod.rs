@@ -19,6 +19,7 @@ mod designs;
 mod failover;
 mod flusher;
 mod hash;
+mod lane;
 mod memory;
 mod ops;
 mod reconciler;
@@ -229,6 +230,7 @@ impl RedisServer {
         }
         space.idle = Arc::new(Mutex::new(conns.clone()));
         space.conns = Arc::new(conns);
+        space.lanes = lane::Lanes::new(&client, response_timeout).map(Arc::new);
         Ok(space)
     }
 
@@ -379,6 +381,8 @@ pub struct RedisSpace {
     abandoned: Arc<std::sync::atomic::AtomicBool>,
     /// The memory watcher and what it found (`memory.rs`).
     memory: Arc<memory::Watch>,
+    /// Batched load's own plain connections, where the server allows them (`lane.rs`).
+    lanes: Option<Arc<lane::Lanes>>,
 }
 
 /// A connection lent to one op, back to the idle list when dropped. Measured on two
@@ -431,6 +435,7 @@ impl RedisSpace {
             expiry: Arc::default(),
             abandoned: scripts::flag(),
             memory: Arc::default(),
+            lanes: None,
         }
     }
 
@@ -511,6 +516,17 @@ impl RedisSpace {
         }
     }
 
+    /// A worker's batch (`redis_batch`): on a lane of its own where the server allows
+    /// one and no exploration gates the steps (`lane.rs`), else on a pooled connection.
+    pub async fn query_batch(&self, pipe: &redis::Pipeline) -> redis::RedisResult<Vec<redis::Value>> {
+        if let Some(lanes) = self.lanes.as_ref().filter(|_| !crate::gate::gated())
+            && let Some(replies) = lanes.query(pipe).await
+        {
+            return replies;
+        }
+        pipe.query_async(&mut self.conn()).await
+    }
+
     /// Kills every connection of this space on the server (`CLIENT ID` on each, then
     /// `CLIENT KILL ID` from another): only the run's own clients, never anyone else's.
     /// The connection managers reconnect on their next command; a killed dedicated
@@ -520,6 +536,7 @@ impl RedisSpace {
             return self.kill_cluster_connections().await;
         }
         let mut ids = self.dedicated.client_ids();
+        ids.extend(self.lanes.iter().flat_map(|l| l.client_ids()));
         for c in self.conns.iter() {
             let mut c = c.clone();
             let id: i64 = redis::cmd("CLIENT").arg("ID").query_async(&mut c).await.map_err(classify_redis)?;
