@@ -8,9 +8,14 @@
 //! cluster, TLS, a Unix socket or RESP3 keeps the shared path. A lane is lent to one
 //! batch at a time and goes back to the idle list only after a whole exchange: a batch
 //! that fails or is given up (the op timeout drops it mid-read) closes its lane, so no
-//! reply is ever read by the wrong batch. At most `MAX_REDIS_CONNS` lanes are open.
+//! reply is ever read by the wrong batch. At most `MAX_REDIS_CONNS` lanes are open. A
+//! lane the server closed while it idled fails its next batch, as a pooled connection
+//! fails its next command (the reconnecting manager reconnects after it): a
+//! `redis_disconnect` fault reaches batches as it reaches single ops. A transaction
+//! (MULTI/EXEC) or a reply set aside with `ignore()` is not for lanes: `query` leaves a
+//! transaction to the shared path and reads one reply per command.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,8 +30,8 @@ use super::target::Target;
 /// Most bytes one batch's replies may take before the lane gives up on them.
 const MAX_REPLY_BYTES: usize = 64 << 20;
 
-/// Deepest array nesting a reply may have (a script's reply; counters are flat).
-const MAX_DEPTH: u32 = 16;
+/// Deepest array nesting a reply may have (redis-rs's own parser allows as deep).
+const MAX_DEPTH: u32 = 100;
 
 /// What a lane's read buffer starts with (and grows by when a reply is longer).
 const READ_CHUNK: usize = 16 << 10;
@@ -41,28 +46,59 @@ pub(crate) struct Lanes {
     timeout: Duration,
     idle: Mutex<Vec<Lane>>,
     open: Arc<AtomicU32>,
-    /// The open lanes' `CLIENT ID`s (for `kill_connections`).
-    ids: Arc<Mutex<BTreeSet<i64>>>,
+    /// The open lanes' `CLIENT ID`s, each with how many lanes hold it (a restarted
+    /// server numbers its clients anew), for `kill_connections`.
+    ids: Arc<Mutex<BTreeMap<i64, u32>>>,
+}
+
+/// One of the `MAX_REDIS_CONNS` lanes, counted from before its connect until dropped
+/// (also when its connect is given up half-way).
+struct Slot(Arc<AtomicU32>);
+
+impl Slot {
+    fn take(open: &Arc<AtomicU32>) -> Option<Slot> {
+        let slot = Slot(open.clone());
+        (open.fetch_add(1, Ordering::Relaxed) < MAX_REDIS_CONNS).then_some(slot)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// One plain connection and its buffers.
 struct Lane {
     stream: TcpStream,
     buf: Vec<u8>,
-    id: i64,
-    open: Arc<AtomicU32>,
-    ids: Arc<Mutex<BTreeSet<i64>>>,
+    /// Its `CLIENT ID` once logged in.
+    id: Option<i64>,
+    ids: Arc<Mutex<BTreeMap<i64, u32>>>,
+    _slot: Slot,
 }
 
 impl Drop for Lane {
     fn drop(&mut self) {
-        self.open.fetch_sub(1, Ordering::Relaxed);
-        self.ids.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.id);
+        let Some(id) = self.id else { return };
+        let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = ids.get_mut(&id) {
+            *n -= 1;
+            if *n == 0 {
+                ids.remove(&id);
+            }
+        }
     }
 }
 
 fn protocol_error(what: String) -> RedisError {
     RedisError::from((ErrorKind::Parse, "unexpected reply from Redis", what))
+}
+
+/// A failure before the batch was written (connect, login): nothing of it ran, as with
+/// a refused connection (`classify_redis`: failed, not unknown).
+fn unsent(what: String) -> RedisError {
+    std::io::Error::new(std::io::ErrorKind::ConnectionRefused, what).into()
 }
 
 impl Lanes {
@@ -107,24 +143,21 @@ impl Lanes {
 
     /// The `CLIENT ID`s of the lanes open now.
     pub(crate) fn client_ids(&self) -> Vec<i64> {
-        self.ids.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect()
+        self.ids.lock().unwrap_or_else(|e| e.into_inner()).keys().copied().collect()
     }
 
-    /// Sends `pipe` on a lane and reads its replies, one per command. None: no lane to
-    /// spare (`MAX_REDIS_CONNS` are open), so the caller takes the shared path.
+    /// Sends `pipe` on a lane and reads its replies, one per command. None: the shared
+    /// path takes it (a transaction, or no lane to spare: `MAX_REDIS_CONNS` are open).
     pub(crate) async fn query(&self, pipe: &redis::Pipeline) -> Option<RedisResult<Vec<Value>>> {
+        if pipe.is_transaction() {
+            return None;
+        }
         let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut lane = match idle {
             Some(lane) => lane,
-            None => match self.open.fetch_add(1, Ordering::Relaxed) < MAX_REDIS_CONNS {
-                true => match self.connect().await {
-                    Ok(lane) => lane,
-                    Err(e) => return Some(Err(e)),
-                },
-                false => {
-                    self.open.fetch_sub(1, Ordering::Relaxed);
-                    return None;
-                }
+            None => match self.connect(Slot::take(&self.open)?).await {
+                Ok(lane) => lane,
+                Err(e) => return Some(Err(e)),
             },
         };
         let replies = lane.exchange(&pipe.get_packed_pipeline(), pipe.len()).await;
@@ -134,24 +167,17 @@ impl Lanes {
         Some(replies)
     }
 
-    /// A new lane, logged in, on the database, its `CLIENT ID` read; it counts as open
-    /// (the caller has counted it) from here, and uncounts itself when dropped.
-    async fn connect(&self) -> RedisResult<Lane> {
-        let open = self.open.clone();
-        let stream = match tokio::time::timeout(self.timeout, TcpStream::connect((self.host.as_str(), self.port))).await
-        {
+    /// A new lane in `slot`, logged in, on the database, its `CLIENT ID` read.
+    async fn connect(&self, slot: Slot) -> RedisResult<Lane> {
+        let to = TcpStream::connect((self.host.as_str(), self.port));
+        let stream = match tokio::time::timeout(self.timeout, to).await {
             Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                open.fetch_sub(1, Ordering::Relaxed);
-                return Err(e.into());
-            }
-            Err(_) => {
-                open.fetch_sub(1, Ordering::Relaxed);
-                return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "connecting to Redis timed out").into());
-            }
+            Ok(Err(e)) => return Err(unsent(format!("connecting a batch's connection: {e}"))),
+            Err(_) => return Err(unsent(format!("connecting a batch's connection: no answer in {:?}", self.timeout))),
         };
-        let mut lane = Lane { stream, buf: Vec::with_capacity(READ_CHUNK), id: -1, open, ids: self.ids.clone() };
-        lane.stream.set_nodelay(true)?;
+        let mut lane =
+            Lane { stream, buf: Vec::with_capacity(READ_CHUNK), id: None, ids: self.ids.clone(), _slot: slot };
+        lane.stream.set_nodelay(true).map_err(|e| unsent(format!("TCP_NODELAY: {e}")))?;
         let mut hello = redis::pipe();
         if let Some(password) = &self.password {
             hello.cmd("AUTH");
@@ -164,21 +190,21 @@ impl Lanes {
             hello.cmd("SELECT").arg(self.db);
         }
         hello.cmd("CLIENT").arg("ID");
-        let replies = tokio::time::timeout(self.timeout, lane.exchange(&hello.get_packed_pipeline(), hello.len()))
-            .await
-            .map_err(|_| {
-                RedisError::from(std::io::Error::new(std::io::ErrorKind::TimedOut, "logging in timed out"))
-            })??;
-        for r in &replies {
-            if let Value::ServerError(e) = r {
-                return Err(e.clone().into());
-            }
+        let login = "logging a batch's connection in";
+        let replies =
+            match tokio::time::timeout(self.timeout, lane.exchange(&hello.get_packed_pipeline(), hello.len())).await {
+                Ok(Ok(replies)) => replies,
+                Ok(Err(e)) => return Err(unsent(format!("{login}: {e}"))),
+                Err(_) => return Err(unsent(format!("{login}: no answer in {:?}", self.timeout))),
+            };
+        if let Some(Value::ServerError(e)) = replies.iter().find(|r| matches!(r, Value::ServerError(_))) {
+            return Err(e.clone().into());
         }
-        match replies.last() {
-            Some(Value::Int(id)) => lane.id = *id,
-            other => return Err(protocol_error(format!("CLIENT ID replied {other:?}"))),
-        }
-        self.ids.lock().unwrap_or_else(|e| e.into_inner()).insert(lane.id);
+        let Some(&Value::Int(id)) = replies.last() else {
+            return Err(unsent(format!("{login}: CLIENT ID replied {:?}", replies.last())));
+        };
+        *self.ids.lock().unwrap_or_else(|e| e.into_inner()).entry(id).or_default() += 1;
+        lane.id = Some(id);
         Ok(lane)
     }
 }
@@ -217,11 +243,14 @@ impl Lane {
     }
 }
 
-/// Where the line starting at `at` ends (past its CRLF) and its text; None: not all here.
-fn line(buf: &[u8], at: usize) -> Option<(&[u8], usize)> {
-    let nl = buf[at..].iter().position(|&b| b == b'\n')?;
-    let text = &buf[at..at + nl];
-    Some((text.strip_suffix(b"\r").unwrap_or(text), at + nl + 1))
+/// The line starting at `at` and where it ends (past its CRLF); None: not all here. A
+/// line that ends in a bare LF is an error, as redis-rs has it.
+fn line(buf: &[u8], at: usize) -> RedisResult<Option<(&[u8], usize)>> {
+    let Some(nl) = buf.get(at..).and_then(|rest| rest.iter().position(|&b| b == b'\n')) else { return Ok(None) };
+    match buf[at..at + nl].strip_suffix(b"\r") {
+        Some(text) => Ok(Some((text, at + nl + 1))),
+        None => Err(protocol_error("a line without its CR".into())),
+    }
 }
 
 fn number(text: &[u8]) -> RedisResult<i64> {
@@ -234,14 +263,18 @@ fn number(text: &[u8]) -> RedisResult<i64> {
 /// Where the one reply starting at `at` ends; None: not all of it has arrived.
 fn frame_end(buf: &[u8], at: usize, depth: u32) -> RedisResult<Option<usize>> {
     let Some(&kind) = buf.get(at) else { return Ok(None) };
-    let Some((text, next)) = line(buf, at + 1) else { return Ok(None) };
+    let Some((text, next)) = line(buf, at + 1)? else { return Ok(None) };
     match kind {
         b'+' | b'-' | b':' => Ok(Some(next)),
         b'$' => match number(text)? {
             n if n < 0 => Ok(Some(next)),
             n => {
-                let end = next + n as usize + 2;
-                Ok((buf.len() >= end).then_some(end))
+                let end = next.saturating_add(n as usize).saturating_add(2);
+                match buf.get(end - 2..end) {
+                    None => Ok(None),
+                    Some(b"\r\n") => Ok(Some(end)),
+                    Some(_) => Err(protocol_error(format!("a bulk string of {n} bytes not ended by CRLF"))),
+                }
             }
         },
         b'*' if depth >= MAX_DEPTH => Err(protocol_error(format!("arrays nested over {MAX_DEPTH} deep"))),
@@ -336,37 +369,64 @@ mod tests {
 
     /// A batch given up mid-reply (the op timeout drops it) closes its lane: the next
     /// batch opens another and reads its own replies, never the late ones. The stand-in
-    /// server answers the first connection's batch of two with one reply only.
+    /// server answers the first connection's batch of two with one reply, and the rest
+    /// (99, 98) only once the client has given up on it.
     #[tokio::test]
     async fn a_batch_given_up_mid_reply_closes_its_lane() {
         let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let lanes = Lanes::at("127.0.0.1", server.local_addr().unwrap().port(), Duration::from_secs(5));
+        let (late_tx, late_rx) = tokio::sync::oneshot::channel::<()>();
         let stand_in = tokio::spawn(async move {
-            let mut held = Vec::new();
-            for (id, replies) in [(7, &b":1\r\n"[..]), (8, &b":2\r\n:3\r\n"[..])] {
-                let (mut c, _) = server.accept().await.unwrap();
-                commands(&mut c, 1).await; // CLIENT ID
+            let login = async |c: &mut TcpStream, id: i64| {
+                commands(c, 1).await; // CLIENT ID
                 c.write_all(format!(":{id}\r\n").as_bytes()).await.unwrap();
-                commands(&mut c, 2).await;
-                c.write_all(replies).await.unwrap();
-                held.push(c);
-            }
-            held
+                commands(c, 2).await;
+            };
+            let (mut first, _) = server.accept().await.unwrap();
+            login(&mut first, 7).await;
+            first.write_all(b":1\r\n").await.unwrap();
+            late_rx.await.unwrap();
+            first.write_all(b":99\r\n:98\r\n").await.unwrap();
+            let (mut second, _) = server.accept().await.unwrap();
+            login(&mut second, 8).await;
+            second.write_all(b":2\r\n:3\r\n").await.unwrap();
+            (first, second)
         });
         let mut pipe = redis::pipe();
         pipe.cmd("INCR").arg("k").cmd("INCR").arg("k");
         let first = tokio::time::timeout(Duration::from_millis(300), lanes.query(&pipe)).await;
         assert!(first.is_err(), "one reply of two never completes the batch: {first:?}");
         assert_eq!((lanes.client_ids(), lanes.open.load(Ordering::Relaxed)), (vec![], 0), "the lane closed");
-        let second = lanes.query(&pipe).await.expect("a lane to spare").expect("the second lane answers");
-        assert_eq!(second, vec![Value::Int(2), Value::Int(3)]);
-        assert_eq!(lanes.client_ids(), vec![8]);
-        assert_eq!(stand_in.await.unwrap().len(), 2, "two connections");
+        late_tx.send(()).unwrap();
+        let second = tokio::time::timeout(Duration::from_secs(5), lanes.query(&pipe)).await;
+        let second = second.expect("no hang").expect("a lane to spare").expect("the second lane answers");
+        assert_eq!(second, vec![Value::Int(2), Value::Int(3)], "its own replies, not the late ones");
+        assert_eq!((lanes.client_ids(), lanes.open.load(Ordering::Relaxed)), (vec![8], 1));
+        stand_in.await.unwrap();
+    }
+
+    /// A connect given up half-way (the op timeout drops it) or refused gives its lane
+    /// back: an address that never answers (10.255.255.1: no answer to the SYN, or no
+    /// route at all) would otherwise use up the 64 lanes a batch at a time.
+    #[tokio::test]
+    async fn a_connect_given_up_gives_its_lane_back() {
+        let lanes = Lanes::at("10.255.255.1", 6379, Duration::from_secs(5));
+        let mut pipe = redis::pipe();
+        pipe.cmd("GET").arg("k");
+        for _ in 0..3 {
+            let gone = tokio::time::timeout(Duration::from_millis(50), lanes.query(&pipe)).await;
+            assert!(gone.is_err() || matches!(gone, Ok(Some(Err(_)))), "{gone:?}");
+            assert_eq!(lanes.open.load(Ordering::Relaxed), 0);
+        }
     }
 
     #[test]
     fn bad_replies_are_errors_not_panics() {
         assert!(frame_end(b"$x\r\nab\r\n", 0, 0).is_err());
+        for bare in [&b"+\n"[..], b":42\n", b"-\n", b"$2\nab\r\n"] {
+            assert!(frame_end(bare, 0, 0).is_err(), "LF without CR: {}", String::from_utf8_lossy(bare));
+        }
+        assert!(frame_end(b"$3\r\nabcXY", 0, 0).is_err(), "a bulk string longer than it said");
         assert!(frame_end(b"%1\r\n", 0, 0).is_err(), "RESP3 on a RESP2 lane");
         let deep: Vec<u8> = b"*1\r\n".repeat(MAX_DEPTH as usize + 1);
         assert!(frame_end(&deep, 0, 0).is_err());

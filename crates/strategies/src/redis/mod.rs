@@ -527,6 +527,11 @@ impl RedisSpace {
         pipe.query_async(&mut self.conn()).await
     }
 
+    /// Whether batches travel on lanes of their own here (one server over plain TCP).
+    pub fn batch_lanes(&self) -> bool {
+        self.lanes.is_some()
+    }
+
     /// Kills every connection of this space on the server (`CLIENT ID` on each, then
     /// `CLIENT KILL ID` from another): only the run's own clients, never anyone else's.
     /// The connection managers reconnect on their next command; a killed dedicated
@@ -542,17 +547,18 @@ impl RedisSpace {
             let id: i64 = redis::cmd("CLIENT").arg("ID").query_async(&mut c).await.map_err(classify_redis)?;
             ids.push(id);
         }
-        // Kills go out on a connection of their own, so none is sent on a killed one.
+        // Kills go out on a connection of their own, so none is sent on a killed one; with
+        // the space's own ACL user, an id kills only a client logged in as that user (an
+        // id kept from before a server restart may name somebody else's client now).
         let mut admin = self.client.conn().await.map_err(classify_redis)?;
         let mut killed = 0u64;
         for id in ids {
-            let n: i64 = redis::cmd("CLIENT")
-                .arg("KILL")
-                .arg("ID")
-                .arg(id)
-                .query_async(&mut admin)
-                .await
-                .map_err(classify_redis)?;
+            let mut kill = redis::cmd("CLIENT");
+            kill.arg("KILL").arg("ID").arg(id);
+            if let Identity::Own { name, .. } = &self.identity {
+                kill.arg("USER").arg(name);
+            }
+            let n: i64 = kill.query_async(&mut admin).await.map_err(classify_redis)?;
             killed += n.max(0) as u64;
         }
         Ok(killed)
