@@ -5,7 +5,7 @@
 //! probe to the next (PostgreSQL's commit latency while builds write: p99 over 100 ms at
 //! 100 ops/s was measured), so "1.25x the knee fails" would be a hope there; with the
 //! pause the service time is mostly fixed, above the ceiling the queue grows by
-//! construction (at 1.25x a probe's last ops wait 0.25 x 3 s), and the SLO (p99 <= 250
+//! construction (at 1.25x a probe's last ops wait 0.25 x 2 s), and the SLO (p99 <= 250
 //! ms, above the commit latency's tail here) leaves noise little to decide. The search
 //! itself (ramp, bisection, verification, inversions) is unit-tested over synthetic
 //! curves in `crates/runner/src/capacity/search.rs`.
@@ -24,6 +24,9 @@ use crate::util;
 
 const PACE: Duration = Duration::from_millis(40);
 const WORKERS: f64 = 8.0;
+/// A probe's warm-up and measured load (s): their sum is how long a backlog grows.
+const WARMUP_S: f64 = 1.0;
+const PROBE_S: f64 = 1.0;
 const PACED: StrategyInfo = StrategyInfo {
     name: "paced-capacity",
     guarantee: Guarantee::Exact,
@@ -95,7 +98,7 @@ async fn search_on(backend: &str, sqlite: Option<std::path::PathBuf>) -> (Capaci
         max_rate: 5000.0,
         max_probes: 12,
     };
-    let cfg = CapacityConfig { slo: SLO, search, warmup_s: 1.0, probe_s: 2.0, repeats: 1, max_time_s: 120.0 };
+    let cfg = CapacityConfig { slo: SLO, search, warmup_s: WARMUP_S, probe_s: PROBE_S, repeats: 1, max_time_s: 120.0 };
     let found = capacity_plan(&plan, &opts, &cfg, &mut |_| {}, &mut |_| {}).await.expect("the search runs");
     let namespaces = seen.lock().unwrap().clone();
     (found, namespaces)
@@ -109,9 +112,9 @@ fn assert_found(c: &Capacity, namespaces: &[String]) {
     assert_eq!(c.designs.len(), 1, "{shown}");
     let d = &c.designs[0];
     let knee = d.knee_ops_per_s.unwrap_or_else(|| panic!("no knee:\n{shown}"));
-    // Above 200 ops/s the backlog grows: an op arriving at t (3 s = warm-up + probe) waits
-    // (rate / 200 - 1) x t, over 250 ms beyond 200 x (1 + 0.25 / 3) ops/s.
-    let ceiling = WORKERS / PACE.as_secs_f64() * (1.0 + SLO.p99_ms / 1000.0 / 3.0);
+    // Above 200 ops/s the backlog grows: an op arriving at t (2 s = warm-up + probe) waits
+    // (rate / 200 - 1) x t, over 250 ms beyond 200 x (1 + 0.25 / 2) ops/s.
+    let ceiling = WORKERS / PACE.as_secs_f64() * (1.0 + SLO.p99_ms / 1000.0 / (WARMUP_S + PROBE_S));
     assert!(knee > 0.0 && knee <= ceiling, "knee {knee} ops/s, ceiling {ceiling:.0}:\n{shown}");
     let v = d.verification.as_ref().expect("a verification");
     assert_eq!((v.below_held, v.above_held, v.held), (Some(true), Some(false), true), "{shown}");
@@ -201,6 +204,9 @@ fn capacity_writes_its_files_and_exits_as_its_verification_says() {
         "0",
         "--probe-s",
         "0.5",
+        // A fifth of the quickstart's rows: each probe seeds its own namespace.
+        "--set",
+        "data.users=200",
         "--out",
         out.to_str().unwrap(),
     ];
