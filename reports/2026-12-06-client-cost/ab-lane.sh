@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# ab-lane.sh ROUNDS CMDS: batched16 runs of two release builds, /tmp/cl-base and
-# /tmp/cl-lane2 (copy them there), order alternating; client CPU and redis-server CPU per op.
+# ab-lane.sh ROUNDS CMDS: batched16 runs of two release builds, /tmp/cl-$A and /tmp/cl-$B
+# (default base and lane2: copy them there), order alternating; client CPU and redis-server CPU per op.
 cd "$(dirname "$0")/../.."
 RPID=$(pgrep -f "redis-server.*:6379" | head -1)
 rcpu() { awk '{print $14+$15}' /proc/$RPID/stat; }
 for r in $(seq 1 $1); do
  for cmd in $2; do
-  order="base lane2"; [ $((r % 2)) = 0 ] && order="lane2 base"
+  order="${A:-base} ${B:-lane2}"; [ $((r % 2)) = 0 ] && order="${B:-lane2} ${A:-base}"
   for b in $order; do
    out=$(mktemp -d)
    s0=$(rcpu)
