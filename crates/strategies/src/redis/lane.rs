@@ -113,20 +113,14 @@ impl Lanes {
             return None;
         }
         Some(Lanes {
-            host: host.clone(),
-            port: *port,
             user: settings.username().map(String::from),
             password: settings.password().map(String::from),
             db: settings.db(),
-            timeout,
-            idle: Mutex::new(Vec::new()),
-            open: Arc::default(),
-            ids: Arc::default(),
+            ..Lanes::at(host, *port, timeout)
         })
     }
 
-    /// Lanes to `host:port` with no login (the tests' stand-in server).
-    #[cfg(test)]
+    /// Lanes to `host:port` with no login, on database 0, none open yet.
     fn at(host: &str, port: u16, timeout: Duration) -> Lanes {
         Lanes {
             host: host.into(),
