@@ -397,17 +397,19 @@ async fn batched_ops_go_out_together_and_each_runs_once() {
 }
 
 /// A batch's own lane (`redis_batch` on one server over TCP, `lane.rs`): three batches
-/// at once take three plain connections beside the space's two pooled ones (the kill
-/// counts all five) and each INCR of theirs ran once, in its batch's order; after the
-/// kill each killed lane fails one batch as a dropped connection (a write's fate
-/// unknown; none of them ran), and the batch after that opens a new lane.
+/// at once take up to three plain connections beside the space's two pooled ones (one
+/// each while they overlap; a fast server may answer one before the next asks, and its
+/// lane is reused), the kill counts every lane and the two, and each INCR ran once, in
+/// its batch's order; after the kill each killed lane fails one batch as a dropped
+/// connection (a write's fate unknown; none of them ran), and the batch after that
+/// opens a new lane.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_runs_on_a_lane_of_its_own() {
     crate::require!(Redis);
     let server = counterlab_strategies::RedisServer::connect(&redis_url(), Duration::from_secs(5)).await.unwrap();
     let ns = counterlab::run::namespace_name(&counterlab::run::new_run_id(), "lanes");
     let space = server.space(&ns, Duration::from_secs(5), 2).await.unwrap();
-    if !space.batch_lanes() {
+    if space.batch_lanes().is_none() {
         space.release().await.unwrap();
         return util::skip(
             "SKIPPED redis::a_batch_runs_on_a_lane_of_its_own: no lanes (the Redis URL is not plain TCP)",
@@ -430,8 +432,10 @@ async fn a_batch_runs_on_a_lane_of_its_own() {
     }
     all.sort();
     assert_eq!(all, (1..=48).collect::<Vec<_>>(), "each INCR ran once");
-    assert_eq!(space.kill_connections().await.unwrap(), 5, "3 lanes and 2 pooled connections");
-    for _ in 0..3 {
+    let lanes = space.batch_lanes().expect("lanes here");
+    assert!((1..=3).contains(&lanes), "{lanes} lanes for 3 batches");
+    assert_eq!(space.kill_connections().await.unwrap(), lanes as u64 + 2, "{lanes} lanes and 2 pooled connections");
+    for _ in 0..lanes {
         let e = space.query_batch(&pipe).await.expect_err("a killed lane");
         let op = counterlab_strategies::classify_redis(e);
         assert_eq!(op.outcome, counterlab_core::Outcome::Unknown, "{op:?}");

@@ -527,9 +527,10 @@ impl RedisSpace {
         pipe.query_async(&mut self.conn()).await
     }
 
-    /// Whether batches travel on lanes of their own here (one server over plain TCP).
-    pub fn batch_lanes(&self) -> bool {
-        self.lanes.is_some()
+    /// How many lanes of their own batches have open now; None: batches take the pooled
+    /// connections here (not one server over plain TCP).
+    pub fn batch_lanes(&self) -> Option<usize> {
+        self.lanes.as_ref().map(|l| l.client_ids().len())
     }
 
     /// Kills every connection of this space on the server (`CLIENT ID` on each, then
