@@ -1,6 +1,6 @@
 //! The cost of one pass of the expiry refresher (`RedisSpace::refresh_expiry`, see
 //! `crates/strategies/src/redis/ttl.rs`): keys shaped like redis-counter's
-//! (`cl:<ns>:{u:<id>}:unread`) under a fresh namespace. As `cargo bench` runs it: a
+//! (`cl:<tag>:{u:<id>}:unread`) under a fresh namespace. As `cargo bench` runs it: a
 //! criterion bench, time per refresh pass over 10 000 keys (skipped when Redis does not
 //! answer). With numbers, USERS keys, the first pass (every key gets a deadline) and
 //! PASSES refresh passes timed; prints milliseconds:
@@ -65,7 +65,7 @@ async fn seeded_space(server: &RedisServer, url: &str, users: u64) -> RedisSpace
     for chunk in (1..=users).collect::<Vec<_>>().chunks(1000) {
         let mut pipe = redis::pipe();
         for u in chunk {
-            pipe.set(format!("cl:{ns}:{{u:{u}}}:unread"), 5).ignore();
+            pipe.set(format!("{}{{u:{u}}}:unread", counterlab_strategies::redis_prefix(&ns)), 5).ignore();
         }
         pipe.query_async::<()>(&mut c).await.expect("seed keys");
     }

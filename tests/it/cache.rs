@@ -45,7 +45,7 @@ async fn one_namespace(
         cache_ttl: Duration::from_secs(20),
     };
     let s = build_redis(name, ns.db().clone(), space, cfg).unwrap();
-    (ns, s, format!("cl:{ns_name}:{{u:1}}:cache"))
+    (ns, s, format!("{}{{u:1}}:cache", counterlab_strategies::redis_prefix(&ns_name)))
 }
 
 /// Step by step on both designs: the entry a miss fills, a hit that shows what the entry
@@ -123,7 +123,7 @@ async fn the_pair_on_every_sql_backend() {
         }
     }
     let mut c = redis_conn().await;
-    let keys: Vec<String> = c.keys(format!("cl:cl_{}*", r.run_id)).await.unwrap();
+    let keys: Vec<String> = c.keys(counterlab_strategies::redis_run_pattern(&r.run_id)).await.unwrap();
     let users: Vec<String> = redis::cmd("ACL").arg("USERS").query_async(&mut c).await.unwrap();
     assert!(keys.is_empty() && !users.iter().any(|u| u.contains(&r.run_id)), "{keys:?} {users:?}");
 }

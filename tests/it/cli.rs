@@ -651,7 +651,7 @@ async fn after_sigkill_clean_removes_the_marked_leftovers_and_nothing_else() {
     };
     assert_eq!(left(pg.clone()).await, 2, "the killed PostgreSQL run left its schema and role");
     assert_eq!(left(my.clone()).await, 1, "the killed MariaDB run left its database");
-    let keys = |ns: &str| format!("cl:{ns}:*");
+    let keys = |ns: &str| format!("{}*", counterlab_strategies::redis_prefix(ns));
     for ns in [&pg, &my] {
         let k: Vec<String> = redis::AsyncCommands::keys(&mut redis, keys(ns)).await.unwrap();
         assert!(!k.is_empty(), "{ns}: no Redis keys left to clean?");

@@ -67,7 +67,11 @@ pub async fn leftovers_on_nodes(nodes: &[String], namespaces: &[String]) -> Vec<
         let mut c = client.get_multiplexed_async_connection().await.expect("every node answers");
         let users: Vec<String> = redis::cmd("ACL").arg("USERS").query_async(&mut c).await.unwrap();
         for ns in namespaces {
-            let keys: Vec<String> = redis::cmd("KEYS").arg(format!("cl:{ns}:*")).query_async(&mut c).await.unwrap();
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg(format!("{}*", counterlab_strategies::redis_prefix(ns)))
+                .query_async(&mut c)
+                .await
+                .unwrap();
             found.extend(keys.into_iter().map(|k| format!("{node}: key {k}")));
             if users.contains(ns) {
                 found.push(format!("{node}: ACL user {ns}"));

@@ -375,7 +375,11 @@ async fn redis_counters(namespace: &str, key: &str, n_users: i64) -> Vec<Option<
         redis::Client::open(crate::redis::redis_url()).unwrap().get_multiplexed_async_connection().await.unwrap();
     let mut out = Vec::new();
     for u in 1..=n_users {
-        out.push(c.get(format!("cl:{namespace}:{}", key.replace('%', &u.to_string()))).await.unwrap());
+        out.push(
+            c.get(format!("{}{}", counterlab_strategies::redis_prefix(namespace), key.replace('%', &u.to_string())))
+                .await
+                .unwrap(),
+        );
     }
     out
 }
@@ -497,7 +501,11 @@ async fn redis_cards(namespace: &str, key: &str) -> Vec<Option<i64>> {
     let mut c = crate::redis::redis_conn().await;
     let mut out = Vec::new();
     for u in 1..=10 {
-        out.push(Some(c.scard(format!("cl:{namespace}:{}", key.replace('%', &u.to_string()))).await.unwrap()));
+        out.push(Some(
+            c.scard(format!("{}{}", counterlab_strategies::redis_prefix(namespace), key.replace('%', &u.to_string())))
+                .await
+                .unwrap(),
+        ));
     }
     out
 }

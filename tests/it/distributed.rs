@@ -122,7 +122,8 @@ async fn leftovers(run_id: &str) -> Vec<String> {
             .await
             .unwrap();
     let mut r = crate::redis::redis_conn().await;
-    let keys: Vec<String> = redis::cmd("KEYS").arg(format!("cl:cl_{run_id}_*")).query_async(&mut r).await.unwrap();
+    let keys: Vec<String> =
+        redis::cmd("KEYS").arg(counterlab_strategies::redis_run_pattern(run_id)).query_async(&mut r).await.unwrap();
     let users: Vec<String> = redis::cmd("ACL").arg("USERS").query_async(&mut r).await.unwrap();
     left.extend(keys);
     left.extend(users.into_iter().filter(|u| u.starts_with(&format!("cl_{run_id}_"))));

@@ -177,8 +177,14 @@ fn stored_after_settle(dialect: Dialect, ns: &str) -> (u64, i64) {
     rt.block_on(async {
         let mut c = redis::Client::open(crate::redis::redis_url()).unwrap().get_multiplexed_async_connection().await;
         let c = c.as_mut().expect("the shared Redis");
-        let pending: u64 = redis::AsyncCommands::zcard(c, format!("cl:{ns}:{{buf}}:pending")).await.unwrap();
-        let claimed: u64 = redis::AsyncCommands::hlen(c, format!("cl:{ns}:{{buf}}:processing")).await.unwrap();
+        let pending: u64 =
+            redis::AsyncCommands::zcard(c, format!("{}{{buf}}:pending", counterlab_strategies::redis_prefix(ns)))
+                .await
+                .unwrap();
+        let claimed: u64 =
+            redis::AsyncCommands::hlen(c, format!("{}{{buf}}:processing", counterlab_strategies::redis_prefix(ns)))
+                .await
+                .unwrap();
         let q = |t: &str| {
             format!(
                 "SELECT count(*) FROM {t}unread_counts c WHERE c.unread <> (SELECT count(*) FROM {t}notifications n \
@@ -231,7 +237,8 @@ async fn connections_terminated_as_settle_starts_are_retried_and_the_buffer_drai
         nothing_left(&r).await;
         let mut c =
             redis::Client::open(crate::redis::redis_url()).unwrap().get_multiplexed_async_connection().await.unwrap();
-        let keys: Vec<String> = redis::AsyncCommands::keys(&mut c, format!("cl:cl_{}_*", r.run_id)).await.unwrap();
+        let keys: Vec<String> =
+            redis::AsyncCommands::keys(&mut c, counterlab_strategies::redis_run_pattern(&r.run_id)).await.unwrap();
         assert!(keys.is_empty(), "{keys:?}");
     }
 }

@@ -24,7 +24,7 @@ pub async fn redis_conn() -> redis::aio::MultiplexedConnection {
 /// pending buffer size (buffered designs). Deletes the keys afterwards.
 async fn redis_state_and_clean(s: &StrategyReport, n_users: i64) -> (Vec<Option<i64>>, u64) {
     let mut c = redis_conn().await;
-    let prefix = format!("cl:{}:", s.namespace);
+    let prefix = counterlab_strategies::redis_prefix(&s.namespace);
     let mut counters = Vec::new();
     for u in 1..=n_users {
         let v: Option<i64> = c.get(format!("{prefix}{{u:{u}}}:unread")).await.unwrap();
@@ -161,7 +161,8 @@ async fn a_run_removes_its_keys_and_touches_no_other() {
     let users: Vec<String> = redis::cmd("ACL").arg("USERS").query_async(&mut c).await.unwrap();
     let admin = util::admin().await;
     for s in &report.strategies {
-        let left: Vec<String> = c.keys(format!("cl:{}:*", s.namespace)).await.unwrap();
+        let left: Vec<String> =
+            c.keys(format!("{}*", counterlab_strategies::redis_prefix(&s.namespace))).await.unwrap();
         assert!(left.is_empty(), "{}: {left:?}", s.strategy);
         assert!(s.identity.contains("Redis: ACL user"), "{}", s.identity);
         assert!(!users.contains(&s.namespace), "{}: its ACL user is left", s.strategy);
@@ -228,15 +229,15 @@ async fn disconnect_kills_only_the_runs_connections_and_the_load_goes_on() {
     assert_eq!(id_before, id_after);
 }
 
-/// The remaining time to live (ms) of each key under `cl:<ns>:`: (data keys, marker).
+/// The remaining time to live (ms) of each key under the prefix of `ns`: (data keys, marker).
 async fn pttls(ns: &str) -> (Vec<(String, i64)>, i64) {
     let mut c = redis_conn().await;
-    let keys: Vec<String> = c.keys(format!("cl:{ns}:*")).await.unwrap();
+    let keys: Vec<String> = c.keys(format!("{}*", counterlab_strategies::redis_prefix(ns))).await.unwrap();
     let mut data = Vec::new();
     let mut marker = -2;
     for k in keys {
         let t: i64 = c.pttl(&k).await.unwrap();
-        if k == format!("cl:{ns}:meta") {
+        if k == format!("{}meta", counterlab_strategies::redis_prefix(ns)) {
             marker = t;
         } else {
             data.push((k, t));
@@ -296,7 +297,7 @@ async fn the_refresher_moves_only_the_runs_own_deadlines() {
     let ns = format!("cl_test_ttl_{}", counterlab::run::new_run_id());
     let space = server.space(&ns, Duration::from_secs(5), 1).await.unwrap();
     let mut c = redis_conn().await;
-    let key = |w: &str| format!("cl:{ns}:{w}");
+    let key = |w: &str| format!("{}{w}", counterlab_strategies::redis_prefix(&ns));
     let expiry = |k: String| redis::cmd("PEXPIRETIME").arg(k).to_owned();
     c.set::<_, _, ()>(key("a"), 1).await.unwrap();
     c.set_ex::<_, _, ()>(key("own"), 1, 300).await.unwrap();

@@ -37,7 +37,7 @@ fn scenario(strategies: &[&str], mix: &str) -> String {
 /// What `s`'s design serves for users 1..=USERS, read from Redis as the design keeps it:
 /// the user's counter key, its field of shard hash `user % 16`, or SCARD of its id set.
 async fn served(c: &mut redis::aio::MultiplexedConnection, s: &StrategyReport) -> Vec<(i64, i64)> {
-    let prefix = format!("cl:{}:", s.namespace);
+    let prefix = counterlab_strategies::redis_prefix(&s.namespace);
     let mut out = Vec::new();
     for u in 1..=USERS {
         let v: Option<i64> = match s.strategy.as_str() {
@@ -112,7 +112,8 @@ async fn watch_multi_hash_and_set_leave_no_key_and_no_acl_user() {
     for s in &report.strategies {
         let what = format!("{} on {}", s.strategy, s.backend);
         assert_eq!(s.check.label(), "pass", "{what}: {:?} {:?}", s.check, s.anomalies);
-        let left: Vec<String> = c.keys(format!("cl:{}:*", s.namespace)).await.unwrap();
+        let left: Vec<String> =
+            c.keys(format!("{}*", counterlab_strategies::redis_prefix(&s.namespace))).await.unwrap();
         assert!(left.is_empty(), "{what}: {left:?}");
         assert!(s.identity.contains("Redis: ACL user"), "{what}: {}", s.identity);
         assert!(!users.contains(&s.namespace), "{what}: its ACL user is left");

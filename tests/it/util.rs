@@ -118,7 +118,8 @@ pub async fn stored_drift_and_drop(backend: &str, namespace: &str, sqlite: Optio
                 .get_multiplexed_async_connection()
                 .await
                 .unwrap();
-            let keys: Vec<String> = c.keys(format!("cl:{namespace}:*")).await.unwrap();
+            let keys: Vec<String> =
+                c.keys(format!("{}*", counterlab_strategies::redis_prefix(namespace))).await.unwrap();
             if !keys.is_empty() {
                 c.del::<_, ()>(keys).await.unwrap();
             }

@@ -1,5 +1,5 @@
 //! `counterlab clean`: finds the namespaces killed runs left on the configured servers (by
-//! their markers: a schema comment, a `cl_meta` table, a `cl:<ns>:meta` key) and the
+//! their markers: a schema comment, a `cl_meta` table, a `cl:<tag>:meta` key) and the
 //! temporary SQLite folders they left (a `counterlab.meta` file), lists them,
 //! and with `--yes` removes them with their identities (and the broker queue of each
 //! removed namespace, when the broker answers). Unmarked names are never touched,

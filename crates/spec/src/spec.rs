@@ -59,7 +59,7 @@ pub enum Action {
     /// `last_id`, and the `returns` columns.
     Sql(PerDialect),
     /// One Redis command, sent as `command keys... args...`; every key prefixed with the
-    /// run's `cl:<namespace>:`. Outputs: `value` (the reply as an integer; an array
+    /// run's `cl:<tag>:`. Outputs: `value` (the reply as an integer; an array
     /// reply's length) and the `returns` names bound to an array reply's elements.
     Redis { command: String, keys: Vec<String>, args: Vec<String> },
     /// A Lua script (EVALSHA) with the step's keys (prefixed) as KEYS and args as ARGV.

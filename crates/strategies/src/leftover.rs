@@ -1,5 +1,5 @@
 //! Markers that register each namespace where it lives (a PostgreSQL schema comment, a
-//! `cl_meta` table in a MariaDB database, a `cl:<namespace>:meta` Redis key), and finding
+//! `cl_meta` table in a MariaDB database, a `cl:<tag>:meta` Redis key), and finding
 //! and removing what a killed run left behind. Nothing without a marker is ever touched.
 
 use std::time::{SystemTime, UNIX_EPOCH};

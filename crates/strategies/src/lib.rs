@@ -44,7 +44,7 @@ pub use redis::{
     DEFAULT_REDIS_URL, KEY_TTL, Lease, MAX_VALUE_BYTES, MemoryUse, REFRESH_EVERY, RedisConfig, RedisDesign,
     RedisServer, RedisSpace, RedisStrategy, SpaceLogin, classify_redis, namespace_cap,
 };
-pub use sandbox::{Identity, mysql_user, stable_hash};
+pub use sandbox::{Identity, mysql_user, redis_prefix, redis_run_pattern, stable_hash};
 
 pub use recipe::{BuildError, Ingredients, Recipe, ReplicaRead};
 pub use registry::{BUILTINS, Build, Builtin, Registry, row};

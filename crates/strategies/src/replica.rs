@@ -72,7 +72,7 @@ impl ReplicaReader {
             .map_err(|_| err(redis::RedisError::from((redis::ErrorKind::Io, "no answer in time"))))?
             .map_err(err)?;
         let prefix = space.prefix().to_string();
-        let name = format!("{}r", prefix.trim_end_matches(':').trim_start_matches("cl:"));
+        let name = format!("{}r", space.namespace());
         let password = crate::sandbox::random_password();
         let rules = ["reset", "on", &format!(">{password}"), &format!("~{prefix}*"), "resetchannels", "-@all"];
         let made: Result<(), _> = redis::cmd("ACL")

@@ -55,7 +55,10 @@ impl Probe {
             Probe::RedisCommands => "INFO commandstats of every primary: the whole server, other clients \
                                      included (the reading adds one info call)"
                 .into(),
-            Probe::RedisMemory => format!("SCAN and MEMORY USAGE of the keys cl:{ns}:* after settle (bytes, keys)"),
+            Probe::RedisMemory => format!(
+                "SCAN and MEMORY USAGE of the keys {}* after settle (bytes, keys)",
+                counterlab_strategies::redis_prefix(ns)
+            ),
         }
     }
 

@@ -1039,6 +1039,7 @@ pub(super) async fn cleanup(cell: &Cell<'_>, ns: Namespace, made: Made, log: &mu
     if cell.opts.keep {
         failed.extend(ns.keep().await.err().map(|e| e.to_string()));
         if let Some(space) = &made.space {
+            log(&format!("{}: its Redis keys are kept under {}*", space.namespace(), space.prefix()));
             failed.extend(space.mark_kept().await.err().map(|e| e.to_string()));
         }
     } else {

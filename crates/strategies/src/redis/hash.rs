@@ -1,5 +1,5 @@
 //! redis-hash: each user's counter is a field (the user id) of one of `HASH_SHARDS`
-//! shard hashes (`cl:<namespace>:{h:<user % HASH_SHARDS>}:unread`), moved by HINCRBY
+//! shard hashes (`cl:<tag>:{h:<user % HASH_SHARDS>}:unread`), moved by HINCRBY
 //! after the SQL conditional UPDATE has decided; fewer, larger keys than one per user.
 //! Its mutant reads the field and writes it back (HGET, then HSET): a lost update.
 

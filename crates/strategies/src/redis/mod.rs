@@ -1,8 +1,8 @@
 //! The Redis strategies: counters (or their pending deltas) kept in Redis beside the SQL
 //! notification rows, the write-back flusher, the reconciler, and the faults that tell
 //! them apart. Scripts are the `.lua` files in `lua/`; every key lives under the run's
-//! prefix with a hash tag per user (`cl:<namespace>:{u:42}:unread`) or for the buffer
-//! (`cl:<namespace>:{buf}:pending`), so scripts and MULTI also work on Redis Cluster.
+//! prefix with a hash tag per user (`cl:<tag>:{u:42}:unread`) or for the buffer
+//! (`cl:<tag>:{buf}:pending`), so scripts and MULTI also work on Redis Cluster.
 //!
 //! This file holds the server, a run's key space and its connection pool (and, in
 //! `dedicated.rs`, the pool of unshared connections WATCH needs); the designs are in
@@ -194,10 +194,10 @@ impl RedisServer {
         // found by `counterlab clean`, and the marker itself expires.
         let attach = login.is_some_and(|l| l.attach);
         if !attach {
-            let marker = crate::leftover::Marker::now().text();
+            let marker = format!("{} ns={namespace}", crate::leftover::Marker::now().text());
             let mut admin = self.target.conn().await.map_err(err)?;
             redis::cmd("SET")
-                .arg(format!("cl:{namespace}:meta"))
+                .arg(format!("{}meta", crate::sandbox::redis_prefix(namespace)))
                 .arg(&marker)
                 .arg("EX")
                 .arg(crate::leftover::REDIS_MARKER_TTL_S)
@@ -234,7 +234,8 @@ impl RedisServer {
         Ok(space)
     }
 
-    /// Run namespaces with a marker key (`cl:<namespace>:meta`) on this Redis.
+    /// Run namespaces with a marker key (`<prefix>meta`, the namespace named in its value) on
+    /// this Redis.
     pub async fn leftovers(&self) -> Result<Vec<crate::leftover::Leftover>, BackendError> {
         let err = |e: redis::RedisError| BackendError::Step {
             backend: "redis",
@@ -252,7 +253,7 @@ impl RedisServer {
         for mut node in self.target.node_conns(true).await.map_err(err)? {
             let mut cursor: u64 = 0;
             for _ in 0..MAX_SCAN_ROUNDS {
-                let (next, batch) = scan_page(&mut node, cursor, "cl:cl_*:meta", 1000).await.map_err(err)?;
+                let (next, batch) = scan_page(&mut node, cursor, "cl:*:meta", 1000).await.map_err(err)?;
                 keys.extend(batch);
                 cursor = next;
                 if cursor == 0 {
@@ -263,10 +264,12 @@ impl RedisServer {
         let mut conn = self.target.conn().await.map_err(err)?;
         let mut out = Vec::new();
         for key in keys {
-            let ns = key.trim_start_matches("cl:").trim_end_matches(":meta").to_string();
             let text: Option<String> = conn.get(&key).await.map_err(err)?;
+            let ns = text.as_deref().and_then(|t| t.split(' ').find_map(|kv| kv.strip_prefix("ns="))).unwrap_or("");
+            let ns = ns.to_string();
             if let Some(marker) = text.as_deref().and_then(crate::leftover::Marker::parse)
                 && crate::leftover::is_namespace_name(&ns)
+                && key == format!("{}meta", crate::sandbox::redis_prefix(&ns))
             {
                 let user = format!(" user={ns} ");
                 let sessions = clients.lines().filter(|l| l.contains(&user)).count() as u64;
@@ -278,7 +281,7 @@ impl RedisServer {
         Ok(out)
     }
 
-    /// Deletes a leftover's keys (`cl:<namespace>:*`) and its ACL user.
+    /// Deletes a leftover's keys (`redis_prefix(namespace)*`) and its ACL user.
     pub async fn remove(&self, l: &crate::leftover::Leftover) -> Result<u64, OpError> {
         assert!(crate::leftover::is_namespace_name(&l.namespace), "leftovers come from `leftovers`");
         let identity = Identity::Own { kind: "ACL user", name: l.namespace.clone(), caveat: None };
@@ -291,7 +294,7 @@ impl RedisServer {
     }
 
     /// Whether anything of namespace `ns` is on this Redis: its ACL user on a node, or a
-    /// key under `cl:<ns>:` (false: a second teardown finds it gone).
+    /// key under its prefix (false: a second teardown finds it gone).
     pub async fn space_left(&self, ns: &str) -> Result<bool, BackendError> {
         let err = |e: redis::RedisError| BackendError::Step {
             backend: "redis",
@@ -299,7 +302,7 @@ impl RedisServer {
             namespace: ns.into(),
             source: e.into(),
         };
-        let pattern = format!("cl:{ns}:*");
+        let pattern = format!("{}*", crate::sandbox::redis_prefix(ns));
         for mut node in self.target.node_conns(false).await.map_err(err)? {
             let user: redis::Value =
                 redis::cmd("ACL").arg("GETUSER").arg(ns).query_async(&mut node).await.map_err(err)?;
@@ -373,7 +376,9 @@ pub struct RedisSpace {
     conns: Arc<Vec<Conn>>,
     idle: Arc<Mutex<Vec<Conn>>>,
     next: Arc<AtomicUsize>,
+    /// Every key's start: `sandbox::redis_prefix(namespace)`.
     prefix: String,
+    namespace: String,
     identity: Identity,
     /// The keys' expiry and its refresher (`ttl.rs`).
     expiry: Arc<ttl::Expiry>,
@@ -430,7 +435,8 @@ impl RedisSpace {
             conns: Arc::new(Vec::new()),
             idle: Arc::new(Mutex::new(Vec::new())),
             next: Arc::new(AtomicUsize::new(0)),
-            prefix: format!("cl:{namespace}:"),
+            prefix: crate::sandbox::redis_prefix(namespace),
+            namespace: namespace.into(),
             identity,
             expiry: Arc::default(),
             abandoned: scripts::flag(),
@@ -441,6 +447,11 @@ impl RedisSpace {
 
     pub fn prefix(&self) -> &str {
         &self.prefix
+    }
+
+    /// The namespace's name (its ACL user's name).
+    pub fn namespace(&self) -> &str {
+        &self.namespace
     }
 
     /// Who the space's connections log in as.
@@ -454,7 +465,10 @@ impl RedisSpace {
         self.persist_keys().await?;
         let mut admin = self.client.conn().await.map_err(classify_redis)?;
         let key = format!("{}meta", self.prefix);
-        admin.set::<_, _, ()>(key, "kept by counterlab --keep").await.map_err(classify_redis)
+        admin
+            .set::<_, _, ()>(key, format!("kept by counterlab --keep ns={}", self.namespace))
+            .await
+            .map_err(classify_redis)
     }
 
     /// Drops the space's ACL user on every node (which also closes its connections);
@@ -478,7 +492,7 @@ impl RedisSpace {
         format!("{}{{buf}}:{what}", self.prefix)
     }
 
-    /// A key shared by a shard of users (redis-hash): `cl:<namespace>:{h:<shard>}:<what>`.
+    /// A key shared by a shard of users (redis-hash): `cl:<tag>:{h:<shard>}:<what>`.
     fn shard_key(&self, shard: u64, what: &str) -> String {
         format!("{}{{h:{shard}}}:{what}", self.prefix)
     }

@@ -1,5 +1,5 @@
 //! redis-set: each user's unread notification ids as a Redis set
-//! (`cl:<namespace>:{u:<id>}:unread_ids`) that decides every transition, with the SQL
+//! (`cl:<tag>:{u:<id>}:unread_ids`) that decides every transition, with the SQL
 //! rows written after it (the truth the check reads is still SQL): create inserts the
 //! row then SADDs its id; mark_read and delete SREM it, and the count moves by SREM's
 //! reply; mark_all_read takes the whole set (SMEMBERS + DEL in one MULTI) and marks

@@ -448,8 +448,8 @@ async fn judged(
         let e = |e: counterlab_core::OpError| format!("settling after the schedule: {}", e.message);
         strategy.settle(cell.op_timeout()).await.map_err(e)?;
     }
-    // Keys read without the namespace's prefix (`cl:<namespace>:`).
-    let prefix = format!("cl:{}:", cell.ns_name);
+    // Keys read without the namespace's prefix.
+    let prefix = counterlab_strategies::redis_prefix(&cell.ns_name);
     let steps = ran.steps.into_iter().map(|s| Step { sent: s.sent.replace(&prefix, ""), ..s }).collect();
     Ok((counter != Some(truth)).then(|| Failing {
         choices: schedule.order(),
