@@ -40,8 +40,8 @@ fn main() {
                 return;
             }
         };
-        // The namespace `bench` gives the key cl:bench:{buf}:pending, which the
-        // redis-benchmark side of the comparison uses too.
+        // The namespace `bench` gives the key cl:6d1d395e896d1d39:{buf}:pending
+        // (`redis_prefix("bench")`), which the redis-benchmark side of the comparison uses too.
         let space = server.space("bench", Duration::from_secs(5), clients as u32).await.expect("connections");
         let s = zset_buffer(&space, users);
         let done = Arc::new(AtomicU64::new(0));

@@ -10,7 +10,7 @@ OUT=${1:-reports/runs/redis-compare}
 ROUNDS=${2:-3}
 CLIENTS=8
 SECONDS_PER_RUN=10
-KEY='cl:bench:{buf}:pending'
+KEY='cl:6d1d395e896d1d39:{buf}:pending'  # redis_prefix("bench") + {buf}:pending, as benches/redis_zincrby.rs
 mkdir -p "$OUT"
 LOG="$OUT/raw.log"
 : > "$LOG"

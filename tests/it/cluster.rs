@@ -59,7 +59,7 @@ pub fn require(what: &str, up: &Result<Vec<String>, String>) -> bool {
     }
 }
 
-/// Per node: the keys under `cl:<namespace>:` and whether the namespace's ACL user exists.
+/// Per node: the keys under the namespace's prefix and whether the namespace's ACL user exists.
 pub async fn leftovers_on_nodes(nodes: &[String], namespaces: &[String]) -> Vec<String> {
     let mut found = Vec::new();
     for node in nodes {

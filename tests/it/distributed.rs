@@ -273,7 +273,7 @@ fn bad_handles_segments_and_agent_outputs_are_one_line_errors() {
     .unwrap();
     let printed = serde_json::to_value(&plan).unwrap();
     let handle = serde_json::json!({
-        "format": "counterlab-handle/1", "run_id": "20261202t000000_abcd", "prepared_at_utc": "x", "seed": 42,
+        "format": "counterlab-handle/2", "run_id": "20261202t000000_abcd", "prepared_at_utc": "x", "seed": 42,
         "scenario": {"path": qs, "name": "q", "text": text, "strategies": [], "backends": [], "isolation": [],
                      "workers": null, "duration_s": null, "ops": null, "rate": null, "sets": []},
         "plan": printed,
@@ -287,7 +287,7 @@ fn bad_handles_segments_and_agent_outputs_are_one_line_errors() {
     let e = err(&["check", "--handle", hs, "--from", fs, "--out", dir.join("r").to_str().unwrap()]);
     assert!(e.contains("no agent output"), "{e}");
     let partial = |run: &str, k: u32| {
-        serde_json::json!({"format": "counterlab-agent/1", "run_id": run, "k": k, "n": 2, "host": "h",
+        serde_json::json!({"format": "counterlab-agent/2", "run_id": run, "k": k, "n": 2, "host": "h",
                            "clock": {"start": {"local_us": 0, "server_us": 0, "rtt_us": 0},
                                      "end": {"local_us": 0, "server_us": 0, "rtt_us": 0},
                                      "offset_us": 0, "uncertainty_us": 0}, "cells": []})

@@ -63,7 +63,7 @@ pub fn mysql_user(namespace: &str) -> String {
 /// so that a design's keys stay near their production length: a Redis string of more than
 /// 44 bytes takes two allocations instead of one, and with the namespace name itself in
 /// every key (`cl:cl_20261206t145301_abcd_lt_rc_parity_get:`) a batched GET cost the
-/// server 0.85 us per op against 0.72 (reports/2026-12-06-client-cost, "Short prefixes").
+/// server 0.825 us per op against 0.710 (reports/2026-12-06-client-cost, "Short prefixes").
 /// The name is in the marker key's value, for `counterlab clean`.
 pub fn redis_prefix(ns: &str) -> String {
     let run = run_of(ns).unwrap_or(ns);

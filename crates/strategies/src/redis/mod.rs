@@ -253,7 +253,7 @@ impl RedisServer {
         for mut node in self.target.node_conns(true).await.map_err(err)? {
             let mut cursor: u64 = 0;
             for _ in 0..MAX_SCAN_ROUNDS {
-                let (next, batch) = scan_page(&mut node, cursor, "cl:*:meta", 1000).await.map_err(err)?;
+                let (next, batch) = scan_page(&mut node, cursor, MARKER_PATTERN, 1000).await.map_err(err)?;
                 keys.extend(batch);
                 cursor = next;
                 if cursor == 0 {
@@ -264,13 +264,14 @@ impl RedisServer {
         let mut conn = self.target.conn().await.map_err(err)?;
         let mut out = Vec::new();
         for key in keys {
-            let text: Option<String> = conn.get(&key).await.map_err(err)?;
-            let ns = text.as_deref().and_then(|t| t.split(' ').find_map(|kv| kv.strip_prefix("ns="))).unwrap_or("");
-            let ns = ns.to_string();
-            if let Some(marker) = text.as_deref().and_then(crate::leftover::Marker::parse)
-                && crate::leftover::is_namespace_name(&ns)
-                && key == format!("{}meta", crate::sandbox::redis_prefix(&ns))
-            {
+            // Another program's key that fits the pattern may be of another type, or not
+            // UTF-8: not a marker, skipped; a lost connection still ends the listing.
+            let text: Option<String> = match conn.get(&key).await {
+                Ok(t) => t,
+                Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => return Err(err(e)),
+                Err(_) => None,
+            };
+            if let Some((ns, marker)) = text.and_then(|t| marker_namespace(&key, &t)) {
                 let user = format!(" user={ns} ");
                 let sessions = clients.lines().filter(|l| l.contains(&user)).count() as u64;
                 let what = "keys and ACL user".into();
@@ -363,6 +364,21 @@ async fn scan_page(
 
 /// Bound on SCAN rounds of 1000 keys (deleting a run's keys, listing markers).
 const MAX_SCAN_ROUNDS: u32 = 100_000;
+
+/// The marker keys `clean` looks for: `cl:` and 16 characters (`sandbox::redis_prefix`),
+/// then `meta`.
+const MARKER_PATTERN: &str = "cl:????????????????:meta";
+
+/// The namespace a marker key names, and its marker: only when the value is a marker
+/// (`counterlab host=.. pid=.. started=.. ns=<namespace>`) of a valid namespace name whose
+/// own prefix is this key's, so a key of another program, or a marker copied under
+/// another prefix, never leads `clean` to a namespace.
+fn marker_namespace(key: &str, value: &str) -> Option<(String, crate::leftover::Marker)> {
+    let marker = crate::leftover::Marker::parse(value)?;
+    let ns = value.split(' ').find_map(|kv| kv.strip_prefix("ns="))?;
+    let own = crate::leftover::is_namespace_name(ns) && key == format!("{}meta", crate::sandbox::redis_prefix(ns));
+    own.then(|| (ns.to_string(), marker))
+}
 
 /// Upper bound on a run's Redis connections.
 pub const MAX_REDIS_CONNS: u32 = 64;
@@ -670,4 +686,24 @@ pub struct RedisConfig {
     pub cache_delay: Duration,
     /// cache-aside: how long a cached count lives.
     pub cache_ttl: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_marker_leads_to_its_own_namespace_only() {
+        let ns = "cl_20261206t145301_abcd_lt_rc_redis_counter";
+        let key = format!("{}meta", crate::sandbox::redis_prefix(ns));
+        let value = format!("counterlab host=h pid=7 started=1 ns={ns}");
+        assert_eq!(marker_namespace(&key, &value).map(|(n, m)| (n, m.pid)), Some((ns.to_string(), 7)));
+        let other = format!("{}meta", crate::sandbox::redis_prefix("cl_20261206t145301_abcd_lt_rc_other"));
+        assert!(marker_namespace(&other, &value).is_none(), "a marker copied under another prefix");
+        assert!(marker_namespace(&key, "counterlab host=h pid=7 started=1").is_none(), "no ns= (an older build's)");
+        assert!(marker_namespace(&key, "some app's value").is_none());
+        let bad = "counterlab host=h pid=7 started=1 ns=cl_X;DROP";
+        assert!(marker_namespace(&format!("{}meta", crate::sandbox::redis_prefix("cl_X;DROP")), bad).is_none());
+        assert!(key.len() == MARKER_PATTERN.len() && key.starts_with("cl:") && key.ends_with(":meta"), "{key}");
+    }
 }

@@ -16,7 +16,7 @@ use counterlab_sim::{DriverConfig, LoadModel, LoadResult, OpStats, Rng, Segment,
 use counterlab_strategies::Namespace;
 
 /// The partial report's format.
-pub const AGENT_FORMAT: &str = "counterlab-agent/1";
+pub const AGENT_FORMAT: &str = "counterlab-agent/2";
 
 /// Test-only: milliseconds added to this agent's clock (a known skew to measure).
 pub const TEST_SKEW_ENV: &str = "COUNTERLAB_TEST_CLOCK_SKEW_MS";

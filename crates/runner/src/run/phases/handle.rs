@@ -1,4 +1,4 @@
-//! The run handle (`counterlab-handle/1`): what `prepare` made (run id, seed, scenario,
+//! The run handle (`counterlab-handle/2`): what `prepare` made (run id, seed, scenario,
 //! resolved plan, cells and their namespaces), read back by every later phase and
 //! checked; and the namespace identities' passwords, derived from the run secret.
 
@@ -11,7 +11,7 @@ use counterlab_plan::{Overrides, RunPlan};
 use counterlab_strategies::is_namespace_name;
 
 /// The handle format this counterlab writes and reads.
-pub const HANDLE_FORMAT: &str = "counterlab-handle/1";
+pub const HANDLE_FORMAT: &str = "counterlab-handle/2";
 
 /// The environment variable holding the run secret.
 pub const RUN_SECRET_ENV: &str = "COUNTERLAB_RUN_SECRET";
