@@ -120,6 +120,9 @@ pub struct MetricsServer {
     pub addr: String,
 }
 
+/// Requests answered after a stop at most (those already accepted).
+const MAX_DRAINED: usize = 64;
+
 /// Starts serving `GET /metrics` (any path answers the same) on `addr`.
 pub fn serve(addr: &str) -> anyhow::Result<MetricsServer> {
     let parsed: SocketAddr = addr
@@ -133,11 +136,7 @@ pub fn serve(addr: &str) -> anyhow::Result<MetricsServer> {
     let stop = Arc::new(AtomicBool::new(false));
     let (m, st, sv) = (metrics.clone(), stop.clone(), server.clone());
     let thread = std::thread::spawn(move || {
-        let header = tiny_http::Header::from_bytes(
-            &b"Content-Type"[..],
-            &b"application/openmetrics-text; version=1.0.0; charset=utf-8"[..],
-        )
-        .expect("a valid header");
+        let header = openmetrics_header();
         // Bounded waits, so a stop is seen within 200 ms even with no request.
         while !st.load(Ordering::Relaxed) {
             match sv.recv_timeout(Duration::from_millis(200)) {
@@ -151,6 +150,14 @@ pub fn serve(addr: &str) -> anyhow::Result<MetricsServer> {
         }
     });
     Ok(MetricsServer { metrics, stop, server: Some(server), thread: Some(thread), addr: bound })
+}
+
+fn openmetrics_header() -> tiny_http::Header {
+    tiny_http::Header::from_bytes(
+        &b"Content-Type"[..],
+        &b"application/openmetrics-text; version=1.0.0; charset=utf-8"[..],
+    )
+    .expect("a valid header")
 }
 
 impl MetricsServer {
@@ -167,6 +174,18 @@ impl MetricsServer {
             server.unblock();
             if let Some(t) = self.thread.take() {
                 t.join().ok();
+            }
+            // A request accepted while stopping gets the last metrics: dropped unanswered,
+            // tiny_http would answer it 500 (seen once in tests/it/live.rs).
+            let body = self.metrics.lock().map(|m| m.encode()).unwrap_or_default();
+            for _ in 0..MAX_DRAINED {
+                match server.try_recv() {
+                    Ok(Some(req)) => {
+                        req.respond(tiny_http::Response::from_string(body.clone()).with_header(openmetrics_header()))
+                            .ok();
+                    }
+                    _ => break,
+                }
             }
         }
     }
