@@ -6,16 +6,20 @@ outside the workspace). Before each run of pgbench or a bare client the shared s
 read rows are set unread again and the table vacuumed and CHECKPOINTed, so every run
 starts from the same data; counterlab seeds and settles its own.
 
-Usage: drivers.py OUT ROUNDS SECS CLIENTS   (PGEXP=path to the built `groups` binary)
+Usage: drivers.py OUT ROUNDS SECS CLIENTS   (PGEXP=path to the built `groups` binary;
+DRIVERS_SSLMODE=require: TLS on every side, and tokio-postgres, built here without TLS,
+left out)
 """
 import json, os, subprocess, sys, tempfile
 
-BASE = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+SSLMODE = os.environ.get("DRIVERS_SSLMODE", "disable")
+BASE = f"postgres://postgres@127.0.0.1:5432/test?sslmode={SSLMODE}"
 CL = os.environ.get("COUNTERLAB_BIN", "./target/release/counterlab")
 PGEXP = os.environ["PGEXP"]
 OUT, ROUNDS, SECS, CLIENTS = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 os.makedirs(OUT, exist_ok=True)
-LOG = open(os.path.join(OUT, f"drivers-c{CLIENTS}.log"), "a")
+TLS = "" if SSLMODE == "disable" else "-tls"
+LOG = open(os.path.join(OUT, f"drivers-c{CLIENTS}{TLS}.log"), "a")
 
 
 def log(s):
@@ -79,7 +83,7 @@ def run(tool):
     return float(w[2]), float(w[w.index("cpu") + 1])
 
 
-tools = ["pgbench", "sqlx", "tokio-postgres", "counterlab"] + (["sqlx-groups"] if CLIENTS > 1 else [])
+tools = ["pgbench", "sqlx"] + ([] if TLS else ["tokio-postgres"]) + ["counterlab"] + (["sqlx-groups"] if CLIENTS > 1 else [])
 log(f"# {' '.join(sys.argv)}; schema {S}; load {load()}")
 for rnd in range(ROUNDS):
     order = tools[rnd % len(tools):] + tools[:rnd % len(tools)]
