@@ -2,7 +2,9 @@
 """The client stack without the harness: pgbench, a bare sqlx client, a bare
 tokio-postgres client and counterlab on writable-cte's one statement, no TLS on any side,
 alternating rounds. The bare clients are `pgexp` (its source beside this file; built
-outside the workspace). Before each run of pgbench or a bare client the shared schema's
+outside the workspace). CPU per op is the load's alone for every tool: pgexp reads it over
+a window that opens after its clients connect, counterlab reports `client_cpu_us_per_op`,
+and pgbench's is its run's minus a run of one transaction per client. Before each run of pgbench or a bare client the shared schema's
 read rows are set unread again and the table vacuumed and CHECKPOINTed, so every run
 starts from the same data; counterlab seeds and settles its own.
 
@@ -72,11 +74,15 @@ def run(tool):
     reset()
     if tool == "pgbench":
         env = dict(os.environ, PGOPTIONS=f"-c search_path={S}")
-        cpu, r = timed(["pgbench", "-n", "-M", "prepared", "-c", str(CLIENTS), "-j", str(min(CLIENTS, 2)), "-f",
-                        "benches/pgbench/mark_read_cte.sql", "-T", str(SECS), BASE], env=env)
+        args = ["pgbench", "-n", "-M", "prepared", "-c", str(CLIENTS), "-j", str(min(CLIENTS, 2)), "-f",
+                "benches/pgbench/mark_read_cte.sql"]
+        # Its start and connections, as a 1-transaction-per-client run costs them, are
+        # taken off: every figure here is the load alone.
+        base, _ = timed(args + ["-t", "1", BASE], env=env)
+        cpu, r = timed(args + ["-T", str(SECS), BASE], env=env)
         tps = float(r.stdout.split("tps = ")[1].split()[0])
         n = int(r.stdout.split("actually processed: ")[1].split()[0])
-        return tps, cpu / n * 1e6
+        return tps, (cpu - base) / (n - CLIENTS) * 1e6
     mode = {"sqlx": "one" if CLIENTS == 1 else "mt", "sqlx-groups": "groups", "tokio-postgres": "tpmt"}[tool]
     r = sh([PGEXP, mode, URL, str(SECS), str(CLIENTS)])
     w = r.stdout.split()
