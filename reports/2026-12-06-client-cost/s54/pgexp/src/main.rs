@@ -4,9 +4,6 @@ use std::time::{Duration, Instant};
 
 const SQL: &str = "WITH r AS (UPDATE notifications SET is_read = true WHERE id = $1 AND user_id = $2 AND NOT is_read RETURNING 1), c AS (UPDATE unread_counts SET unread = unread - 1 WHERE user_id = $2 AND EXISTS (SELECT 1 FROM r)) SELECT count(*) FROM r";
 
-const SET_READ: &str = "UPDATE notifications SET is_read = true WHERE id = $1 AND user_id = $2 AND NOT is_read";
-const DEC: &str = "UPDATE unread_counts SET unread = unread - 1 WHERE user_id = $1";
-
 fn cpu() -> f64 {
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
@@ -67,28 +64,7 @@ async fn main() {
             c1 = cpu();
             n = k;
         }
-        "cond" => {
-            use sqlx::Connection;
-            let mut c = sqlx::PgConnection::connect(&url).await.unwrap();
-            let mut k = 0u64;
-            c0 = cpu();
-            t0 = Instant::now();
-            while t0.elapsed() < dur {
-                let uid = rng.next(10000);
-                let id = (uid - 1) * 100 + rng.next(100);
-                let mut tx = c.begin().await.unwrap();
-                let r = sqlx::query(SET_READ).bind(id).bind(uid).execute(&mut *tx).await.unwrap();
-                if r.rows_affected() == 1 {
-                    sqlx::query(DEC).bind(uid).execute(&mut *tx).await.unwrap();
-                }
-                tx.commit().await.unwrap();
-                k += 1;
-            }
-            t1 = t0.elapsed();
-            c1 = cpu();
-            n = k;
-        }
-        _ => panic!("sqlx|tp|cond"),
+        _ => panic!("sqlx|tp"),
     }
     println!(
         "{which} {:.0} ops/s, {n} ops, cpu {:.1} us/op",
