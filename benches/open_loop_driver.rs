@@ -8,12 +8,19 @@
 //! time per second of load, scaled to 10k ops/s (`benches/open-loop/measure.sh`):
 //!
 //!     cargo bench --bench open_loop_driver -- SECONDS RATE...
+//!
+//! And a closed loop of WORKERS null workers for OPS ops on a current-thread runtime (a
+//! closed-loop run's own up to 16 workers), history on, printing ops/s and CPU per op:
+//! the harness's per-op cost alone, for A/B runs and `valgrind --tool=callgrind`
+//! (instructions per op: the difference of two op counts over the difference of ops):
+//!
+//!     cargo bench --bench open_loop_driver -- closed WORKERS OPS
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use counterlab_core::Strategy;
-use counterlab_sim::{DriverConfig, IdPool, LoadModel, Mix, Monitor, NullStrategy, Stage, Stop, run_load};
+use counterlab_sim::{DriverConfig, HistorySink, IdPool, LoadModel, Mix, Monitor, NullStrategy, Stage, Stop, run_load};
 use criterion::{Criterion, Throughput};
 
 /// utime + stime of this process, in seconds (clock ticks at the usual 100 Hz).
@@ -27,6 +34,14 @@ fn cpu_seconds() -> f64 {
 }
 
 fn main() {
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    if let [mode, workers, ops, ..] = raw.as_slice()
+        && mode == "closed"
+    {
+        let parse = |v: &str| v.parse::<u64>().unwrap_or_else(|_| panic!("not a count: {v}"));
+        closed_null(parse(workers) as u32, parse(ops));
+        return;
+    }
     let args: Vec<f64> =
         std::env::args().skip(1).filter(|a| !a.starts_with("--")).filter_map(|a| a.parse().ok()).collect();
     let (seconds, rates) = match args.split_first() {
@@ -63,6 +78,39 @@ fn main() {
                 cpu_per_s / (rate / 10_000.0)
             );
         });
+    }
+}
+
+/// `ops` ops of a null strategy by `workers` closed-loop workers, the history kept (as a
+/// run keeps it, through a sink): prints ops/s and the process's CPU per op.
+fn closed_null(workers: u32, ops: u64) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let cfg = DriverConfig {
+        history_limit: u64::MAX,
+        history_sink: Some(Arc::new(Discard)),
+        // mark_read alone, over the parity bench's data (benches/pgbench/mark-read.toml).
+        ..DriverConfig::plain(
+            1,
+            DriverConfig::closed_stage(workers, Stop::Ops(ops)),
+            Mix { weights: [0, 1, 0, 0, 0, 0] },
+        )
+    };
+    let strategy: Arc<dyn Strategy> = Arc::new(NullStrategy::default());
+    let pool = Arc::new(IdPool::seeded(10_000, 100, 0));
+    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    let load = rt.block_on(run_load(strategy, pool, &cfg, Monitor::new()));
+    let (cpu, wall) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
+    let n = load.total_ops();
+    println!("workers {workers} ops {n} ops_per_s {:.0} cpu_us_per_op {:.3}", n as f64 / wall, cpu * 1e6 / n as f64);
+}
+
+/// A history sink that drops what it is given (a run's spills it to its store).
+#[derive(Debug)]
+struct Discard;
+
+impl HistorySink for Discard {
+    fn accept(&self, calls: Vec<counterlab_core::Event>) {
+        std::hint::black_box(calls);
     }
 }
 

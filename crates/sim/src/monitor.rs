@@ -28,14 +28,33 @@ impl Interval {
     fn new(phase: String) -> Interval {
         Interval { hist: OpKind::ALL.iter().map(|_| new_latency_histogram()).collect(), ops: 0, errors: 0, phase }
     }
+
+    /// Adds `other`'s ops (its phase is this one's).
+    fn absorb(&mut self, other: &Interval) {
+        for (h, o) in self.hist.iter_mut().zip(&other.hist) {
+            h.add(o).expect("auto-resizing histograms merge");
+        }
+        self.ops += other.ops;
+        self.errors += other.errors;
+    }
 }
+
+/// Workers record into one of this many parts of the interval (by worker index), so
+/// workers on different threads do not take turns at one lock for every op.
+const SHARDS: usize = 16;
+
+/// One part of the interval, on a cache line of its own.
+#[repr(align(128))]
+struct Shard(Mutex<Interval>);
 
 /// Shared by the workers, the pacer and the sampler of one strategy run.
 pub struct Monitor {
-    current: Mutex<Interval>,
+    current: Box<[Shard]>,
     scheduled: AtomicU64,
     dropped: AtomicU64,
     phase: Mutex<String>,
+    /// The phase the current interval began in.
+    began: Mutex<String>,
     /// A phase change closes the current interval at once, so no point mixes phases.
     phase_changed: tokio::sync::Notify,
 }
@@ -43,10 +62,11 @@ pub struct Monitor {
 impl Default for Monitor {
     fn default() -> Monitor {
         Monitor {
-            current: Mutex::new(Interval::new(String::new())),
+            current: (0..SHARDS).map(|_| Shard(Mutex::new(Interval::new(String::new())))).collect(),
             scheduled: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             phase: Mutex::new(String::new()),
+            began: Mutex::new(String::new()),
             phase_changed: tokio::sync::Notify::new(),
         }
     }
@@ -57,14 +77,15 @@ impl Monitor {
         Arc::new(Monitor::default())
     }
 
-    /// One completed op, its latency from the intended start, and whether it failed.
-    pub fn record(&self, kind: OpKind, us: u64, error: bool) {
-        self.record_n(kind, us, 1, error as u64);
+    /// One completed op of worker `worker`, its latency from the intended start, and
+    /// whether it failed.
+    pub fn record(&self, worker: u32, kind: OpKind, us: u64, error: bool) {
+        self.record_n(worker, kind, us, 1, error as u64);
     }
 
     /// `n` ops of one kind that took `us` each (a batch's), `errors` of them failed.
-    pub fn record_n(&self, kind: OpKind, us: u64, n: u64, errors: u64) {
-        let mut c = self.current.lock().expect("monitor lock");
+    pub fn record_n(&self, worker: u32, kind: OpKind, us: u64, n: u64, errors: u64) {
+        let mut c = self.current[worker as usize % SHARDS].0.lock().expect("monitor lock");
         record_us_n(&mut c.hist[kind.index()], us, n);
         c.ops += n;
         c.errors += errors;
@@ -83,7 +104,7 @@ impl Monitor {
         let first = std::mem::replace(&mut *self.phase.lock().expect("monitor lock"), phase.to_string()).is_empty();
         if first {
             // The first phase names the interval already open; nothing to close.
-            self.current.lock().expect("monitor lock").phase = phase.to_string();
+            *self.began.lock().expect("monitor lock") = phase.to_string();
         } else {
             self.phase_changed.notify_one();
         }
@@ -92,7 +113,12 @@ impl Monitor {
     /// Closes the current interval, returning it with the schedule counts since the last.
     fn take(&self) -> (Interval, u64, u64) {
         let phase = self.phase.lock().expect("monitor lock").clone();
-        let interval = std::mem::replace(&mut *self.current.lock().expect("monitor lock"), Interval::new(phase));
+        let began = std::mem::replace(&mut *self.began.lock().expect("monitor lock"), phase);
+        let mut interval = Interval::new(began);
+        for shard in self.current.iter() {
+            let part = std::mem::replace(&mut *shard.0.lock().expect("monitor lock"), Interval::new(String::new()));
+            interval.absorb(&part);
+        }
         let scheduled = self.scheduled.swap(0, Ordering::Relaxed);
         let dropped = self.dropped.swap(0, Ordering::Relaxed);
         (interval, scheduled, dropped)

@@ -96,7 +96,7 @@ impl Ctx {
         for (kind, (n, errors)) in OpKind::ALL.into_iter().zip(by_kind) {
             if n > 0 {
                 w.stats(kind).record_latency_n(service, n);
-                self.monitor.record_n(kind, service, n, errors);
+                self.monitor.record_n(w.id, kind, service, n, errors);
             }
         }
     }

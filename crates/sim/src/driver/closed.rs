@@ -48,9 +48,11 @@ async fn worker(ctx: Arc<Ctx>, id: u32, ops: OpGen, budget: Option<u64>, deadlin
 }
 
 async fn op_loop(ctx: &Ctx, w: &mut Worker, mut ops: OpGen, budget: Option<u64>, deadline: Option<Instant>) {
+    // When the last op completed: a closed loop starts the next at once.
+    let mut now = Instant::now();
     loop {
         if budget.is_some_and(|b| w.issued_or_skipped >= b)
-            || deadline.is_some_and(|d| Instant::now() >= d)
+            || deadline.is_some_and(|d| now >= d)
             || ctx.cfg.cancel.load(Ordering::Relaxed)
         {
             break;
@@ -59,9 +61,10 @@ async fn op_loop(ctx: &Ctx, w: &mut Worker, mut ops: OpGen, budget: Option<u64>,
             let batch = budget.map_or(ctx.cfg.batch as u64, |b| (b - w.issued_or_skipped).min(ctx.cfg.batch as u64));
             let planned = (0..batch).map(|_| ops.next_op()).collect();
             ctx.run_batch(w, planned).await;
+            now = Instant::now();
             continue;
         }
         let op = ops.next_op();
-        ctx.run_op(w, op, None).await;
+        now = ctx.run_op(w, op, None).await;
     }
 }

@@ -25,7 +25,7 @@ use crate::monitor::Monitor;
 use crate::pool::IdPool;
 use crate::workload::{Mix, PlannedOp, Segment, Skew, UserPicker};
 use counterlab_core::Rng;
-use op::{Call, execute};
+use op::{Call, OpTimer, execute};
 
 /// When a stage ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -315,6 +315,7 @@ struct Worker {
     history: Vec<Event>,
     /// The worker's index in its stage, as the history names it.
     id: u32,
+    timer: OpTimer,
 }
 
 impl Worker {
@@ -328,6 +329,7 @@ impl Worker {
             issued_or_skipped: 0,
             history: Vec::new(),
             id,
+            timer: OpTimer::default(),
         }
     }
 
@@ -393,31 +395,33 @@ impl Ctx {
         if let Some(sink) = &self.cfg.history_sink
             && w.history.len() >= HISTORY_CHUNK
         {
-            sink.accept(std::mem::take(&mut w.history));
+            sink.accept(std::mem::replace(&mut w.history, Vec::with_capacity(HISTORY_CHUNK)));
         }
     }
 
     /// Runs one op that was meant to start at `intended` (None: a closed loop's, meant
-    /// to start now) and records it.
-    async fn run_op(&self, w: &mut Worker, op: PlannedOp, intended: Option<Instant>) {
+    /// to start now) and records it. Returns when it completed (now, when skipped).
+    async fn run_op(&self, w: &mut Worker, op: PlannedOp, intended: Option<Instant>) -> Instant {
         let start = Instant::now();
         let mut tries = Tries::default();
         w.issued_or_skipped += 1;
-        match execute(self.strategy.as_ref(), &self.pool, op, &self.cfg, &mut tries).await {
-            None => w.stats(op.kind).skipped += 1,
-            Some((result, calls)) => {
-                self.record_calls(w, op, calls.into_iter());
-                let end = Instant::now();
-                let us = |from: Instant| (end.saturating_duration_since(from).as_micros() as u64).min(self.max_us);
-                let (corrected, service) = match intended {
-                    Some(at) => (us(at), Some(us(start))),
-                    None => (us(start), None),
-                };
-                w.note_error(&result);
-                w.stats(op.kind).record(corrected, service, &result, &tries);
-                self.monitor.record(op.kind, corrected, result.is_err());
-            }
-        }
+        let done = execute(self.strategy.as_ref(), &self.pool, op, &self.cfg, &mut tries, (&mut w.timer, start)).await;
+        let Some((result, calls)) = done else {
+            w.stats(op.kind).skipped += 1;
+            return Instant::now();
+        };
+        // The op ended with its last call (no clock read of its own).
+        let end = calls.iter().map(|c| c.complete).max().unwrap_or(start);
+        self.record_calls(w, op, calls.into_iter());
+        let us = |from: Instant| (end.saturating_duration_since(from).as_micros() as u64).min(self.max_us);
+        let (corrected, service) = match intended {
+            Some(at) => (us(at), Some(us(start))),
+            None => (us(start), None),
+        };
+        w.note_error(&result);
+        w.stats(op.kind).record(corrected, service, &result, &tries);
+        self.monitor.record(w.id, op.kind, corrected, result.is_err());
+        end
     }
 }
 
@@ -653,20 +657,23 @@ mod tests {
         assert_eq!(q(new), q(&old));
     }
 
-    /// Every odd-numbered create call loses its reply (after "applying").
+    /// Every odd-numbered create call loses its reply (after "applying"); every fourth
+    /// read never replies, the others reply after 5 ms (so a worker's timer, armed for
+    /// its first op, fires while a later op is still within its own bound).
     #[derive(Default)]
-    struct LosesEveryOtherReply {
-        calls: std::sync::atomic::AtomicU64,
+    struct Flaky {
+        creates: std::sync::atomic::AtomicU64,
+        reads: std::sync::atomic::AtomicU64,
         inner: NullStrategy,
     }
 
     #[async_trait::async_trait]
-    impl Strategy for LosesEveryOtherReply {
+    impl Strategy for Flaky {
         fn info(&self) -> counterlab_core::StrategyInfo {
             self.inner.info()
         }
         async fn create(&self, u: i64) -> Result<i64, OpError> {
-            if self.calls.fetch_add(1, Ordering::Relaxed).is_multiple_of(2) {
+            if self.creates.fetch_add(1, Ordering::Relaxed).is_multiple_of(2) {
                 return Err(OpError::new(ErrorClass::Timeout, Outcome::Unknown, "lost"));
             }
             self.inner.create(u).await
@@ -681,6 +688,10 @@ mod tests {
             self.inner.mark_all_read(u).await
         }
         async fn read_count(&self, u: i64) -> Result<i64, OpError> {
+            if self.reads.fetch_add(1, Ordering::Relaxed) % 4 == 3 {
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
             self.inner.read_count(u).await
         }
     }
@@ -693,7 +704,7 @@ mod tests {
             cfg.mix = Mix { weights: [1, 0, 0, 0, 0, 0] };
             cfg.retry = RetryPolicy { max_attempts: 3, on_unknown, ..cfg.retry };
             cfg.history_limit = 15;
-            let s: Arc<dyn Strategy> = Arc::new(LosesEveryOtherReply::default());
+            let s: Arc<dyn Strategy> = Arc::new(Flaky::default());
             let load = run_load(s, Arc::new(IdPool::seeded(5, 5, 0)), &cfg, Monitor::new()).await;
             // The limit holds and the rest is counted.
             assert_eq!((load.history.len(), load.history_dropped), (15, 5));
@@ -716,6 +727,24 @@ mod tests {
                 assert_eq!(unknown, 8, "{:?}", load.history);
             }
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_workers_one_timer_bounds_each_op_from_its_own_start_timed_out_or_not() {
+        let mut cfg =
+            DriverConfig::plain(3, DriverConfig::closed_stage(1, Stop::Ops(24)), Mix { weights: [0, 0, 0, 0, 0, 1] });
+        (cfg.op_timeout, cfg.history_limit) = (Duration::from_millis(30), 100);
+        let s: Arc<dyn Strategy> = Arc::new(Flaky::default());
+        let load = run_load(s, Arc::new(IdPool::seeded(5, 5, 0)), &cfg, Monitor::new()).await;
+        let reads = load.op(OpKind::ReadCount);
+        // The six hung calls timed out (unknown: they may have applied); the timer, armed
+        // again after each, cut no other call short.
+        assert_eq!((reads.ok, reads.unknown, reads.errors_by_class[ErrorClass::Timeout.index()]), (18, 6, 6));
+        let timed_out: Vec<&Event> = load.history.iter().filter(|e| e.outcome == Outcome::Unknown).collect();
+        assert_eq!(timed_out.len(), 6);
+        // None fired before the op timeout, counted from the op's own start.
+        assert!(timed_out.iter().all(|e| e.complete_us - e.invoke_us >= 30_000), "{timed_out:?}");
+        assert_eq!(reads.latency_us.count_between(30_000, u64::MAX), 6);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

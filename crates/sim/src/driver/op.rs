@@ -2,43 +2,86 @@
 //! timeout, conflicts (and, by policy, unknown outcomes) retried with backoff, the pool
 //! kept in step with what succeeded, and every call kept for the history.
 
+use std::future::{Future, poll_fn};
+use std::pin::{Pin, pin};
 use std::sync::atomic::Ordering;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use counterlab_core::{ErrorClass, OpError, OpKind, Outcome, Strategy};
 use futures_util::future::join_all;
+use smallvec::SmallVec;
+use tokio::time::Sleep;
 
 use super::DriverConfig;
 use crate::metrics::Tries;
 use crate::pool::IdPool;
 use crate::workload::PlannedOp;
 
-/// One attempt, bounded by the op timeout: no reply in time is an unknown outcome, since
-/// the call may still apply.
-async fn bounded<T>(
-    timeout: Duration,
-    fut: impl std::future::Future<Output = Result<T, OpError>>,
-) -> Result<T, OpError> {
-    match tokio::time::timeout(timeout, fut).await {
-        Ok(r) => r,
-        Err(_) => Err(OpError::new(
-            ErrorClass::Timeout,
-            Outcome::Unknown,
-            format!("no reply within {} ms", timeout.as_millis()),
-        )),
+/// A worker's op timer: one `Sleep` kept across its ops. It is left as it is while it
+/// has not fired: it then fires at an earlier op's deadline, no later than this one's,
+/// and `bounded` moves it to this op's deadline when it does (once an op timeout, not
+/// once an op). A fresh `tokio::time::timeout` per op took the timer driver's lock
+/// twice an op (to register, and to deregister when dropped).
+#[derive(Default)]
+pub(super) struct OpTimer(Option<Pin<Box<Sleep>>>);
+
+impl OpTimer {
+    /// The timer, firing no later than `deadline`.
+    fn by(&mut self, deadline: Instant) -> Pin<&mut Sleep> {
+        let sleep = self.0.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline.into())));
+        // A worker's deadlines only grow (its ops and their attempts run one at a time).
+        debug_assert!(sleep.deadline() <= deadline.into(), "an op timer set past the op's deadline");
+        sleep.as_mut()
     }
 }
 
-/// Runs `call` (each attempt bounded by the op timeout) until it succeeds, fails on
-/// something other than a conflict, or runs out of attempts.
-async fn attempt<T, F, Fut>(cfg: &DriverConfig, jitter_seed: u64, tries: &mut Tries, call: F) -> Result<T, OpError>
+/// One attempt, bounded by the op timeout (`deadline`, watched by `timer`): no reply in
+/// time is an unknown outcome, since the call may still apply.
+async fn bounded<T>(
+    timer: &mut OpTimer,
+    deadline: Instant,
+    timeout: Duration,
+    fut: impl Future<Output = Result<T, OpError>>,
+) -> Result<T, OpError> {
+    let mut fut = pin!(fut);
+    let mut sleep = timer.by(deadline);
+    poll_fn(|cx| {
+        if let Poll::Ready(r) = fut.as_mut().poll(cx) {
+            return Poll::Ready(r);
+        }
+        // At most twice: once the timer is set to this op's deadline, it is ready only
+        // when that has passed.
+        while sleep.as_mut().poll(cx).is_ready() {
+            if Instant::now() >= deadline {
+                let why = format!("no reply within {} ms", timeout.as_millis());
+                return Poll::Ready(Err(OpError::new(ErrorClass::Timeout, Outcome::Unknown, why)));
+            }
+            // It fired at an earlier op's deadline.
+            sleep.as_mut().reset(deadline.into());
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// Runs `call` (each attempt bounded by the op timeout, the first from `start`) until it
+/// succeeds, fails on something other than a conflict, or runs out of attempts.
+async fn attempt<T, F, Fut>(
+    cfg: &DriverConfig,
+    jitter_seed: u64,
+    tries: &mut Tries,
+    (timer, start): (&mut OpTimer, Instant),
+    call: F,
+) -> Result<T, OpError>
 where
     F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<T, OpError>>,
+    Fut: Future<Output = Result<T, OpError>>,
 {
     let mut n = 1;
+    let mut from = start;
     loop {
-        match bounded(cfg.op_timeout, call()).await {
+        match bounded(timer, from + cfg.op_timeout, cfg.op_timeout, call()).await {
             Err(e) if e.retryable() || (cfg.retry.on_unknown && e.outcome == Outcome::Unknown) => {
                 // Ctrl-C ends retrying too, so a stop is bounded by one attempt.
                 if cfg.cancel.load(Ordering::Relaxed) {
@@ -53,6 +96,7 @@ where
                 tries.unknown_retried += (e.outcome == Outcome::Unknown) as u32;
                 tokio::time::sleep(cfg.retry.backoff(n, jitter_seed)).await;
                 n += 1;
+                from = Instant::now();
             }
             other => return other,
         }
@@ -84,36 +128,43 @@ impl Call {
     }
 }
 
-/// Runs one planned op. Returns None when the op had no target (skipped), else whether
-/// it changed something, or its error, and its calls for the history.
+/// The calls of one op: one, or K for a `mark_read_dup` group (kept inline for one, so
+/// an op allocates nothing for its history).
+pub(super) type Calls = SmallVec<[Call; 1]>;
+
+/// Runs one planned op that started at `start`, its attempts bounded by the worker's
+/// `timer`. Returns None when the op had no target (skipped), else whether it changed
+/// something, or its error, and its calls for the history.
 pub(super) async fn execute(
     strategy: &dyn Strategy,
     pool: &IdPool,
     op: PlannedOp,
     cfg: &DriverConfig,
     tries: &mut Tries,
-) -> Option<(Result<bool, OpError>, Vec<Call>)> {
+    (timer, start): (&mut OpTimer, Instant),
+) -> Option<(Result<bool, OpError>, Calls)> {
     let user = op.user;
     let js = cfg.seed ^ op.pick;
-    let t = Instant::now();
+    let (t, bound) = (start, (timer, start));
+    let one = |call| SmallVec::from_buf([call]);
     Some(match op.kind {
         OpKind::Create => {
-            let r = attempt(cfg, js, tries, || strategy.create(user)).await;
+            let r = attempt(cfg, js, tries, bound, || strategy.create(user)).await;
             let call = Call::of(t, *r.as_ref().unwrap_or(&0), &r, |_| 1, tries);
             let r = r.map(|id| {
                 pool.add_unread(user, id);
                 true
             });
-            (r, vec![call])
+            (r, one(call))
         }
         OpKind::MarkRead => {
             let id = pool.pick_any(user, op.pick)?;
-            let r = attempt(cfg, js, tries, || strategy.mark_read(user, id)).await;
+            let r = attempt(cfg, js, tries, bound, || strategy.mark_read(user, id)).await;
             if r.is_ok() {
                 pool.mark_read(user, id);
             }
             let call = Call::of(t, id, &r, |b| *b as i64, tries);
-            (r, vec![call])
+            (r, one(call))
         }
         OpKind::MarkReadDup => {
             let id = pool.pick_unread_first(user, op.pick)?;
@@ -121,26 +172,26 @@ pub(super) async fn execute(
         }
         OpKind::Delete => {
             let id = pool.pick_any(user, op.pick)?;
-            let r = attempt(cfg, js, tries, || strategy.delete(user, id)).await;
+            let r = attempt(cfg, js, tries, bound, || strategy.delete(user, id)).await;
             if r.is_ok() {
                 pool.remove(user, id);
             }
             let call = Call::of(t, id, &r, |b| *b as i64, tries);
-            (r, vec![call])
+            (r, one(call))
         }
         OpKind::MarkAllRead => {
-            let r = attempt(cfg, js, tries, || strategy.mark_all_read(user)).await;
+            let r = attempt(cfg, js, tries, bound, || strategy.mark_all_read(user)).await;
             let call = Call::of(t, 0, &r, |n| *n as i64, tries);
             let r = r.map(|n| {
                 pool.mark_all_read(user);
                 n > 0
             });
-            (r, vec![call])
+            (r, one(call))
         }
         OpKind::ReadCount => {
-            let r = attempt(cfg, js, tries, || strategy.read_count(user)).await;
+            let r = attempt(cfg, js, tries, bound, || strategy.read_count(user)).await;
             let call = Call::of(t, 0, &r, |v| *v, tries);
-            (r.map(|_| false), vec![call])
+            (r.map(|_| false), one(call))
         }
     })
 }
@@ -154,18 +205,20 @@ async fn mark_read_dup(
     id: i64,
     cfg: &DriverConfig,
     tries: &mut Tries,
-) -> (Result<bool, OpError>, Vec<Call>) {
+) -> (Result<bool, OpError>, Calls) {
     let user = op.user;
     let js = cfg.seed ^ op.pick;
     let calls = (0..cfg.dup_k as u64).map(|k| async move {
         let mut t = Tries::default();
         let invoke = Instant::now();
-        let r = attempt(cfg, js ^ k, &mut t, || strategy.mark_read(user, id)).await;
+        // The group's calls run at once: each has a timer of its own.
+        let mut timer = OpTimer::default();
+        let r = attempt(cfg, js ^ k, &mut t, (&mut timer, invoke), || strategy.mark_read(user, id)).await;
         let call = Call::of(invoke, id, &r, |b| *b as i64, &t);
         (r, t, call)
     });
     let mut results = Vec::new();
-    let mut group = Vec::new();
+    let mut group = Calls::new();
     for (r, t, call) in join_all(calls).await {
         tries.absorb(&t);
         results.push(r);
