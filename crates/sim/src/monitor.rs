@@ -29,14 +29,25 @@ impl Interval {
         Interval { hist: OpKind::ALL.iter().map(|_| new_latency_histogram()).collect(), ops: 0, errors: 0, phase }
     }
 
-    /// Adds `other`'s ops (its phase is this one's).
-    fn absorb(&mut self, other: &Interval) {
-        for (h, o) in self.hist.iter_mut().zip(&other.hist) {
-            h.add(o).expect("auto-resizing histograms merge");
+    /// Adds a part's ops.
+    fn absorb(&mut self, part: &Part) {
+        for (h, o) in self.hist.iter_mut().zip(&part.hist) {
+            if let Some(o) = o {
+                h.add(o).expect("auto-resizing histograms merge");
+            }
         }
-        self.ops += other.ops;
-        self.errors += other.errors;
+        self.ops += part.ops;
+        self.errors += part.errors;
     }
+}
+
+/// One part of the interval being filled: a kind's histogram is made when the part
+/// first records one (a part no worker records into holds none).
+#[derive(Default)]
+struct Part {
+    hist: [Option<Histogram<u64>>; OpKind::ALL.len()],
+    ops: u64,
+    errors: u64,
 }
 
 /// Workers record into one of this many parts of the interval (by worker index), so
@@ -45,7 +56,7 @@ const SHARDS: usize = 16;
 
 /// One part of the interval, on a cache line of its own.
 #[repr(align(128))]
-struct Shard(Mutex<Interval>);
+struct Shard(Mutex<Part>);
 
 /// Shared by the workers, the pacer and the sampler of one strategy run.
 pub struct Monitor {
@@ -62,7 +73,7 @@ pub struct Monitor {
 impl Default for Monitor {
     fn default() -> Monitor {
         Monitor {
-            current: (0..SHARDS).map(|_| Shard(Mutex::new(Interval::new(String::new())))).collect(),
+            current: (0..SHARDS).map(|_| Shard(Mutex::default())).collect(),
             scheduled: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             phase: Mutex::new(String::new()),
@@ -86,7 +97,7 @@ impl Monitor {
     /// `n` ops of one kind that took `us` each (a batch's), `errors` of them failed.
     pub fn record_n(&self, worker: u32, kind: OpKind, us: u64, n: u64, errors: u64) {
         let mut c = self.current[worker as usize % SHARDS].0.lock().expect("monitor lock");
-        record_us_n(&mut c.hist[kind.index()], us, n);
+        record_us_n(c.hist[kind.index()].get_or_insert_with(new_latency_histogram), us, n);
         c.ops += n;
         c.errors += errors;
     }
@@ -116,7 +127,7 @@ impl Monitor {
         let began = std::mem::replace(&mut *self.began.lock().expect("monitor lock"), phase);
         let mut interval = Interval::new(began);
         for shard in self.current.iter() {
-            let part = std::mem::replace(&mut *shard.0.lock().expect("monitor lock"), Interval::new(String::new()));
+            let part = std::mem::take(&mut *shard.0.lock().expect("monitor lock"));
             interval.absorb(&part);
         }
         let scheduled = self.scheduled.swap(0, Ordering::Relaxed);

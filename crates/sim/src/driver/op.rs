@@ -5,12 +5,13 @@
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
 use std::sync::atomic::Ordering;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use counterlab_core::{ErrorClass, OpError, OpKind, Outcome, Strategy};
 use futures_util::future::join_all;
 use smallvec::SmallVec;
+use tokio::task::coop;
 use tokio::time::Sleep;
 
 use super::DriverConfig;
@@ -46,23 +47,30 @@ async fn bounded<T>(
 ) -> Result<T, OpError> {
     let mut fut = pin!(fut);
     let mut sleep = timer.by(deadline);
+    let deadline = tokio::time::Instant::from_std(deadline);
     poll_fn(|cx| {
         if let Poll::Ready(r) = fut.as_mut().poll(cx) {
             return Poll::Ready(r);
         }
-        // At most twice: once the timer is set to this op's deadline, it is ready only
-        // when that has passed.
-        while sleep.as_mut().poll(cx).is_ready() {
-            if Instant::now() >= deadline {
+        // As in tokio's `timeout`: a call that used up the task's budget does not keep
+        // the timer from being polled.
+        let unconstrained = !coop::has_budget_remaining();
+        // At most twice: set to this op's deadline, the timer fires only past it.
+        while poll_timer(sleep.as_mut(), unconstrained, cx).is_ready() {
+            if sleep.deadline() >= deadline {
                 let why = format!("no reply within {} ms", timeout.as_millis());
                 return Poll::Ready(Err(OpError::new(ErrorClass::Timeout, Outcome::Unknown, why)));
             }
             // It fired at an earlier op's deadline.
-            sleep.as_mut().reset(deadline.into());
+            sleep.as_mut().reset(deadline);
         }
         Poll::Pending
     })
     .await
+}
+
+fn poll_timer(sleep: Pin<&mut Sleep>, unconstrained: bool, cx: &mut Context<'_>) -> Poll<()> {
+    if unconstrained { Pin::new(&mut coop::unconstrained(sleep)).poll(cx) } else { sleep.poll(cx) }
 }
 
 /// Runs `call` (each attempt bounded by the op timeout, the first from `start`) until it
