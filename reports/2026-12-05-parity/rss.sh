@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Issue 37's memory figures: peak RSS (/usr/bin/time -v) of a 1-op run at 1, 64 and 256
 # workers, and of the 1M users / 10M rows run at 16 workers, on each SQL backend.
-# Usage: reports/2026-12-05-parity/rss.sh OUT   (a release build at ./target/release/counterlab)
+# Usage: reports/2026-12-05-parity/rss.sh OUT   (a release build: COUNTERLAB_BIN, else ./target/release/counterlab)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:?OUT}
-CL=./target/release/counterlab
+CL=${COUNTERLAB_BIN:-./target/release/counterlab}
 mkdir -p "$OUT"
 rss() { awk -F': ' '/Maximum resident set size/ {printf "%.1f", $2/1024}' "$1"; }
 for backend in sqlite postgres mysql; do
