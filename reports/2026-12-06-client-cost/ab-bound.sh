@@ -5,13 +5,13 @@
 # recheck/ab-bound ran, the bound was 32 and the one-thread side was the default.)
 #   PostgreSQL (benches/pgbench/mark-read.toml, 8 s): conditional-update at 16 and 32
 #   workers, writable-cte at 32.
-# Usage: reports/2026-12-06-client-cost/ab-bound.sh OUT [ROUNDS]   (a release build;
+# Usage: reports/2026-12-06-client-cost/ab-bound.sh OUT [ROUNDS]   (a release build, or COUNTERLAB_BIN;
 # AB_CELLS="LABEL STRATEGY WORKERS;..." replaces the three cells)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:?OUT}
 ROUNDS=${2:-4}
-CL=./target/release/counterlab
+CL=${COUNTERLAB_BIN:-./target/release/counterlab}
 mkdir -p "$OUT/runs"
 one() { # LABEL VARIANT ARGS...
   local label=$1 variant=$2; shift 2
